@@ -1,0 +1,111 @@
+//! Push-sum on the excesses for loopy, lossy or changing graphs (spec §7, alternative 2),
+//! in the running-sum form of Hadjicostis, Domínguez-García & Vaidya (2016).
+//!
+//! State `(x_i, ω_i)` starts at `(E_i, 1)`. Each round agent j splits its state into
+//! `deg_j + 1` equal shares, keeps one and sends one to each neighbour as a *running total*
+//! `σ_j += share`; receiver l adds `σ_j − ρ_lj` and remembers `ρ_lj ← σ_j`, so a lost packet
+//! is delivered with the next one. Estimate: `T_g,i ≈ T0 + s · x_i/ω_i` (s agents).
+//! `x_i/ω_i` is a nonnegative combination of the E_j, so every estimate is a valid posterior.
+//! When E_i changes, the difference is injected into x_i (mass is conserved).
+
+use std::collections::BTreeMap;
+
+use crate::model::Excess;
+
+/// One agent's share of the push-sum mass: excess, weight and represented data points.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mass {
+    /// Excess part x.
+    pub x: Excess,
+    /// Weight ω.
+    pub w: f64,
+    /// Data points p (push-summed like x).
+    pub points: f64,
+}
+
+impl Mass {
+    /// The zero mass.
+    pub fn zeros(m: usize) -> Self {
+        Self {
+            x: Excess::zeros(m),
+            w: 0.0,
+            points: 0.0,
+        }
+    }
+
+    fn add_scaled(&mut self, o: &Mass, c: f64) {
+        self.x.add_scaled_in_place(&o.x, c);
+        self.w += c * o.w;
+        self.points += c * o.points;
+    }
+}
+
+/// Running-sum push-sum state of one agent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PushSum {
+    /// Current mass (x_i, ω_i, p_i).
+    pub mass: Mass,
+    /// Running total of everything sent (one share per round, the same to every neighbour).
+    pub sent: Mass,
+    /// Last running total received from each neighbour (ρ_lj).
+    pub received: BTreeMap<u64, Mass>,
+}
+
+impl PushSum {
+    /// Initial state `(E_i, ω_i, n_i)`; `weight` is 1 at every agent (or 1 at one leader and
+    /// 0 elsewhere when the agent count is unknown).
+    pub fn new(own: Excess, weight: f64, points: f64) -> Self {
+        let m = own.m();
+        Self {
+            mass: Mass {
+                x: own,
+                w: weight,
+                points,
+            },
+            sent: Mass::zeros(m),
+            received: BTreeMap::new(),
+        }
+    }
+
+    /// Injects a change of the own excess (`new − old`) and of the own point count.
+    pub fn inject(&mut self, delta: &Excess, delta_points: f64) {
+        self.mass.x.add_in_place(delta);
+        self.mass.points += delta_points;
+    }
+
+    /// One round: keeps `1/(deg + 1)` of the mass and returns the running total to send to
+    /// every neighbour.
+    pub fn step(&mut self, degree: usize) -> Mass {
+        let share = 1.0 / (degree as f64 + 1.0);
+        let mut kept = Mass::zeros(self.mass.x.m());
+        kept.add_scaled(&self.mass, share);
+        if degree > 0 {
+            self.sent.add_scaled(&kept, 1.0);
+            self.mass = kept;
+        }
+        self.sent.clone()
+    }
+
+    /// Receives neighbour `from`'s running total: adds `σ − ρ`, remembers `ρ ← σ`.
+    pub fn receive(&mut self, from: u64, total: Mass) {
+        let m = total.x.m();
+        let prev = self
+            .received
+            .remove(&from)
+            .unwrap_or_else(|| Mass::zeros(m));
+        let mut delta = total.clone();
+        delta.add_scaled(&prev, -1.0);
+        self.mass.add_scaled(&delta, 1.0);
+        self.received.insert(from, total);
+    }
+
+    /// The fused data-part estimate `scale · x_i/ω_i` (`scale` = agent count, or 1 in leader
+    /// mode) and the represented points; `None` while ω_i = 0.
+    pub fn estimate(&self, scale: f64) -> Option<(Excess, f64)> {
+        if self.mass.w <= 0.0 {
+            return None;
+        }
+        let c = scale / self.mass.w;
+        Some((self.mass.x.scaled(c), self.mass.points * c))
+    }
+}

@@ -1,0 +1,217 @@
+//! The paper's importance-sampled online estimator (Eq. 3.7) with summed caches (spec §4b).
+//!
+//! `k` prior samples `W_t ~ N(0,1)^{d'×d}` are drawn once from a seed. Each block adds, per
+//! sample, `Ā_t += K̄⁽ᵗ⁾ᵀK̄⁽ᵗ⁾ [m, m]` and `b̄_t += K̄⁽ᵗ⁾ᵀy [m]` with the unit-scale
+//! `K̄⁽ᵗ⁾_nj = exp(−½‖W_t x_n − z_j‖²)`: memory `k(m² + m)`, constant in the data. Under the
+//! current q(W) the weights are `log w_t = Σ_ij [−log σ_ij − (W_t,ij − μ_ij)²/(2σ_ij²) + W_t,ij²/2]`
+//! and `Ê = (σ_s²/σ_n² Σ_t ω_t Ā_t, σ_s/σ_n² Σ_t ω_t b̄_t)`.
+//!
+//! **Warning (spec §4, §12.4):** the variance of these weights grows exponentially in `d·d'`;
+//! for any learned q(W) in d ≥ 6 the unnormalized estimate is ≈ 0 (the agent forgets all data).
+//! It is built for fidelity to the paper; [`crate::learn::UpdateMode::Frozen`] is the default.
+
+use faer::{Mat, MatRef};
+
+use crate::linalg::{mul_add, symmetrize};
+use crate::model::kernel::sqdist;
+use crate::model::{Excess, Projection, Vocabulary};
+use crate::rng::Rng;
+
+/// How the importance weights are normalized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IsNormalization {
+    /// The paper's `ω_t = w_t / k` (unbiased, degenerate in realistic dimensions).
+    Unnormalized,
+    /// `ω_t = w_t / Σ_s w_s` (consistent, biased).
+    SelfNormalized,
+}
+
+/// Diagnostics of one recompute of the estimate: always reported (spec §4b, §9).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IsDiagnostics {
+    /// Effective sample size `exp(2 lse(log w) − lse(2 log w))`.
+    pub ess: f64,
+    /// `max_t log w_t`.
+    pub max_log_w: f64,
+    /// Number of samples k.
+    pub samples: usize,
+    /// Flagged when `max log w > 700` or `ESS < 2` (spec §9).
+    pub degenerate: bool,
+}
+
+/// The per-sample summed caches.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImportanceCache {
+    /// The prior samples `W_t [d', d]`.
+    pub samples: Vec<Mat<f64>>,
+    /// `Ā_t [m, m]`, summed over blocks.
+    pub a: Vec<Mat<f64>>,
+    /// `b̄_t [m]`, summed over blocks.
+    pub b: Vec<Vec<f64>>,
+    /// Normalization of the weights.
+    pub normalization: IsNormalization,
+}
+
+fn logsumexp(v: impl Iterator<Item = f64> + Clone) -> f64 {
+    let c = v.clone().fold(f64::NEG_INFINITY, f64::max);
+    if !c.is_finite() {
+        return c;
+    }
+    c + v.map(|x| (x - c).exp()).sum::<f64>().ln()
+}
+
+impl ImportanceCache {
+    /// Draws `k` samples `W_t [d', d]` from `N(0, 1)` with `seed` and empty caches.
+    pub fn new(
+        vocab: &Vocabulary,
+        d: usize,
+        k: usize,
+        seed: u64,
+        normalization: IsNormalization,
+    ) -> Self {
+        let mut rng = Rng::new(seed, 0x1_5A3B);
+        let dz = vocab.d_latent();
+        let samples = (0..k)
+            .map(|_| {
+                let mut w = Mat::zeros(dz, d);
+                for j in 0..d {
+                    for i in 0..dz {
+                        w[(i, j)] = rng.normal();
+                    }
+                }
+                w
+            })
+            .collect();
+        Self::with_samples(vocab, samples, normalization)
+    }
+
+    /// Empty caches for explicitly given samples.
+    pub fn with_samples(
+        vocab: &Vocabulary,
+        samples: Vec<Mat<f64>>,
+        normalization: IsNormalization,
+    ) -> Self {
+        let m = vocab.m();
+        let k = samples.len();
+        Self {
+            samples,
+            a: (0..k).map(|_| Mat::zeros(m, m)).collect(),
+            b: (0..k).map(|_| vec![0.0; m]).collect(),
+            normalization,
+        }
+    }
+
+    /// Adds one block `(x [n, d], y [n])` to every sample's sums. Cost O(k n m (d' + m)).
+    pub fn absorb(&mut self, vocab: &Vocabulary, x: MatRef<'_, f64>, y: &[f64]) {
+        let (n, m, dz) = (x.nrows(), vocab.m(), vocab.d_latent());
+        let z = vocab.z();
+        let zrows: Vec<Vec<f64>> = (0..m)
+            .map(|j| (0..dz).map(|i| z[(j, i)]).collect())
+            .collect();
+        let mut kbar = Mat::<f64>::zeros(n, m);
+        let mut v = vec![0.0; dz];
+        for ((w, a), b) in self
+            .samples
+            .iter()
+            .zip(self.a.iter_mut())
+            .zip(self.b.iter_mut())
+        {
+            for r in 0..n {
+                for (i, vi) in v.iter_mut().enumerate() {
+                    *vi = (0..x.ncols()).map(|j| w[(i, j)] * x[(r, j)]).sum();
+                }
+                for (j, zj) in zrows.iter().enumerate() {
+                    kbar[(r, j)] = (-0.5 * sqdist(&v, zj)).exp();
+                }
+            }
+            mul_add(a.as_mut(), kbar.transpose(), kbar.as_ref(), 1.0);
+            symmetrize(a);
+            for (j, bj) in b.iter_mut().enumerate() {
+                *bj += (0..n).map(|r| kbar[(r, j)] * y[r]).sum::<f64>();
+            }
+        }
+    }
+
+    /// `log w_t = log q(W_t) − log p(W_t)` under `proj` (log-space, spec §4b).
+    pub fn log_weights(&self, proj: &Projection) -> Vec<f64> {
+        let (mu, ls, s2) = (proj.mu(), proj.log_sigma(), proj.sigma2());
+        self.samples
+            .iter()
+            .map(|w| {
+                let mut lw = 0.0;
+                for j in 0..w.ncols() {
+                    for i in 0..w.nrows() {
+                        let wij = w[(i, j)];
+                        let dlt = wij - mu[(i, j)];
+                        lw += -ls[(i, j)] - dlt * dlt / (2.0 * s2[(i, j)]) + 0.5 * wij * wij;
+                    }
+                }
+                lw
+            })
+            .collect()
+    }
+
+    /// The normalized weights ω_t and the diagnostics.
+    pub fn weights(&self, proj: &Projection) -> (Vec<f64>, IsDiagnostics) {
+        let lw = self.log_weights(proj);
+        let k = lw.len();
+        let lse = logsumexp(lw.iter().copied());
+        let lse2 = logsumexp(lw.iter().map(|v| 2.0 * v));
+        let ess = (2.0 * lse - lse2).exp();
+        let max_log_w = lw.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let omega = match self.normalization {
+            IsNormalization::Unnormalized => lw
+                .iter()
+                .map(|v| (v - max_log_w).exp() * max_log_w.exp() / k as f64)
+                .collect(),
+            IsNormalization::SelfNormalized => lw.iter().map(|v| (v - lse).exp()).collect(),
+        };
+        let diag = IsDiagnostics {
+            ess,
+            max_log_w,
+            samples: k,
+            degenerate: max_log_w > 700.0 || ess < 2.0 || !ess.is_finite(),
+        };
+        (omega, diag)
+    }
+
+    /// The estimated data part `Ê` under `proj` with its diagnostics. Cost O(k m²).
+    pub fn excess(&self, vocab: &Vocabulary, proj: &Projection) -> (Excess, IsDiagnostics) {
+        let (omega, diag) = self.weights(proj);
+        let m = vocab.m();
+        let mut c = Mat::<f64>::zeros(m, m);
+        let mut cy = vec![0.0; m];
+        for ((w, a), b) in omega.iter().zip(&self.a).zip(&self.b) {
+            if *w == 0.0 || !w.is_finite() {
+                continue;
+            }
+            for j in 0..m {
+                for i in 0..m {
+                    c[(i, j)] += w * a[(i, j)];
+                }
+                cy[j] += w * b[j];
+            }
+        }
+        (
+            Excess::from_unit_parts(&c, &cy, proj.sigma_s(), proj.sigma_n()),
+            diag,
+        )
+    }
+
+    /// `E_p[w²] = Π_ij exp(μ²/(2−σ²)) / (σ √(2−σ²))`, infinite if any `σ_ij ≥ √2` (spec §4);
+    /// `ESS ≈ k / E_p[w²]` for large k. Returned as a natural log.
+    pub fn log_second_moment(proj: &Projection) -> f64 {
+        let (mu, s2) = (proj.mu(), proj.sigma2());
+        let mut acc = 0.0;
+        for j in 0..mu.ncols() {
+            for i in 0..mu.nrows() {
+                let s = s2[(i, j)];
+                if s >= 2.0 {
+                    return f64::INFINITY;
+                }
+                acc += mu[(i, j)] * mu[(i, j)] / (2.0 - s) - 0.5 * s.ln() - 0.5 * (2.0 - s).ln();
+            }
+        }
+        acc
+    }
+}

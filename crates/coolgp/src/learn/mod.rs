@@ -1,0 +1,123 @@
+//! How q(u) and q(W) are *updated*: the online modes (spec §4), the ELBO and its gradients
+//! (spec §6), and the optimizer.
+
+pub mod adam;
+pub mod elbo;
+pub mod importance;
+
+use faer::{Mat, MatRef};
+
+pub use adam::{Adam, AdamConfig};
+pub use elbo::{block_loglik_grad, stochastic_objective, BlockElbo};
+pub use importance::{ImportanceCache, IsDiagnostics, IsNormalization};
+
+use crate::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
+use crate::model::{Excess, Projection, Vocabulary};
+
+/// Which online update an agent runs (spec §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateMode {
+    /// Default: unit-scale analytic statistics accumulated under q(W) at arrival (spec §4c).
+    /// Memory m² + m; exact for the newest block, stale for older ones.
+    Frozen,
+    /// The paper's Eq. 3.7 with `samples` prior draws and summed caches (spec §4b).
+    /// Degenerates in realistic dimensions; see [`importance`].
+    Importance {
+        /// Number of samples k.
+        samples: usize,
+        /// Normalization of the weights.
+        normalization: IsNormalization,
+    },
+    /// Keeps every block and recomputes under the current q(W). Memory grows with the data:
+    /// a reference and test oracle only, not for deployment.
+    Exact,
+}
+
+/// The agent's data caches in the chosen mode.
+#[derive(Clone, Debug)]
+pub enum Learner {
+    /// Frozen-q sums `F1 = Σ ψ̄2`, `F2 = Σ Ψ̄1ᵀy` (unit scale).
+    Frozen(UnitStats),
+    /// Per-sample sums.
+    Importance(ImportanceCache),
+    /// Every block kept.
+    Exact(Vec<(Mat<f64>, Vec<f64>)>),
+}
+
+impl Learner {
+    /// Empty caches for `mode`; `seed` draws the importance samples.
+    pub fn new(vocab: &Vocabulary, d: usize, mode: UpdateMode, seed: u64) -> Self {
+        match mode {
+            UpdateMode::Frozen => Learner::Frozen(UnitStats::zeros(vocab.m())),
+            UpdateMode::Importance {
+                samples,
+                normalization,
+            } => Learner::Importance(ImportanceCache::new(vocab, d, samples, seed, normalization)),
+            UpdateMode::Exact => Learner::Exact(Vec::new()),
+        }
+    }
+
+    /// Absorbs one block `(x [n, d], y [n])` (the frozen mode uses the current `proj`).
+    pub fn absorb(
+        &mut self,
+        vocab: &Vocabulary,
+        proj: &Projection,
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        ws: &mut PsiWorkspace,
+    ) {
+        match self {
+            Learner::Frozen(stats) => accumulate_block(vocab, proj, x, y, stats, ws),
+            Learner::Importance(cache) => cache.absorb(vocab, x, y),
+            Learner::Exact(blocks) => blocks.push((x.to_owned(), y.to_vec())),
+        }
+    }
+
+    /// The data part `E` under the current θ, with importance diagnostics where they apply.
+    pub fn excess(
+        &self,
+        vocab: &Vocabulary,
+        proj: &Projection,
+        ws: &mut PsiWorkspace,
+    ) -> (Excess, Option<IsDiagnostics>) {
+        match self {
+            Learner::Frozen(stats) => (
+                Excess::from_unit_stats(stats, proj.sigma_s(), proj.sigma_n()),
+                None,
+            ),
+            Learner::Importance(cache) => {
+                let (e, d) = cache.excess(vocab, proj);
+                (e, Some(d))
+            }
+            Learner::Exact(blocks) => {
+                let mut stats = UnitStats::zeros(vocab.m());
+                for (x, y) in blocks {
+                    accumulate_block(vocab, proj, x.as_ref(), y, &mut stats, ws);
+                }
+                (
+                    Excess::from_unit_stats(&stats, proj.sigma_s(), proj.sigma_n()),
+                    None,
+                )
+            }
+        }
+    }
+
+    /// Numbers held by the caches (the memory the mode uses).
+    pub fn memory_f64(&self) -> usize {
+        match self {
+            Learner::Frozen(s) => s.psi2.nrows() * s.psi2.ncols() + s.psi1_y.len(),
+            Learner::Importance(c) => {
+                c.a.iter().map(|a| a.nrows() * a.ncols()).sum::<usize>()
+                    + c.b.iter().map(Vec::len).sum::<usize>()
+                    + c.samples
+                        .iter()
+                        .map(|w| w.nrows() * w.ncols())
+                        .sum::<usize>()
+            }
+            Learner::Exact(blocks) => blocks
+                .iter()
+                .map(|(x, y)| x.nrows() * x.ncols() + y.len())
+                .sum(),
+        }
+    }
+}

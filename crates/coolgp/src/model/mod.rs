@@ -1,0 +1,14 @@
+//! What the model *is*: the unit kernel, the shared vocabulary, the projection q(W), psi
+//! statistics, the natural parameters of q(u) and prediction.
+
+pub mod kernel;
+pub mod natural;
+pub mod predict;
+pub mod projection;
+pub mod psi;
+pub mod vocabulary;
+
+pub use natural::{Excess, NaturalParams, Posterior};
+pub use predict::Prediction;
+pub use projection::{Projection, ProjectionGrad};
+pub use vocabulary::{Fingerprint, Vocabulary};

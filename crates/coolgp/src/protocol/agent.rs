@@ -1,0 +1,630 @@
+//! The sans-IO agent: one state machine that the simulator and the networked node both drive.
+//!
+//! Call order (no clock, socket, file, thread or OS randomness inside):
+//!
+//! 1. [`Agent::new`], then [`Agent::set_neighbors`];
+//! 2. any interleaving of [`Agent::handle_block`] (own data), [`Agent::handle_message`]
+//!    (a peer's message) and [`Agent::handle_tick`] (one communication round);
+//! 3. after each call, drain [`Agent::poll_transmit`] (messages to send) and
+//!    [`Agent::poll_event`] (things to log or count);
+//! 4. [`Agent::predict`] at any time, with the fused or the own q(u).
+//!
+//! Per block (spec §10, §6 revised): absorb the block under the current q(W), then one Adam
+//! step on the per-datum gradient of `c·L_D − KL_W` computed against the latest *fused* q(u),
+//! then recompute the own excess `E_i`. The own E_i is always kept apart from what neighbours
+//! sent, so re-fusing never double counts (spec §7).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use faer::MatRef;
+
+use crate::error::{ensure_finite, Error, Result};
+use crate::fuse::{tree, Mass, PushSum};
+use crate::learn::{block_loglik_grad, Adam, AdamConfig, Learner, UpdateMode};
+use crate::model::predict::predict;
+use crate::model::psi::PsiWorkspace;
+use crate::model::{
+    Excess, NaturalParams, Posterior, Prediction, Projection, ProjectionGrad, Vocabulary,
+};
+use crate::protocol::event::Event;
+use crate::protocol::message::{
+    validate_excess, AgentId, Body, Header, Message, ProjectionShare, RejectReason,
+};
+
+/// Most events kept when the driver does not poll; the oldest are dropped first.
+const MAX_EVENTS: usize = 4096;
+
+/// How an agent combines its neighbours' knowledge (spec §7).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FusionRule {
+    /// Message passing, exact on trees (never use it on a graph with cycles).
+    Tree,
+    /// Running-sum push-sum for loopy, lossy or changing graphs. `agents` is the fleet size s
+    /// (estimate `T0 + s·x/ω`); with `leader` weights use `agents = 1.0`.
+    PushSum {
+        /// Scale of the estimate (the agent count s).
+        agents: f64,
+        /// Initial weight ω: 1 everywhere, or 1 at one leader and 0 elsewhere.
+        weight: f64,
+    },
+}
+
+/// Whether q(W) is the agent's own or learned fleet-wide (spec §13).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProjectionMode {
+    /// The paper: each agent learns its own q(W) (needed when domains or d differ).
+    PerAgent,
+    /// One fleet-wide q(W) for one phenomenon in one input space: the KL is weighted by
+    /// `N_own/N_fleet` in local steps, and θ and the Adam moments are averaged with weights
+    /// `N_own` at each fusion ([`Agent::adopt_fleet_projection`]). Tree fusion only.
+    Shared,
+}
+
+/// Per-agent settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentConfig {
+    /// Online update mode (default frozen).
+    pub mode: UpdateMode,
+    /// Projection mode (default per-agent).
+    pub projection: ProjectionMode,
+    /// Fusion rule (default tree).
+    pub fusion: FusionRule,
+    /// Optimizer (spec §6 defaults).
+    pub adam: AdamConfig,
+    /// Learn θ online (false freezes q(W), σ_s, σ_n at their initial values).
+    pub learn: bool,
+    /// Seed of the agent's own randomness (importance samples).
+    pub seed: u64,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            mode: UpdateMode::Frozen,
+            projection: ProjectionMode::PerAgent,
+            fusion: FusionRule::Tree,
+            adam: AdamConfig::default(),
+            learn: true,
+            seed: 0,
+        }
+    }
+}
+
+/// What one neighbour last sent (tree rule).
+#[derive(Clone, Debug)]
+struct Inbound {
+    excess: Excess,
+    points: f64,
+    projection: Option<ProjectionShare>,
+}
+
+/// Which q(u) to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// The agent's own `T_i = T0 + E_i` (pre-fusion).
+    Own,
+    /// The fused `T_g,i` (post-fusion).
+    Fused,
+}
+
+/// One COOL-GP agent.
+#[derive(Clone, Debug)]
+pub struct Agent {
+    id: AgentId,
+    vocab: Arc<Vocabulary>,
+    config: AgentConfig,
+    proj: Projection,
+    adam: Adam,
+    learner: Learner,
+    n_own: usize,
+    blocks: u64,
+    version: u64,
+    round: u64,
+    neighbors: BTreeSet<AgentId>,
+    own: Excess,
+    inbox: BTreeMap<AgentId, Inbound>,
+    pushsum: PushSum,
+    last_round: BTreeMap<AgentId, u64>,
+    outbox: VecDeque<Message>,
+    events: VecDeque<Event>,
+    ws: PsiWorkspace,
+}
+
+impl Agent {
+    /// A new agent of input dimension `d`, starting from the vocabulary's shared initial q(W).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for `d = 0`, zero importance samples, or the shared projection
+    /// with push-sum.
+    pub fn new(id: AgentId, vocab: Arc<Vocabulary>, d: usize, config: AgentConfig) -> Result<Self> {
+        if d == 0 {
+            return Err(Error::InvalidConfig("input dimension d must be > 0".into()));
+        }
+        if let UpdateMode::Importance { samples: 0, .. } = config.mode {
+            return Err(Error::InvalidConfig(
+                "importance mode needs at least 1 sample".into(),
+            ));
+        }
+        if config.projection == ProjectionMode::Shared && config.fusion != FusionRule::Tree {
+            return Err(Error::InvalidConfig(
+                "the shared projection mode needs tree fusion".into(),
+            ));
+        }
+        let proj = vocab.initial_projection(d);
+        let adam = Adam::new(config.adam.clone(), proj.n_params());
+        let learner = Learner::new(&vocab, d, config.mode, config.seed);
+        let m = vocab.m();
+        let weight = match config.fusion {
+            FusionRule::PushSum { weight, .. } => weight,
+            FusionRule::Tree => 1.0,
+        };
+        Ok(Self {
+            id,
+            config,
+            proj,
+            adam,
+            learner,
+            n_own: 0,
+            blocks: 0,
+            version: 0,
+            round: 0,
+            neighbors: BTreeSet::new(),
+            own: Excess::zeros(m),
+            inbox: BTreeMap::new(),
+            pushsum: PushSum::new(Excess::zeros(m), weight, 0.0),
+            last_round: BTreeMap::new(),
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+            ws: PsiWorkspace::default(),
+            vocab,
+        })
+    }
+
+    /// Sets the neighbours (a static tree or graph, or the current links of a changing one).
+    /// Messages last received from agents that are no longer neighbours are dropped from the
+    /// tree view.
+    pub fn set_neighbors(&mut self, ids: impl IntoIterator<Item = AgentId>) {
+        self.neighbors = ids.into_iter().filter(|&j| j != self.id).collect();
+        let keep = &self.neighbors;
+        self.inbox.retain(|k, _| keep.contains(k));
+    }
+
+    /// This agent's id.
+    pub fn id(&self) -> AgentId {
+        self.id
+    }
+
+    /// The shared vocabulary.
+    pub fn vocabulary(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// The current q(W), σ_s, σ_n.
+    pub fn projection(&self) -> &Projection {
+        &self.proj
+    }
+
+    /// Own data points absorbed.
+    pub fn n_own(&self) -> usize {
+        self.n_own
+    }
+
+    /// Blocks absorbed.
+    pub fn blocks(&self) -> u64 {
+        self.blocks
+    }
+
+    /// Rounds ticked.
+    pub fn round(&self) -> u64 {
+        self.round
+    }
+
+    /// Neighbours.
+    pub fn neighbors(&self) -> impl Iterator<Item = AgentId> + '_ {
+        self.neighbors.iter().copied()
+    }
+
+    /// Neighbours from which a message has been accepted.
+    pub fn neighbors_heard(&self) -> usize {
+        self.last_round
+            .keys()
+            .filter(|k| self.neighbors.contains(k))
+            .count()
+    }
+
+    /// The learner's caches (memory accounting, checkpoints).
+    pub fn learner(&self) -> &Learner {
+        &self.learner
+    }
+
+    /// Own data part `E_i` under the current θ.
+    pub fn own_excess(&self) -> &Excess {
+        &self.own
+    }
+
+    /// The fused data part and the data points it represents.
+    pub fn fused_excess(&self) -> (Excess, f64) {
+        match self.config.fusion {
+            FusionRule::Tree => {
+                let mut e = self.own.clone();
+                let mut pts = self.n_own as f64;
+                for ib in self.inbox.values() {
+                    e.add_in_place(&ib.excess);
+                    pts += ib.points;
+                }
+                (e, pts)
+            }
+            FusionRule::PushSum { agents, .. } => self
+                .pushsum
+                .estimate(agents)
+                .unwrap_or_else(|| (self.own.clone(), self.n_own as f64)),
+        }
+    }
+
+    /// Data points represented in the fused model (exact on trees after convergence).
+    pub fn fleet_points(&self) -> f64 {
+        match self.config.fusion {
+            FusionRule::Tree => {
+                self.n_own as f64 + self.inbox.values().map(|i| i.points).sum::<f64>()
+            }
+            FusionRule::PushSum { agents, .. } => self
+                .pushsum
+                .estimate(agents)
+                .map_or(self.n_own as f64, |(_, p)| p),
+        }
+    }
+
+    /// q(u) in K-form for a view.
+    pub fn natural_params(&self, view: View) -> NaturalParams {
+        match view {
+            View::Own => NaturalParams::from_excess(&self.vocab, &self.own),
+            View::Fused => NaturalParams::from_excess(&self.vocab, &self.fused_excess().0),
+        }
+    }
+
+    /// Factored q(u) for a view.
+    ///
+    /// # Errors
+    /// [`Error::NotPositiveDefinite`] if T1 cannot be factored (a corrupted state).
+    pub fn posterior(&self, view: View) -> Result<Posterior> {
+        self.natural_params(view).posterior(&self.vocab)
+    }
+
+    /// Predicts at the rows of `x [n, d]` with the agent's own q(W) and the chosen q(u).
+    ///
+    /// # Errors
+    /// [`Error::DimensionMismatch`] or [`Error::NonFinite`] for bad inputs.
+    pub fn predict(&self, x: MatRef<'_, f64>, view: View) -> Result<Prediction> {
+        self.check_inputs(x, None)?;
+        let post = self.posterior(view)?;
+        Ok(predict(&self.vocab, &self.proj, &post, x))
+    }
+
+    fn check_inputs(&self, x: MatRef<'_, f64>, y: Option<&[f64]>) -> Result<()> {
+        if x.ncols() != self.proj.d() {
+            return Err(Error::DimensionMismatch {
+                what: "input columns",
+                expected: self.proj.d(),
+                found: x.ncols(),
+            });
+        }
+        if let Some(y) = y {
+            if y.len() != x.nrows() {
+                return Err(Error::DimensionMismatch {
+                    what: "targets (one per input row)",
+                    expected: x.nrows(),
+                    found: y.len(),
+                });
+            }
+            ensure_finite("targets", y)?;
+        }
+        for j in 0..x.ncols() {
+            for i in 0..x.nrows() {
+                if !x[(i, j)].is_finite() {
+                    return Err(Error::NonFinite {
+                        what: "inputs",
+                        index: i * x.ncols() + j,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Absorbs one block of own data `(x [n, d], y [n])`, takes one optimizer step, and
+    /// recomputes the own excess.
+    ///
+    /// # Errors
+    /// [`Error::DimensionMismatch`] or [`Error::NonFinite`]; the agent is then unchanged.
+    pub fn handle_block(&mut self, x: MatRef<'_, f64>, y: &[f64]) -> Result<()> {
+        self.check_inputs(x, Some(y))?;
+        if y.is_empty() {
+            return Ok(());
+        }
+        self.learner
+            .absorb(&self.vocab, &self.proj, x, y, &mut self.ws);
+        self.n_own += y.len();
+        self.blocks += 1;
+        self.version += 1;
+        self.refresh_own(y.len() as f64);
+        if self.config.learn {
+            self.optimizer_step(x, y);
+            self.refresh_own(0.0);
+        }
+        Ok(())
+    }
+
+    /// One Adam step on the per-datum gradient `∇L_D/n − w·∇KL_W/N_own` (spec §6), against
+    /// the fused q(u). In shared mode the KL weight is `N_own/N_fleet` (spec §13).
+    fn optimizer_step(&mut self, x: MatRef<'_, f64>, y: &[f64]) {
+        let post = match self.posterior(View::Fused) {
+            Ok(p) => p,
+            Err(_) => match self.posterior(View::Own) {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+        };
+        if post.jitter() > 0.0 {
+            self.push_event(Event::Jitter {
+                what: "T1",
+                jitter: post.jitter(),
+            });
+        }
+        let b = block_loglik_grad(&self.vocab, &self.proj, &post, x, y);
+        let kl = ProjectionGrad::kl(&self.proj);
+        let n = y.len() as f64;
+        let kl_den = match self.config.projection {
+            ProjectionMode::PerAgent => self.n_own as f64,
+            ProjectionMode::Shared => self.fleet_points().max(self.n_own as f64),
+        };
+        let gl = b.grad.to_flat();
+        let gk = kl.to_flat();
+        let g: Vec<f64> = gl
+            .iter()
+            .zip(&gk)
+            .map(|(l, k)| l / n - k / kl_den)
+            .collect();
+        if g.iter().any(|v| !v.is_finite()) {
+            return;
+        }
+        let mut theta = self.proj.to_flat();
+        self.adam.step(&mut theta, &g);
+        self.proj.set_flat(&theta);
+    }
+
+    /// Recomputes `E_i` under the current θ; in push-sum, injects the change into the mass.
+    fn refresh_own(&mut self, new_points: f64) {
+        let (e, diag) = self.learner.excess(&self.vocab, &self.proj, &mut self.ws);
+        if let Some(d) = diag {
+            self.push_event(Event::ImportanceWeights(d));
+        }
+        if let FusionRule::PushSum { .. } = self.config.fusion {
+            let mut delta = e.clone();
+            delta.add_scaled_in_place(&self.own, -1.0);
+            self.pushsum.inject(&delta, new_points);
+        }
+        self.own = e;
+    }
+
+    /// One communication round: queues a message to every neighbour (tree: `D_ij`; push-sum:
+    /// the running total after keeping one share).
+    pub fn handle_tick(&mut self) {
+        self.round += 1;
+        let header = |to: AgentId, s: &Self| Header {
+            fingerprint: s.vocab.fingerprint(),
+            sender: s.id,
+            receiver: to,
+            round: s.round,
+            version: s.version,
+        };
+        match self.config.fusion {
+            FusionRule::Tree => {
+                let excesses: BTreeMap<AgentId, Excess> = self
+                    .inbox
+                    .iter()
+                    .map(|(k, v)| (*k, v.excess.clone()))
+                    .collect();
+                let own_share = self.own_projection_share();
+                for &j in &self.neighbors {
+                    let excess = tree::message_to(&self.own, &excesses, &j);
+                    let points = self.n_own as f64
+                        + self
+                            .inbox
+                            .iter()
+                            .filter(|(k, _)| **k != j)
+                            .map(|(_, v)| v.points)
+                            .sum::<f64>();
+                    let projection = own_share.as_ref().map(|own| {
+                        let mut s = own.clone();
+                        for (k, v) in &self.inbox {
+                            if *k != j {
+                                if let Some(p) = &v.projection {
+                                    s.add_in_place(p);
+                                }
+                            }
+                        }
+                        s
+                    });
+                    self.outbox.push_back(Message {
+                        header: header(j, self),
+                        body: Body::Tree { excess, points },
+                        projection,
+                    });
+                }
+            }
+            FusionRule::PushSum { .. } => {
+                let total = self.pushsum.step(self.neighbors.len());
+                for &j in &self.neighbors {
+                    self.outbox.push_back(Message {
+                        header: header(j, self),
+                        body: Body::PushSum {
+                            total: total.clone(),
+                        },
+                        projection: None,
+                    });
+                }
+            }
+        }
+    }
+
+    fn own_projection_share(&self) -> Option<ProjectionShare> {
+        if self.config.projection != ProjectionMode::Shared {
+            return None;
+        }
+        let w = self.n_own as f64;
+        Some(ProjectionShare {
+            weight: w,
+            theta: self.proj.to_flat().iter().map(|v| w * v).collect(),
+            m1: self.adam.m1.iter().map(|v| w * v).collect(),
+            m2: self.adam.m2.iter().map(|v| w * v).collect(),
+        })
+    }
+
+    /// Shared projection mode: replaces θ and the Adam moments by the fleet's `N`-weighted
+    /// averages carried in the latest messages (federated averaging, spec §13). Returns false
+    /// (and changes nothing) in per-agent mode or before any data.
+    pub fn adopt_fleet_projection(&mut self) -> bool {
+        let Some(mut total) = self.own_projection_share() else {
+            return false;
+        };
+        for v in self.inbox.values() {
+            if let Some(p) = &v.projection {
+                total.add_in_place(p);
+            }
+        }
+        if total.weight <= 0.0 {
+            return false;
+        }
+        let inv = 1.0 / total.weight;
+        let theta: Vec<f64> = total.theta.iter().map(|v| v * inv).collect();
+        self.proj.set_flat(&theta);
+        self.adam.m1 = total.m1.iter().map(|v| v * inv).collect();
+        self.adam.m2 = total.m2.iter().map(|v| v * inv).collect();
+        self.refresh_own(0.0);
+        true
+    }
+
+    /// Validates and absorbs a neighbour's message (spec §9). A rejected message leaves the
+    /// agent unchanged and is reported as [`Event::Rejected`].
+    ///
+    /// # Errors
+    /// The [`RejectReason`].
+    pub fn handle_message(&mut self, msg: Message) -> std::result::Result<(), RejectReason> {
+        let from = msg.header.sender;
+        match self.validate(&msg) {
+            Ok(()) => {
+                self.accept(msg);
+                Ok(())
+            }
+            Err(reason) => {
+                self.push_event(Event::Rejected {
+                    from,
+                    reason: reason.clone(),
+                });
+                Err(reason)
+            }
+        }
+    }
+
+    fn validate(&self, msg: &Message) -> std::result::Result<(), RejectReason> {
+        let h = &msg.header;
+        if h.fingerprint != self.vocab.fingerprint() {
+            return Err(RejectReason::Fingerprint(h.fingerprint.short()));
+        }
+        if h.receiver != self.id {
+            return Err(RejectReason::WrongReceiver(h.receiver));
+        }
+        if !self.neighbors.contains(&h.sender) {
+            return Err(RejectReason::UnknownSender(h.sender));
+        }
+        if let Some(&last) = self.last_round.get(&h.sender) {
+            if h.round <= last {
+                return Err(RejectReason::Stale {
+                    round: h.round,
+                    last,
+                });
+            }
+        }
+        match (&msg.body, self.config.fusion) {
+            (Body::Tree { excess, points }, FusionRule::Tree) => {
+                validate_excess(&self.vocab, excess, *points)?
+            }
+            (Body::PushSum { total }, FusionRule::PushSum { .. }) => {
+                if !(total.w.is_finite() && total.points.is_finite()) {
+                    return Err(RejectReason::NonFinite);
+                }
+                if total.w < 0.0 {
+                    return Err(RejectReason::Implausible("negative push-sum weight"));
+                }
+                validate_excess(&self.vocab, &total.x, total.points)?;
+            }
+            _ => return Err(RejectReason::WrongKind),
+        }
+        if let Some(p) = &msg.projection {
+            let n = self.proj.n_params();
+            let ok = p.theta.len() == n
+                && p.m1.len() == n
+                && p.m2.len() == n
+                && p.weight.is_finite()
+                && p.weight >= 0.0
+                && p.theta
+                    .iter()
+                    .chain(&p.m1)
+                    .chain(&p.m2)
+                    .all(|v| v.is_finite())
+                && p.m2.iter().all(|v| *v >= 0.0);
+            if !ok {
+                return Err(RejectReason::BadProjection);
+            }
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self, msg: Message) {
+        let from = msg.header.sender;
+        self.last_round.insert(from, msg.header.round);
+        match msg.body {
+            Body::Tree { excess, points } => {
+                self.inbox.insert(
+                    from,
+                    Inbound {
+                        excess,
+                        points,
+                        projection: msg.projection,
+                    },
+                );
+            }
+            Body::PushSum { total } => self.pushsum.receive(from, total),
+        }
+        let fleet_points = self.fleet_points();
+        self.push_event(Event::FusedUpdated { fleet_points });
+    }
+
+    /// The next message to transmit, if any.
+    pub fn poll_transmit(&mut self) -> Option<Message> {
+        self.outbox.pop_front()
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn push_event(&mut self, e: Event) {
+        if self.events.len() >= MAX_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back(e);
+    }
+
+    /// Push-sum state (tests, checkpoints).
+    pub fn pushsum_mass(&self) -> &Mass {
+        &self.pushsum.mass
+    }
+}

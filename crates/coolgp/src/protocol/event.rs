@@ -1,0 +1,32 @@
+//! What an agent reports to its driver.
+
+use crate::learn::IsDiagnostics;
+use crate::protocol::message::{AgentId, RejectReason};
+
+/// Something the driver may want to log, count or act on.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A factorization needed jitter beyond the vocabulary's (never stored in the state).
+    Jitter {
+        /// Which matrix.
+        what: &'static str,
+        /// The jitter added.
+        jitter: f64,
+    },
+    /// A received message was rejected; the agent is unchanged.
+    Rejected {
+        /// Claimed sender.
+        from: AgentId,
+        /// Why.
+        reason: RejectReason,
+    },
+    /// The importance estimate was recomputed (reported every time, spec §4b); check
+    /// `degenerate`.
+    ImportanceWeights(IsDiagnostics),
+    /// The fused view changed after an accepted message.
+    FusedUpdated {
+        /// Data points represented in the fused model.
+        fleet_points: f64,
+    },
+}

@@ -1,0 +1,235 @@
+//! What agents send each other, and how a receiver validates it (spec §7, §9).
+
+use std::fmt;
+
+use crate::fuse::Mass;
+use crate::linalg::{max_abs, Cholesky};
+use crate::model::{Excess, Fingerprint, Vocabulary};
+
+/// An agent's identity within its fleet.
+pub type AgentId = u64;
+
+/// The header every message carries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Header {
+    /// Fingerprint of the sender's vocabulary.
+    pub fingerprint: Fingerprint,
+    /// Sender.
+    pub sender: AgentId,
+    /// Intended receiver.
+    pub receiver: AgentId,
+    /// Sender's round counter (strictly increasing per sender; replays are stale).
+    pub round: u64,
+    /// Sender's data version (bumped on every block it absorbs).
+    pub version: u64,
+}
+
+/// The fleet-wide projection sums carried in `shared` projection mode (spec §13): with
+/// weights `N_i` (own points), `Σ N_i`, `Σ N_i θ_i` and the Adam moments likewise.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProjectionShare {
+    /// `Σ N_i`.
+    pub weight: f64,
+    /// `Σ N_i θ_i`.
+    pub theta: Vec<f64>,
+    /// `Σ N_i m1_i`.
+    pub m1: Vec<f64>,
+    /// `Σ N_i m2_i`.
+    pub m2: Vec<f64>,
+}
+
+impl ProjectionShare {
+    /// `self += other` (same length).
+    pub fn add_in_place(&mut self, o: &ProjectionShare) {
+        self.weight += o.weight;
+        for (a, b) in self.theta.iter_mut().zip(&o.theta) {
+            *a += b;
+        }
+        for (a, b) in self.m1.iter_mut().zip(&o.m1) {
+            *a += b;
+        }
+        for (a, b) in self.m2.iter_mut().zip(&o.m2) {
+            *a += b;
+        }
+    }
+}
+
+/// The payload.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    /// Tree message passing: `D_ij = E_i + Σ_{k≠j} D_ki` and the data points it represents.
+    Tree {
+        /// The excess D_ij.
+        excess: Excess,
+        /// Data points represented in `excess`.
+        points: f64,
+    },
+    /// Running-sum push-sum: the sender's cumulative total σ_j.
+    PushSum {
+        /// Running total (x, ω, points).
+        total: Mass,
+    },
+}
+
+/// One message from `header.sender` to `header.receiver`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    /// Header.
+    pub header: Header,
+    /// Payload.
+    pub body: Body,
+    /// Projection sums (shared projection mode only).
+    pub projection: Option<ProjectionShare>,
+}
+
+impl Message {
+    /// The excess part of the payload.
+    pub fn excess(&self) -> &Excess {
+        match &self.body {
+            Body::Tree { excess, .. } => excess,
+            Body::PushSum { total } => &total.x,
+        }
+    }
+}
+
+/// Why a received message was rejected; the agent is unchanged (spec §9).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// Produced under another vocabulary.
+    #[error("foreign vocabulary fingerprint {0}")]
+    Fingerprint(String),
+    /// Shapes are not (m×m, m) for this vocabulary.
+    #[error("wrong shape: expected m = {expected}, found {found}")]
+    Shape {
+        /// This vocabulary's m.
+        expected: usize,
+        /// The message's m.
+        found: usize,
+    },
+    /// NaN or infinity.
+    #[error("non-finite value")]
+    NonFinite,
+    /// D1 is not symmetric.
+    #[error("asymmetric data part (max |D1 − D1ᵀ| = {0:e})")]
+    Asymmetric(f64),
+    /// D1 has a clearly negative eigenvalue.
+    #[error("data part not positive semidefinite")]
+    NotPsd,
+    /// Values out of any plausible range (trace bound, negative weight or count).
+    #[error("implausible values: {0}")]
+    Implausible(&'static str),
+    /// Not newer than the last accepted message from this sender (replay or reordering).
+    #[error("stale round {round} (last accepted {last})")]
+    Stale {
+        /// Round of the message.
+        round: u64,
+        /// Last accepted round from this sender.
+        last: u64,
+    },
+    /// The sender is not a configured neighbour.
+    #[error("sender {0} is not a neighbour")]
+    UnknownSender(AgentId),
+    /// The message is addressed to another agent.
+    #[error("addressed to agent {0}")]
+    WrongReceiver(AgentId),
+    /// The payload kind does not match this agent's fusion rule.
+    #[error("wrong payload kind for this fusion rule")]
+    WrongKind,
+    /// Projection sums have the wrong length or are non-finite.
+    #[error("bad projection share")]
+    BadProjection,
+    /// Bytes that do not decode.
+    #[error("undecodable: {0}")]
+    Decode(String),
+}
+
+impl RejectReason {
+    /// A short stable label for counting rejects by reason (status, metrics).
+    pub fn label(&self) -> &'static str {
+        match self {
+            RejectReason::Fingerprint(_) => "fingerprint",
+            RejectReason::Shape { .. } => "shape",
+            RejectReason::NonFinite => "non_finite",
+            RejectReason::Asymmetric(_) => "asymmetric",
+            RejectReason::NotPsd => "not_psd",
+            RejectReason::Implausible(_) => "implausible",
+            RejectReason::Stale { .. } => "stale",
+            RejectReason::UnknownSender(_) => "unknown_sender",
+            RejectReason::WrongReceiver(_) => "wrong_receiver",
+            RejectReason::WrongKind => "wrong_kind",
+            RejectReason::BadProjection => "bad_projection",
+            RejectReason::Decode(_) => "decode",
+        }
+    }
+}
+
+impl fmt::Display for Header {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}→{} round {} v{} [{}]",
+            self.sender,
+            self.receiver,
+            self.round,
+            self.version,
+            self.fingerprint.short()
+        )
+    }
+}
+
+/// Largest `σ_s²/σ_n²` a plausible sender may have; bounds `tr(D1) ≤ points · m · ratio`.
+pub const MAX_SIGNAL_TO_NOISE: f64 = 1e8;
+
+/// Validates an excess against the vocabulary (spec §9, checks 2–6).
+///
+/// # Errors
+/// The first failed check.
+pub fn validate_excess(vocab: &Vocabulary, e: &Excess, points: f64) -> Result<(), RejectReason> {
+    let m = vocab.m();
+    if e.d1.nrows() != m || e.d1.ncols() != m || e.d2.len() != m {
+        return Err(RejectReason::Shape {
+            expected: m,
+            found: e.d2.len(),
+        });
+    }
+    if !points.is_finite() {
+        return Err(RejectReason::NonFinite);
+    }
+    if points < 0.0 {
+        return Err(RejectReason::Implausible("negative point count"));
+    }
+    let mut asym: f64 = 0.0;
+    for j in 0..m {
+        if !e.d2[j].is_finite() {
+            return Err(RejectReason::NonFinite);
+        }
+        for i in 0..m {
+            let v = e.d1[(i, j)];
+            if !v.is_finite() {
+                return Err(RejectReason::NonFinite);
+            }
+            asym = asym.max((v - e.d1[(j, i)]).abs());
+        }
+    }
+    let scale = max_abs(e.d1.as_ref()).max(1.0);
+    if asym > 1e-9 * scale {
+        return Err(RejectReason::Asymmetric(asym));
+    }
+    let trace: f64 = (0..m).map(|i| e.d1[(i, i)]).sum();
+    if trace > points.max(1.0) * m as f64 * MAX_SIGNAL_TO_NOISE {
+        return Err(RejectReason::Implausible(
+            "trace of D1 exceeds points·m·max SNR",
+        ));
+    }
+    // λ_min(D1) ≥ −τ  ⇔  D1 + τI ≻ 0 (up to the boundary), τ = 1e-8·max(1, max|D1|).
+    let tau = 1e-8 * scale;
+    let mut shifted = e.d1.clone();
+    for i in 0..m {
+        shifted[(i, i)] += tau;
+    }
+    if Cholesky::new(shifted.as_ref(), "D1 + τI").is_err() {
+        return Err(RejectReason::NotPsd);
+    }
+    Ok(())
+}

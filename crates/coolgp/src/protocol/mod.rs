@@ -1,0 +1,9 @@
+//! The agent as a sans-IO state machine, its messages and its events.
+
+pub mod agent;
+pub mod event;
+pub mod message;
+
+pub use agent::{Agent, AgentConfig, FusionRule, ProjectionMode, View};
+pub use event::Event;
+pub use message::{validate_excess, AgentId, Body, Header, Message, ProjectionShare, RejectReason};

@@ -1,0 +1,80 @@
+//! Helpers shared by the integration tests: JSON vectors and tolerance checks.
+#![allow(dead_code)]
+
+use coolgp::faer::Mat;
+use serde_json::Value;
+
+/// Loads `tests/vectors/NAME`.
+pub fn vector(name: &str) -> Value {
+    let path = format!("{}/tests/vectors/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+pub fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+pub fn vecf(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(num)
+        .collect()
+}
+
+pub fn mat(v: &Value) -> Mat<f64> {
+    let rows: Vec<Vec<f64>> = v.as_array().expect("matrix").iter().map(vecf).collect();
+    let (r, c) = (rows.len(), rows.first().map_or(0, Vec::len));
+    Mat::from_fn(r, c, |i, j| rows[i][j])
+}
+
+pub fn mat_flat(m: &Mat<f64>) -> Vec<f64> {
+    (0..m.nrows())
+        .flat_map(|i| (0..m.ncols()).map(move |j| (i, j)))
+        .map(|(i, j)| m[(i, j)])
+        .collect()
+}
+
+/// Max-norm relative error `max|got − want| / max|want|`.
+pub fn rel_err(got: &[f64], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len(), "length mismatch");
+    let scale = want
+        .iter()
+        .fold(0.0f64, |a, b| a.max(b.abs()))
+        .max(f64::MIN_POSITIVE);
+    got.iter()
+        .zip(want)
+        .fold(0.0f64, |a, (g, w)| a.max((g - w).abs()))
+        / scale
+}
+
+#[track_caller]
+pub fn close(name: &str, got: &[f64], want: &[f64], tol: f64) {
+    let e = rel_err(got, want);
+    assert!(
+        e <= tol,
+        "{name}: relative error {e:e} > {tol:e}\n got  {got:?}\n want {want:?}"
+    );
+}
+
+#[track_caller]
+pub fn close_mat(name: &str, got: &Mat<f64>, want: &Value, tol: f64) {
+    let w = mat(want);
+    assert_eq!(
+        (got.nrows(), got.ncols()),
+        (w.nrows(), w.ncols()),
+        "{name}: shape"
+    );
+    close(name, &mat_flat(got), &mat_flat(&w), tol);
+}
+
+#[track_caller]
+pub fn close_vec(name: &str, got: &[f64], want: &Value, tol: f64) {
+    close(name, got, &vecf(want), tol);
+}
+
+#[track_caller]
+pub fn close_num(name: &str, got: f64, want: &Value, tol: f64) {
+    close(name, &[got], &[num(want)], tol);
+}
