@@ -99,3 +99,29 @@ pub fn predict(
     }
     out
 }
+
+/// Predictive means only, `ψ1(x*) α`, at O(m d') per point (no ψ2): for RMSE evaluation.
+pub fn predict_mean(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    alpha: &[f64],
+    x: MatRef<'_, f64>,
+) -> Vec<f64> {
+    let m = vocab.m();
+    let d = proj.d();
+    let dz = vocab.d_latent();
+    let ss = proj.sigma_s();
+    let (mut a, mut s) = (vec![0.0; dz], vec![0.0; dz]);
+    let mut xr = vec![0.0; d];
+    let mut psi1 = vec![0.0; m];
+    (0..x.nrows())
+        .map(|r| {
+            for (j, v) in xr.iter_mut().enumerate() {
+                *v = x[(r, j)];
+            }
+            proj.moments_into(&xr, &mut a, &mut s);
+            crate::model::psi::psi1_point(vocab, &a, &s, &mut psi1);
+            ss * crate::linalg::dot(&psi1, alpha)
+        })
+        .collect()
+}

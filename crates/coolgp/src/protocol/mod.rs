@@ -1,6 +1,7 @@
 //! The agent as a sans-IO state machine, its messages and its events.
 
 pub mod agent;
+pub mod codec;
 pub mod event;
 pub mod message;
 

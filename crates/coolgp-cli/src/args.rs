@@ -1,0 +1,185 @@
+//! Flags of `coolgp simulate` (also readable from a TOML file with `--config`; flags win).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Deserialize;
+
+/// Every run flag. All optional so that `--config FILE` can fill what the command line omits.
+#[derive(Args, Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SimArgs {
+    /// Built-in dataset: synthetic (2 phenomena, 6-d), airline (NYC flights 2013), wind (Irish
+    /// stations), air (German PM10 stations). Ignored with --data.
+    #[arg(long)]
+    pub dataset: Option<String>,
+    /// A CSV file (header required; .csv.gz works) to stream instead of a built-in dataset.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Target column of --data.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Input columns of --data, comma-separated (default: every other numeric column).
+    #[arg(long, value_delimiter = ',')]
+    pub inputs: Option<Vec<String>>,
+    /// A separate test CSV (same columns) instead of --test-fraction.
+    #[arg(long)]
+    pub test: Option<PathBuf>,
+    /// Fraction of the rows held out for testing (default 0.1).
+    #[arg(long)]
+    pub test_fraction: Option<f64>,
+    /// Route rows to agents by this column (e.g. a station id) instead of at random.
+    #[arg(long)]
+    pub agent_by: Option<String>,
+    /// Skip malformed rows (counted and reported) instead of stopping at the first.
+    #[arg(long)]
+    #[serde(default)]
+    pub skip_bad_rows: bool,
+    /// Number of agents (default 10; with --agent-by, one per key).
+    #[arg(long)]
+    pub agents: Option<usize>,
+    /// Inducing inputs m (default 50).
+    #[arg(long)]
+    pub inducing: Option<usize>,
+    /// Dimension d' of the standardized domain (default: the input dimension).
+    #[arg(long)]
+    pub latent_dim: Option<usize>,
+    /// Points per batch (default 20; the synthetic dataset uses its own 40).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Online update: frozen (default), importance (the paper's Eq. 3.7), exact (keeps all data).
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Importance samples k for --mode importance (default 20).
+    #[arg(long)]
+    pub samples: Option<usize>,
+    /// Importance weights: unnormalized (the paper) or self-normalized.
+    #[arg(long)]
+    pub normalization: Option<String>,
+    /// per-agent (default, the paper) or shared (one fleet-wide q(W)).
+    #[arg(long)]
+    pub projection: Option<String>,
+    /// path, star, random-tree (default), mst, ring, grid, complete, geometric.
+    #[arg(long)]
+    pub topology: Option<String>,
+    /// auto (default: tree on trees, push-sum otherwise), tree, push-sum, spanning-tree.
+    #[arg(long)]
+    pub fusion: Option<String>,
+    /// Probability that one transmission is lost (default 0).
+    #[arg(long)]
+    pub loss: Option<f64>,
+    /// Communication rounds per fusion (default: enough for the topology).
+    #[arg(long)]
+    pub rounds: Option<usize>,
+    /// Batches between fusions (default: 10% of the stream).
+    #[arg(long)]
+    pub fuse_every: Option<usize>,
+    /// A vocabulary file from `coolgp vocab --save` (default: the deterministic design).
+    #[arg(long)]
+    pub vocab: Option<PathBuf>,
+    /// Seed of everything random (default 0).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Use at most this many training rows (after the split).
+    #[arg(long)]
+    pub max_train: Option<usize>,
+    /// Use at most this many test rows (default 10000).
+    #[arg(long)]
+    pub max_test: Option<usize>,
+    /// Skip the central learner.
+    #[arg(long)]
+    #[serde(default)]
+    pub no_central: bool,
+    /// Skip dDTC and dPITC.
+    #[arg(long)]
+    #[serde(default)]
+    pub no_baselines: bool,
+    /// Do not learn q(W), σ_s, σ_n (keep the shared initial values).
+    #[arg(long)]
+    #[serde(default)]
+    pub no_learn: bool,
+    /// Read flags from a TOML file (keys are the flag names); flags given here override it.
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+}
+
+macro_rules! merge_opts {
+    ($dst:ident, $src:ident, $($f:ident),*) => { $( if $dst.$f.is_none() { $dst.$f = $src.$f.clone(); } )* };
+}
+
+impl SimArgs {
+    /// Fills the omitted flags from `--config FILE`.
+    pub fn with_config_file(mut self) -> Result<Self> {
+        let Some(path) = self.config.clone() else {
+            return Ok(self);
+        };
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading config {}", path.display()))?;
+        let file: SimArgs =
+            toml::from_str(&text).with_context(|| format!("parsing config {}", path.display()))?;
+        merge_opts!(
+            self,
+            file,
+            dataset,
+            data,
+            target,
+            inputs,
+            test,
+            test_fraction,
+            agent_by,
+            agents,
+            inducing,
+            latent_dim,
+            batch,
+            mode,
+            samples,
+            normalization,
+            projection,
+            topology,
+            fusion,
+            loss,
+            rounds,
+            fuse_every,
+            vocab,
+            seed,
+            max_train,
+            max_test
+        );
+        self.skip_bad_rows |= file.skip_bad_rows;
+        self.no_central |= file.no_central;
+        self.no_baselines |= file.no_baselines;
+        self.no_learn |= file.no_learn;
+        Ok(self)
+    }
+
+    /// The update mode.
+    pub fn update_mode(&self) -> Result<coolgp::UpdateMode> {
+        use coolgp::learn::IsNormalization;
+        Ok(match self.mode.as_deref().unwrap_or("frozen") {
+            "frozen" => coolgp::UpdateMode::Frozen,
+            "exact" => coolgp::UpdateMode::Exact,
+            "importance" | "is" => coolgp::UpdateMode::Importance {
+                samples: self.samples.unwrap_or(20),
+                normalization: match self.normalization.as_deref().unwrap_or("unnormalized") {
+                    "unnormalized" => IsNormalization::Unnormalized,
+                    "self-normalized" => IsNormalization::SelfNormalized,
+                    other => bail!(
+                        "unknown --normalization '{other}': use unnormalized or self-normalized"
+                    ),
+                },
+            },
+            other => bail!("unknown --mode '{other}': use frozen, importance or exact"),
+        })
+    }
+
+    /// The projection mode.
+    pub fn projection_mode(&self) -> Result<coolgp::ProjectionMode> {
+        Ok(match self.projection.as_deref().unwrap_or("per-agent") {
+            "per-agent" => coolgp::ProjectionMode::PerAgent,
+            "shared" => coolgp::ProjectionMode::Shared,
+            other => bail!("unknown --projection '{other}': use per-agent or shared"),
+        })
+    }
+}

@@ -1,0 +1,134 @@
+//! Results folders: `summary.json`, `curves.csv`, `agents.csv`, and the plots.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use coolgp_sim::Report;
+
+use crate::plot::{self, Series};
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or(String::new(), |x| format!("{x}"))
+}
+
+/// Writes the whole results folder for one run, with `extra` JSON fields merged into the summary.
+pub fn write_run(dir: &Path, report: &Report, title: &str, extra: serde_json::Value) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut summary = serde_json::to_value(report)?;
+    if let (Some(obj), serde_json::Value::Object(more)) = (summary.as_object_mut(), extra) {
+        obj.extend(more);
+    }
+    std::fs::write(
+        dir.join("summary.json"),
+        serde_json::to_string_pretty(&summary)? + "\n",
+    )?;
+    let mut curves =
+        String::from("batches,points,rmse_pre,rmse_post,rmse_central,rmse_ddtc,rmse_dpitc\n");
+    for c in &report.curves {
+        let _ = writeln!(
+            curves,
+            "{},{},{},{},{},{},{}",
+            c.batches,
+            c.points,
+            c.rmse_pre,
+            c.rmse_post,
+            opt(c.rmse_central),
+            opt(c.rmse_ddtc),
+            opt(c.rmse_dpitc)
+        );
+    }
+    std::fs::write(dir.join("curves.csv"), curves)?;
+    let mut agents = String::from("agent,blocks,points,rmse_pre,rmse_post\n");
+    for a in &report.per_agent {
+        let _ = writeln!(
+            agents,
+            "{},{},{},{},{}",
+            a.id, a.blocks, a.points, a.rmse_pre, a.rmse_post
+        );
+    }
+    std::fs::write(dir.join("agents.csv"), agents)?;
+    let xs = |f: &dyn Fn(&coolgp_sim::CurvePoint) -> Option<f64>| -> Vec<(f64, f64)> {
+        report
+            .curves
+            .iter()
+            .map(|c| (c.batches as f64, f(c).unwrap_or(f64::NAN)))
+            .collect()
+    };
+    let mut series = vec![
+        Series {
+            label: "pre-fusion (own q(u))".into(),
+            points: xs(&|c| Some(c.rmse_pre)),
+        },
+        Series {
+            label: "post-fusion (fused q(u))".into(),
+            points: xs(&|c| Some(c.rmse_post)),
+        },
+    ];
+    if report.rmse_central.is_some() {
+        series.push(Series {
+            label: "central learner".into(),
+            points: xs(&|c| c.rmse_central),
+        });
+    }
+    if report.rmse_ddtc.is_some() {
+        series.push(Series {
+            label: "dDTC (server)".into(),
+            points: xs(&|c| c.rmse_ddtc),
+        });
+        series.push(Series {
+            label: "dPITC (server)".into(),
+            points: xs(&|c| c.rmse_dpitc),
+        });
+    }
+    plot::lines(
+        dir,
+        "curves",
+        title,
+        "batches dispatched",
+        "mean RMSE over agents",
+        &series,
+    )?;
+    if report.per_agent.len() > 1 {
+        let pts: Vec<(f64, f64)> = report
+            .per_agent
+            .iter()
+            .map(|a| (a.rmse_pre, a.rmse_post))
+            .collect();
+        plot::scatter(dir, "agents", &format!("{title}: per agent"), &pts)?;
+    }
+    Ok(())
+}
+
+/// Prints the headline figures.
+pub fn print_report(r: &Report) {
+    let o = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.4}"));
+    println!(
+        "  agents {}  inducing {}  points {}  batches {}",
+        r.agents, r.inducing, r.points, r.batches
+    );
+    println!(
+        "  fusion {} on {} (diameter {}), {} rounds per fusion, loss {}",
+        r.fusion,
+        r.topology,
+        r.diameter.map_or("-".into(), |d| d.to_string()),
+        r.rounds,
+        r.loss
+    );
+    println!(
+        "  RMSE  pre-fusion {:.4}   post-fusion {:.4}   central {}",
+        r.rmse_pre,
+        r.rmse_post,
+        o(r.rmse_central)
+    );
+    println!(
+        "        dDTC {}   dPITC {}   constant {:.4}",
+        o(r.rmse_ddtc),
+        o(r.rmse_dpitc),
+        r.rmse_constant
+    );
+    println!(
+        "  NLPD post-fusion {:.4}   fusion max rel err {:.2e}   wall {:.2}s",
+        r.nlpd_post, r.fusion_max_rel_err, r.wall_s
+    );
+}

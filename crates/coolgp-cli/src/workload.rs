@@ -1,0 +1,206 @@
+//! From flags to a [`Workload`]: load, split, standardize (training statistics), batch, route.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use coolgp::faer::Mat;
+use coolgp::rng::Rng;
+use coolgp_data::{
+    builtin, builtin_options, data_dir, load_csv, CsvOptions, Dataset, Standardizer,
+    SyntheticConfig,
+};
+use coolgp_sim::{Batch, TestSet, Workload};
+
+use crate::args::SimArgs;
+
+/// A prepared workload plus what the user should be told about it.
+pub struct Prepared {
+    /// The stream and test sets.
+    pub work: Workload,
+    /// Human-readable description (dataset, rows, columns, skipped rows).
+    pub description: String,
+    /// Number of routing groups (stations), if routed.
+    pub groups: Option<usize>,
+}
+
+/// Builds the workload the flags describe.
+pub fn prepare(args: &SimArgs) -> Result<Prepared> {
+    let seed = args.seed.unwrap_or(0);
+    if args.data.is_none() && args.dataset.as_deref().unwrap_or("synthetic") == "synthetic" {
+        return synthetic(args, seed);
+    }
+    let (mut train, mut test, desc) = load_tables(args, seed)?;
+    if let Some(n) = args.max_train {
+        train = train.head(n);
+    }
+    test = test.head(args.max_test.unwrap_or(10_000));
+    if train.is_empty() || test.is_empty() {
+        bail!(
+            "no rows left for training ({}) or testing ({})",
+            train.len(),
+            test.len()
+        );
+    }
+    let st = Standardizer::fit(&train).context("standardizing the training data")?;
+    st.apply(&mut train)?;
+    st.apply(&mut test)?;
+    let batch = args.batch.unwrap_or(20).max(1);
+    let mut rng = Rng::new(seed, 0xBA7C);
+    let mut batches = Vec::new();
+    let groups = match &train.keys {
+        Some(keys) => {
+            // One group per key; rows of a key keep their order and are cut into batches.
+            let mut by_key: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+            for (i, k) in keys.iter().enumerate() {
+                by_key.entry(k.as_str()).or_default().push(i);
+            }
+            for (g, rows) in by_key.values().enumerate() {
+                for c in rows.chunks(batch) {
+                    batches.push(to_batch(&train, c, Some(g)));
+                }
+            }
+            Some(by_key.len())
+        }
+        None => {
+            let mut idx: Vec<usize> = (0..train.len()).collect();
+            rng.shuffle(&mut idx);
+            for c in idx.chunks(batch) {
+                batches.push(to_batch(&train, c, None));
+            }
+            None
+        }
+    };
+    let description = format!(
+        "{desc}: {} training rows in {} batches of ≤{batch}, {} test rows, {} inputs ({}) → {}{}",
+        train.len(),
+        batches.len(),
+        test.len(),
+        train.dim(),
+        train.input_names.join(","),
+        train.target_name,
+        groups.map_or(String::new(), |g| format!(", {g} routing groups"))
+    );
+    Ok(Prepared {
+        work: Workload {
+            d: train.dim(),
+            batches,
+            tests: vec![TestSet {
+                x: test.x,
+                y: test.y,
+            }],
+            groups: groups.unwrap_or(0),
+            test_by_group: false,
+            y_scale: st.unscale_std(1.0),
+        },
+        description,
+        groups,
+    })
+}
+
+fn to_batch(d: &Dataset, rows: &[usize], group: Option<usize>) -> Batch {
+    Batch {
+        group,
+        x: Mat::from_fn(rows.len(), d.dim(), |i, j| d.x[(rows[i], j)]),
+        y: rows.iter().map(|&r| d.y[r]).collect(),
+    }
+}
+
+fn load_tables(args: &SimArgs, seed: u64) -> Result<(Dataset, Dataset, String)> {
+    let frac = args.test_fraction.unwrap_or(0.1);
+    if !(0.0..1.0).contains(&frac) {
+        bail!("--test-fraction must be in [0, 1), got {frac}");
+    }
+    let (full, name) = match &args.data {
+        Some(path) => {
+            let target = args
+                .target
+                .clone()
+                .context("--data needs --target COLUMN (the column to predict)")?;
+            let mut opts = CsvOptions::new(target);
+            opts.inputs = args.inputs.clone();
+            opts.agent_by = args.agent_by.clone();
+            opts.skip_bad_rows = args.skip_bad_rows;
+            let (ds, report) = load_csv(path, &opts)?;
+            if report.rows_skipped > 0 {
+                eprintln!(
+                    "warning: skipped {} malformed rows of {} (first: {})",
+                    report.rows_skipped,
+                    path.display(),
+                    report.first_skipped.join("; ")
+                );
+            }
+            if let Some(test) = &args.test {
+                let (t, _) = load_csv(test, &opts)?;
+                return Ok((ds, t, path.display().to_string()));
+            }
+            (ds, path.display().to_string())
+        }
+        None => {
+            let name = args.dataset.as_deref().unwrap_or("synthetic");
+            let ds = match (name, &args.agent_by) {
+                (_, None) => builtin(name, &data_dir())?,
+                (_, Some(col)) => {
+                    let (file, mut opts) = builtin_options(name)?;
+                    opts.agent_by = Some(col.clone());
+                    load_csv(&data_dir().join(file), &opts)?.0
+                }
+            };
+            (ds, name.to_string())
+        }
+    };
+    let (train, test) = full.split(frac, seed);
+    Ok((train, test, name))
+}
+
+/// The paper's SYNTHETIC domain: two phenomena `u(W_a x)`, `u(W_b x)` in 6-d, routed by
+/// phenomenon (agent i observes phenomenon i mod 2) and tested on its own phenomenon.
+fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared> {
+    let mut cfg = SyntheticConfig {
+        seed,
+        ..SyntheticConfig::default()
+    };
+    if let Some(b) = args.batch {
+        cfg.batch = b.max(1);
+    }
+    if let Some(n) = args.max_train {
+        cfg.batches_per_phenomenon = (n / (cfg.batch * cfg.phenomena)).max(1);
+    }
+    if let Some(n) = args.max_test {
+        cfg.test_points = n.max(cfg.phenomena);
+    }
+    let syn = coolgp_data::generate(&cfg).context("generating the synthetic domain")?;
+    let batches = syn
+        .train_batches
+        .into_iter()
+        .map(|(p, x, y)| Batch {
+            group: Some(p),
+            x,
+            y,
+        })
+        .collect::<Vec<_>>();
+    let description = format!(
+        "synthetic: {} phenomena u(W_p x) in {}-d (u: {} random Fourier features of the unit GP), {} batches of {}, {} test points",
+        cfg.phenomena,
+        cfg.d,
+        cfg.features,
+        batches.len(),
+        cfg.batch,
+        cfg.test_points
+    );
+    Ok(Prepared {
+        work: Workload {
+            d: cfg.d,
+            batches,
+            tests: syn
+                .test
+                .into_iter()
+                .map(|(_, x, y)| TestSet { x, y })
+                .collect(),
+            groups: cfg.phenomena,
+            test_by_group: true,
+            y_scale: 1.0,
+        },
+        description,
+        groups: Some(cfg.phenomena),
+    })
+}

@@ -1,0 +1,81 @@
+//! A lossy in-memory network that drives a fleet of [`Agent`]s through communication rounds.
+//!
+//! One round: every agent ticks (in parallel), every queued message is dropped independently
+//! with probability `loss` (one seeded coin per message, in a fixed order), and the survivors
+//! are delivered grouped by receiver in (sender, round) order (in parallel over receivers).
+//! Deterministic for a seed whatever the thread count.
+
+use coolgp::rng::Rng;
+use coolgp::{Agent, Message};
+use rayon::prelude::*;
+
+/// Counters of one or more rounds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NetStats {
+    /// Messages sent.
+    pub sent: u64,
+    /// Messages dropped by the lossy network.
+    pub dropped: u64,
+    /// Messages rejected by their receiver.
+    pub rejected: u64,
+}
+
+impl NetStats {
+    /// Adds another set of counters.
+    pub fn add_all(&mut self, o: NetStats) {
+        self.sent += o.sent;
+        self.dropped += o.dropped;
+        self.rejected += o.rejected;
+    }
+}
+
+/// Runs `rounds` communication rounds over `agents` (indexed by id) with message loss.
+pub fn run_rounds(agents: &mut [Agent], rounds: usize, loss: f64, rng: &mut Rng) -> NetStats {
+    let mut total = NetStats::default();
+    for _ in 0..rounds {
+        total.add_all(one_round(agents, loss, rng));
+    }
+    total
+}
+
+fn one_round(agents: &mut [Agent], loss: f64, rng: &mut Rng) -> NetStats {
+    let outgoing: Vec<Vec<Message>> = agents
+        .par_iter_mut()
+        .map(|a| {
+            a.handle_tick();
+            std::iter::from_fn(|| a.poll_transmit()).collect()
+        })
+        .collect();
+    let mut stats = NetStats::default();
+    let mut inboxes: Vec<Vec<Message>> = vec![Vec::new(); agents.len()];
+    for msgs in outgoing {
+        for msg in msgs {
+            stats.sent += 1;
+            if loss > 0.0 && rng.uniform() < loss {
+                stats.dropped += 1;
+                continue;
+            }
+            let to = msg.header.receiver as usize;
+            if let Some(inbox) = inboxes.get_mut(to) {
+                inbox.push(msg);
+            }
+        }
+    }
+    let rejected: u64 = agents
+        .par_iter_mut()
+        .zip(inboxes)
+        .map(|(a, msgs)| {
+            let mut r = 0;
+            for msg in msgs {
+                if a.handle_message(msg).is_err() {
+                    r += 1;
+                }
+            }
+            // Events are consumed by the driver; the simulator only counts rejects.
+            while a.poll_event().is_some() {}
+            r
+        })
+        .sum();
+    stats.rejected = rejected;
+    stats
+}

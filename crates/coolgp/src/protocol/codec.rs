@@ -1,0 +1,434 @@
+//! The wire codec: [`Message`] ⇄ bytes.
+//!
+//! A fixed, self-describing binary layout, **little-endian everywhere**. The codec checks
+//! *structure* only (magic, version, kinds, flags, lengths, limits); the *values* (finite,
+//! symmetric, PSD, plausible, fingerprint, round) are checked afterwards by
+//! [`Agent::handle_message`](crate::Agent::handle_message) via
+//! [`validate_excess`](super::validate_excess). NaN and infinities therefore decode fine.
+//!
+//! # Layout
+//!
+//! Header (74 bytes):
+//!
+//! | offset | size | field         | notes                                             |
+//! |-------:|-----:|---------------|---------------------------------------------------|
+//! |      0 |    3 | magic         | `b"CGP"`                                          |
+//! |      3 |    1 | version       | [`FORMAT_VERSION`] = 1                            |
+//! |      4 |    1 | body kind     | 0 = tree, 1 = push-sum                            |
+//! |      5 |    1 | flags         | bit 0: projection share present; others must be 0 |
+//! |      6 |   32 | fingerprint   | [`Fingerprint`] bytes                             |
+//! |     38 |    8 | sender        | u64                                               |
+//! |     46 |    8 | receiver      | u64                                               |
+//! |     54 |    8 | round         | u64                                               |
+//! |     62 |    8 | version       | u64 (data version)                                |
+//! |     70 |    4 | m             | u32, `m ≤` [`MAX_M`]                              |
+//!
+//! Body, with `t = m(m+1)/2` (the upper triangle of D1, row by row: `(0,0), (0,1), …,
+//! (0,m−1), (1,1), …, (m−1,m−1)`, i.e. all `(i, j)` with `i ≤ j`):
+//!
+//! | kind     | fields (all f64)                     | size             |
+//! |----------|--------------------------------------|------------------|
+//! | tree     | points, D1 (t values), D2 (m values) | `8 (1 + t + m)`  |
+//! | push-sum | w, points, x.d1 (t), x.d2 (m)        | `8 (2 + t + m)`  |
+//!
+//! Projection share, present iff flag bit 0 is set, with `n ≤` [`MAX_PROJECTION_LEN`]:
+//!
+//! | field  | type      | size  |
+//! |--------|-----------|-------|
+//! | weight | f64       | 8     |
+//! | n      | u32       | 4     |
+//! | theta  | n × f64   | 8 n   |
+//! | m1     | n × f64   | 8 n   |
+//! | m2     | n × f64   | 8 n   |
+//!
+//! Nothing may follow. Decoding mirrors the upper triangle, so a decoded D1 is always exactly
+//! symmetric; encoding reads only the upper triangle of D1 (an asymmetric D1 does not round-trip).
+//! Every accepted byte string re-encodes to itself bit for bit.
+//!
+//! # Hostile input
+//! The exact expected length is checked before anything is allocated, so a short packet that
+//! claims `m = 4096` (a 67 MB body) is rejected at once; `m` and `n` are capped by [`MAX_M`]
+//! and [`MAX_PROJECTION_LEN`]. Decoding never panics.
+//!
+//! # Example
+//! ```
+//! use coolgp::protocol::codec::{decode, encode, encoded_len};
+//! use coolgp::protocol::{Body, Header, Message};
+//! use coolgp::model::{Excess, Fingerprint};
+//!
+//! let msg = Message {
+//!     header: Header {
+//!         fingerprint: Fingerprint([7; 32]),
+//!         sender: 1,
+//!         receiver: 2,
+//!         round: 3,
+//!         version: 4,
+//!     },
+//!     body: Body::Tree { excess: Excess::zeros(3), points: 10.0 },
+//!     projection: None,
+//! };
+//! let bytes = encode(&msg);
+//! assert_eq!(bytes.len(), encoded_len(3, None));
+//! assert_eq!(decode(&bytes)?, msg);
+//! # Ok::<(), coolgp::protocol::RejectReason>(())
+//! ```
+
+use faer::Mat;
+
+use super::message::{Body, Header, Message, ProjectionShare, RejectReason};
+use crate::fuse::Mass;
+use crate::model::{Excess, Fingerprint};
+
+/// The 3-byte magic that starts every message.
+pub const MAGIC: [u8; 3] = *b"CGP";
+
+/// The wire format version this codec writes and accepts.
+pub const FORMAT_VERSION: u8 = 1;
+
+/// Largest number of inducing inputs a message may carry.
+pub const MAX_M: usize = 4096;
+
+/// Largest projection-share length `n` a message may carry.
+pub const MAX_PROJECTION_LEN: usize = 1 << 20;
+
+/// Size of the fixed header in bytes.
+pub const HEADER_LEN: usize = 3 + 1 + 1 + 1 + 32 + 4 * 8 + 4;
+
+/// Body kind byte of [`Body::Tree`].
+pub const KIND_TREE: u8 = 0;
+
+/// Body kind byte of [`Body::PushSum`].
+pub const KIND_PUSH_SUM: u8 = 1;
+
+/// Flag bit: a projection share follows the body.
+pub const FLAG_PROJECTION: u8 = 1;
+
+/// Bytes of the projection share's fixed part (weight f64 + n u32).
+const PROJECTION_FIXED_LEN: usize = 8 + 4;
+
+/// Bytes of one f64.
+const F64: usize = 8;
+
+/// Number of f64 in the body's matrix part: `m(m+1)/2 + m` (saturating).
+fn excess_values(m: usize) -> usize {
+    let tri = m.saturating_mul(m.saturating_add(1)) / 2;
+    tri.saturating_add(m)
+}
+
+/// Bytes of a projection share of length `n` (saturating).
+fn projection_bytes(n: usize) -> usize {
+    PROJECTION_FIXED_LEN.saturating_add(n.saturating_mul(3 * F64))
+}
+
+/// Bytes of a [`Body::Tree`] message with `m` inducing inputs and, if `projection_len` is
+/// `Some(n)`, a projection share of length `n`.
+///
+/// A [`Body::PushSum`] message is 8 bytes longer (its weight ω): see
+/// [`encoded_len_push_sum`]. Saturates at `usize::MAX` for absurd sizes.
+pub fn encoded_len(m: usize, projection_len: Option<usize>) -> usize {
+    let body = F64.saturating_mul(1usize.saturating_add(excess_values(m)));
+    HEADER_LEN
+        .saturating_add(body)
+        .saturating_add(projection_len.map_or(0, projection_bytes))
+}
+
+/// Bytes of a [`Body::PushSum`] message: [`encoded_len`] plus 8 (the weight ω).
+pub fn encoded_len_push_sum(m: usize, projection_len: Option<usize>) -> usize {
+    encoded_len(m, projection_len).saturating_add(F64)
+}
+
+/// Encodes a message (layout in the [module docs](self)).
+///
+/// Only the upper triangle of D1 is written.
+///
+/// # Panics
+/// If the message is malformed by construction (these never come from the network):
+/// D1 is not `m × m` with `m = d2.len()`, `m` or the projection length exceed `u32`, or the
+/// projection's `theta`, `m1`, `m2` differ in length. A message with `m >` [`MAX_M`] encodes
+/// but does not decode.
+pub fn encode(msg: &Message) -> Vec<u8> {
+    let excess = msg.excess();
+    let m = excess.d2.len();
+    assert!(
+        excess.d1.nrows() == m && excess.d1.ncols() == m,
+        "encode: D1 is {}×{} but D2 has length {m}",
+        excess.d1.nrows(),
+        excess.d1.ncols()
+    );
+    let m32 = u32::try_from(m).expect("encode: m exceeds u32");
+    let proj_len = msg.projection.as_ref().map(|p| p.theta.len());
+    let (kind, len) = match msg.body {
+        Body::Tree { .. } => (KIND_TREE, encoded_len(m, proj_len)),
+        Body::PushSum { .. } => (KIND_PUSH_SUM, encoded_len_push_sum(m, proj_len)),
+    };
+    let mut out = Vec::with_capacity(len);
+
+    let h = &msg.header;
+    out.extend_from_slice(&MAGIC);
+    out.push(FORMAT_VERSION);
+    out.push(kind);
+    out.push(if msg.projection.is_some() {
+        FLAG_PROJECTION
+    } else {
+        0
+    });
+    out.extend_from_slice(&h.fingerprint.0);
+    for v in [h.sender, h.receiver, h.round, h.version] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&m32.to_le_bytes());
+
+    let put = |out: &mut Vec<u8>, v: f64| out.extend_from_slice(&v.to_le_bytes());
+    match &msg.body {
+        Body::Tree { points, .. } => put(&mut out, *points),
+        Body::PushSum { total } => {
+            put(&mut out, total.w);
+            put(&mut out, total.points);
+        }
+    }
+    for i in 0..m {
+        for j in i..m {
+            put(&mut out, excess.d1[(i, j)]);
+        }
+    }
+    for &v in &excess.d2 {
+        put(&mut out, v);
+    }
+
+    if let Some(p) = &msg.projection {
+        let n = p.theta.len();
+        assert!(
+            p.m1.len() == n && p.m2.len() == n,
+            "encode: projection lengths differ (theta {n}, m1 {}, m2 {})",
+            p.m1.len(),
+            p.m2.len()
+        );
+        let n32 = u32::try_from(n).expect("encode: projection length exceeds u32");
+        put(&mut out, p.weight);
+        out.extend_from_slice(&n32.to_le_bytes());
+        for v in p.theta.iter().chain(&p.m1).chain(&p.m2) {
+            put(&mut out, *v);
+        }
+    }
+    debug_assert_eq!(out.len(), len);
+    out
+}
+
+/// Decodes a message, checking structure only (layout in the [module docs](self)).
+///
+/// # Errors
+/// [`RejectReason::Decode`] with the first structural problem: `"truncated header"`,
+/// `"bad magic"`, `"unsupported version 7"`, `"unknown body kind 9"`, `"unknown flags 0x02"`,
+/// `"m = 100000 exceeds limit 4096"`, `"truncated body: need N bytes, have K"`,
+/// `"truncated projection share: …"`, `"projection length n = … exceeds limit 1048576"`,
+/// `"trailing bytes"`.
+pub fn decode(bytes: &[u8]) -> Result<Message, RejectReason> {
+    let mut r = Reader { bytes, pos: 0 };
+
+    // Header, field by field, so each failure names the first bad field.
+    let magic_len = bytes.len().min(MAGIC.len());
+    if bytes[..magic_len] != MAGIC[..magic_len] {
+        return Err(err("bad magic"));
+    }
+    r.skip(MAGIC.len()).ok_or_else(truncated_header)?;
+    let version = r.u8().ok_or_else(truncated_header)?;
+    if version != FORMAT_VERSION {
+        return Err(err(format!("unsupported version {version}")));
+    }
+    let kind = r.u8().ok_or_else(truncated_header)?;
+    if kind != KIND_TREE && kind != KIND_PUSH_SUM {
+        return Err(err(format!("unknown body kind {kind}")));
+    }
+    let flags = r.u8().ok_or_else(truncated_header)?;
+    if flags & !FLAG_PROJECTION != 0 {
+        return Err(err(format!("unknown flags {flags:#04x}")));
+    }
+    let has_projection = flags & FLAG_PROJECTION != 0;
+    if bytes.len() < HEADER_LEN {
+        return Err(truncated_header());
+    }
+    let mut fingerprint = [0u8; 32];
+    fingerprint.copy_from_slice(r.take(32).ok_or_else(truncated_header)?);
+    let sender = r.u64().ok_or_else(truncated_header)?;
+    let receiver = r.u64().ok_or_else(truncated_header)?;
+    let round = r.u64().ok_or_else(truncated_header)?;
+    let data_version = r.u64().ok_or_else(truncated_header)?;
+    let m_raw = r.u32().ok_or_else(truncated_header)?;
+    let m =
+        usize::try_from(m_raw).map_err(|_| err(format!("m = {m_raw} exceeds limit {MAX_M}")))?;
+    if m > MAX_M {
+        return Err(err(format!("m = {m} exceeds limit {MAX_M}")));
+    }
+    let header = Header {
+        fingerprint: Fingerprint(fingerprint),
+        sender,
+        receiver,
+        round,
+        version: data_version,
+    };
+
+    // Body: check the whole length before allocating anything.
+    let scalars = if kind == KIND_TREE { 1 } else { 2 };
+    let body_len = F64 * (scalars + excess_values(m));
+    if r.remaining() < body_len {
+        return Err(err(format!(
+            "truncated body: need {body_len} bytes, have {}",
+            r.remaining()
+        )));
+    }
+    if !has_projection && r.remaining() > body_len {
+        return Err(err("trailing bytes"));
+    }
+    let first = r.f64().ok_or_else(truncated_body)?;
+    let second = if kind == KIND_PUSH_SUM {
+        Some(r.f64().ok_or_else(truncated_body)?)
+    } else {
+        None
+    };
+    let mut d1 = Mat::<f64>::zeros(m, m);
+    for i in 0..m {
+        for j in i..m {
+            let v = r.f64().ok_or_else(truncated_body)?;
+            d1[(i, j)] = v;
+            d1[(j, i)] = v;
+        }
+    }
+    let d2 = r.f64s(m).ok_or_else(truncated_body)?;
+    let excess = Excess { d1, d2 };
+    let body = match second {
+        None => Body::Tree {
+            excess,
+            points: first,
+        },
+        Some(points) => Body::PushSum {
+            total: Mass {
+                x: excess,
+                w: first,
+                points,
+            },
+        },
+    };
+
+    let projection = if has_projection {
+        if r.remaining() < PROJECTION_FIXED_LEN {
+            return Err(err(format!(
+                "truncated projection share: need {PROJECTION_FIXED_LEN} bytes, have {}",
+                r.remaining()
+            )));
+        }
+        let weight = r.f64().ok_or_else(truncated_projection)?;
+        let n_raw = r.u32().ok_or_else(truncated_projection)?;
+        let n = usize::try_from(n_raw).map_err(|_| {
+            err(format!(
+                "projection length n = {n_raw} exceeds limit {MAX_PROJECTION_LEN}"
+            ))
+        })?;
+        if n > MAX_PROJECTION_LEN {
+            return Err(err(format!(
+                "projection length n = {n} exceeds limit {MAX_PROJECTION_LEN}"
+            )));
+        }
+        let need = 3 * F64 * n;
+        if r.remaining() < need {
+            return Err(err(format!(
+                "truncated projection share: need {need} bytes, have {}",
+                r.remaining()
+            )));
+        }
+        let theta = r.f64s(n).ok_or_else(truncated_projection)?;
+        let m1 = r.f64s(n).ok_or_else(truncated_projection)?;
+        let m2 = r.f64s(n).ok_or_else(truncated_projection)?;
+        Some(ProjectionShare {
+            weight,
+            theta,
+            m1,
+            m2,
+        })
+    } else {
+        None
+    };
+
+    if r.remaining() != 0 {
+        return Err(err("trailing bytes"));
+    }
+    Ok(Message {
+        header,
+        body,
+        projection,
+    })
+}
+
+fn err(reason: impl Into<String>) -> RejectReason {
+    RejectReason::Decode(reason.into())
+}
+
+fn truncated_header() -> RejectReason {
+    err("truncated header")
+}
+
+// Unreachable after the up-front length checks; kept so no path can panic.
+fn truncated_body() -> RejectReason {
+    err("truncated body")
+}
+
+fn truncated_projection() -> RejectReason {
+    err("truncated projection share")
+}
+
+/// A bounds-checked little-endian cursor; every read returns `None` past the end.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn remaining(&self) -> usize {
+        self.bytes.len() - self.pos
+    }
+
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let s = self.bytes.get(self.pos..end)?;
+        self.pos = end;
+        Some(s)
+    }
+
+    fn skip(&mut self, n: usize) -> Option<()> {
+        self.take(n).map(|_| ())
+    }
+
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N)?.try_into().ok()
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        self.array::<1>().map(|[b]| b)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        self.array().map(u32::from_le_bytes)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        self.array().map(u64::from_le_bytes)
+    }
+
+    fn f64(&mut self) -> Option<f64> {
+        self.array().map(f64::from_le_bytes)
+    }
+
+    /// `n` f64; the caller has checked that `8n` bytes remain, so the allocation is bounded
+    /// by the input's length.
+    fn f64s(&mut self, n: usize) -> Option<Vec<f64>> {
+        let raw = self.take(n.checked_mul(F64)?)?;
+        Some(
+            raw.chunks_exact(F64)
+                .map(|c| {
+                    let mut a = [0u8; F64];
+                    a.copy_from_slice(c);
+                    f64::from_le_bytes(a)
+                })
+                .collect(),
+        )
+    }
+}

@@ -1,0 +1,278 @@
+//! The wire codec: round trips, truncations, hostile bytes, specific errors.
+
+use std::time::{Duration, Instant};
+
+use coolgp::faer::Mat;
+use coolgp::fuse::Mass;
+use coolgp::model::{Excess, Fingerprint};
+use coolgp::protocol::codec::{
+    decode, encode, encoded_len, encoded_len_push_sum, HEADER_LEN, MAX_M,
+};
+use coolgp::protocol::{Body, Header, Message, ProjectionShare, RejectReason};
+use proptest::prelude::*;
+
+fn header() -> Header {
+    Header {
+        fingerprint: Fingerprint([0xab; 32]),
+        sender: 3,
+        receiver: 5,
+        round: 17,
+        version: 2,
+    }
+}
+
+fn sym_excess(m: usize, vals: &[f64]) -> Excess {
+    let v = |k: usize| vals[k % vals.len()];
+    let mut d1 = Mat::zeros(m, m);
+    let mut k = 0;
+    for i in 0..m {
+        for j in i..m {
+            d1[(i, j)] = v(k);
+            d1[(j, i)] = v(k);
+            k += 1;
+        }
+    }
+    let d2 = (0..m).map(|i| v(k + i)).collect();
+    Excess { d1, d2 }
+}
+
+fn tree_msg(m: usize, proj: Option<usize>) -> Message {
+    let vals: Vec<f64> = (0..37).map(|k| (k as f64 * 0.7).sin() * 10.0).collect();
+    Message {
+        header: header(),
+        body: Body::Tree {
+            excess: sym_excess(m, &vals),
+            points: 12.0,
+        },
+        projection: proj.map(|n| ProjectionShare {
+            weight: 4.5,
+            theta: (0..n).map(|i| i as f64).collect(),
+            m1: (0..n).map(|i| -(i as f64)).collect(),
+            m2: (0..n).map(|i| 0.5 * i as f64).collect(),
+        }),
+    }
+}
+
+fn decode_err(bytes: &[u8]) -> String {
+    match decode(bytes) {
+        Err(RejectReason::Decode(s)) => s,
+        other => panic!("expected a decode error, got {other:?}"),
+    }
+}
+
+fn finite() -> impl Strategy<Value = f64> {
+    -1e6f64..1e6
+}
+
+prop_compose! {
+    fn arb_header()(fp in any::<[u8; 32]>(), sender in any::<u64>(), receiver in any::<u64>(),
+                    round in any::<u64>(), version in any::<u64>()) -> Header {
+        Header { fingerprint: Fingerprint(fp), sender, receiver, round, version }
+    }
+}
+
+prop_compose! {
+    fn arb_excess()(m in 1usize..8)
+        (vals in prop::collection::vec(finite(), m * (m + 1) / 2 + m), m in Just(m)) -> Excess {
+        sym_excess(m, &vals)
+    }
+}
+
+prop_compose! {
+    fn arb_projection()(n in 0usize..10)
+        (weight in finite(),
+         theta in prop::collection::vec(finite(), n),
+         m1 in prop::collection::vec(finite(), n),
+         m2 in prop::collection::vec(finite(), n)) -> ProjectionShare {
+        ProjectionShare { weight, theta, m1, m2 }
+    }
+}
+
+fn arb_body() -> impl Strategy<Value = Body> {
+    prop_oneof![
+        (arb_excess(), finite()).prop_map(|(excess, points)| Body::Tree { excess, points }),
+        (arb_excess(), finite(), finite()).prop_map(|(x, w, points)| Body::PushSum {
+            total: Mass { x, w, points }
+        }),
+    ]
+}
+
+prop_compose! {
+    fn arb_message()(header in arb_header(), body in arb_body(),
+                     projection in prop::option::of(arb_projection())) -> Message {
+        Message { header, body, projection }
+    }
+}
+
+proptest! {
+    #[test]
+    fn round_trip(msg in arb_message()) {
+        let bytes = encode(&msg);
+        let m = msg.excess().m();
+        let n = msg.projection.as_ref().map(|p| p.theta.len());
+        let expected_len = match msg.body {
+            Body::Tree { .. } => encoded_len(m, n),
+            Body::PushSum { .. } => encoded_len_push_sum(m, n),
+        };
+        prop_assert_eq!(bytes.len(), expected_len);
+        let back = decode(&bytes).expect("valid message decodes");
+        prop_assert_eq!(&back, &msg);
+        prop_assert_eq!(encode(&back), bytes);
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        let _ = decode(&bytes);
+    }
+
+    #[test]
+    fn random_bodies_after_valid_header_never_panic(
+        kind in 0u8..2, flags in 0u8..2, m in 0u32..6,
+        tail in prop::collection::vec(any::<u8>(), 0..400),
+    ) {
+        let mut bytes = encode(&tree_msg(1, None))[..HEADER_LEN].to_vec();
+        bytes[4] = kind;
+        bytes[5] = flags;
+        bytes[HEADER_LEN - 4..].copy_from_slice(&m.to_le_bytes());
+        bytes.extend_from_slice(&tail);
+        if let Ok(msg) = decode(&bytes) {
+            prop_assert_eq!(encode(&msg), bytes);
+        }
+    }
+}
+
+#[test]
+fn every_truncation_is_rejected() {
+    let push = Message {
+        body: Body::PushSum {
+            total: Mass {
+                x: sym_excess(4, &[1.0, -2.0, 3.5]),
+                w: 0.25,
+                points: 9.0,
+            },
+        },
+        ..tree_msg(4, Some(3))
+    };
+    for msg in [tree_msg(3, None), tree_msg(3, Some(2)), push] {
+        let bytes = encode(&msg);
+        for cut in 0..bytes.len() {
+            assert!(
+                matches!(decode(&bytes[..cut]), Err(RejectReason::Decode(_))),
+                "prefix of {cut}/{} bytes accepted",
+                bytes.len()
+            );
+        }
+        assert_eq!(decode(&bytes).as_ref(), Ok(&msg));
+    }
+}
+
+#[test]
+fn specific_errors() {
+    let good = encode(&tree_msg(2, None));
+
+    assert_eq!(decode_err(&[]), "truncated header");
+    assert_eq!(decode_err(&good[..HEADER_LEN - 1]), "truncated header");
+
+    let mut b = good.clone();
+    b[1] = b'X';
+    assert_eq!(decode_err(&b), "bad magic");
+    assert_eq!(decode_err(b"XY"), "bad magic");
+
+    let mut b = good.clone();
+    b[3] = 7;
+    assert_eq!(decode_err(&b), "unsupported version 7");
+
+    let mut b = good.clone();
+    b[4] = 9;
+    assert_eq!(decode_err(&b), "unknown body kind 9");
+
+    let mut b = good.clone();
+    b[5] = 0x02;
+    assert_eq!(decode_err(&b), "unknown flags 0x02");
+
+    let mut b = good.clone();
+    b[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&100_000u32.to_le_bytes());
+    assert_eq!(decode_err(&b), "m = 100000 exceeds limit 4096");
+
+    let mut b = good.clone();
+    b.push(0);
+    assert_eq!(decode_err(&b), "trailing bytes");
+    let mut b = encode(&tree_msg(2, Some(1)));
+    b.extend_from_slice(&[1, 2, 3]);
+    assert_eq!(decode_err(&b), "trailing bytes");
+
+    // A push-sum kind on a tree-sized body is 8 bytes short.
+    let mut b = good.clone();
+    b[4] = 1;
+    assert!(decode_err(&b).starts_with("truncated body"));
+
+    // Projection flag set but no share.
+    let mut b = good.clone();
+    b[5] = 1;
+    assert!(decode_err(&b).starts_with("truncated projection share"));
+
+    // Projection length above the limit.
+    let mut b = encode(&tree_msg(2, Some(0)));
+    let at = b.len() - 4;
+    b[at..].copy_from_slice(&(1u32 << 21).to_le_bytes());
+    assert_eq!(
+        decode_err(&b),
+        "projection length n = 2097152 exceeds limit 1048576"
+    );
+
+    // NaN and infinities are structure-valid: validation happens later.
+    let mut msg = tree_msg(2, None);
+    if let Body::Tree { excess, points } = &mut msg.body {
+        excess.d1[(0, 1)] = f64::NAN;
+        excess.d1[(1, 0)] = f64::NAN;
+        *points = f64::INFINITY;
+    }
+    let back = decode(&encode(&msg)).expect("NaN decodes");
+    assert!(back.excess().d1[(1, 0)].is_nan());
+}
+
+#[test]
+fn decoded_d1_is_symmetric_even_from_asymmetric_input() {
+    let mut msg = tree_msg(3, None);
+    if let Body::Tree { excess, .. } = &mut msg.body {
+        excess.d1[(2, 0)] = 1e9; // lower triangle is not sent
+    }
+    let back = decode(&encode(&msg)).expect("decodes");
+    let d1 = &back.excess().d1;
+    for i in 0..3 {
+        for j in 0..3 {
+            assert_eq!(d1[(i, j)].to_bits(), d1[(j, i)].to_bits());
+        }
+    }
+}
+
+#[test]
+fn huge_claim_in_short_packet_is_rejected_quickly() {
+    let mut b = encode(&tree_msg(1, None));
+    b[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&(MAX_M as u32).to_le_bytes());
+    let start = Instant::now();
+    for _ in 0..1000 {
+        let e = decode_err(&b);
+        assert!(e.starts_with("truncated body: need "), "{e}");
+    }
+    // 1000 rejections; allocating the 128 MB matrix even once would blow this.
+    assert!(start.elapsed() < Duration::from_millis(500));
+    // And a 20-byte packet.
+    assert_eq!(decode_err(&b[..20]), "truncated header");
+}
+
+#[test]
+fn encoded_len_matches_layout() {
+    assert_eq!(HEADER_LEN, 74);
+    assert_eq!(encoded_len(0, None), 74 + 8);
+    assert_eq!(encoded_len(2, None), 74 + 8 * (1 + 3 + 2));
+    assert_eq!(encoded_len(2, Some(5)), 74 + 8 * 6 + 12 + 8 * 15);
+    assert_eq!(encoded_len_push_sum(2, None), encoded_len(2, None) + 8);
+    assert_eq!(encode(&tree_msg(5, Some(4))).len(), encoded_len(5, Some(4)));
+    // m = 4096 (the limit): about 67 MB per message.
+    assert_eq!(
+        encoded_len(MAX_M, None),
+        74 + 8 * (1 + 4096 * 4097 / 2 + 4096)
+    );
+    assert_eq!(encoded_len(usize::MAX, None), usize::MAX);
+}
