@@ -81,6 +81,12 @@ pub struct SimArgs {
     /// Seed of everything random (default 0).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Synthetic only: input dimension d of each phenomenon (default 6; d' = d).
+    #[arg(long)]
+    pub synthetic_dim: Option<usize>,
+    /// Synthetic only: relatedness ρ ∈ [0, 1] of the phenomena's projections (default 0.9).
+    #[arg(long)]
+    pub relatedness: Option<f64>,
     /// Use at most this many training rows (after the split).
     #[arg(long)]
     pub max_train: Option<usize>,
@@ -145,7 +151,9 @@ impl SimArgs {
             vocab,
             seed,
             max_train,
-            max_test
+            max_test,
+            relatedness,
+            synthetic_dim
         );
         self.skip_bad_rows |= file.skip_bad_rows;
         self.no_central |= file.no_central;

@@ -30,10 +30,21 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
         return synthetic(args, seed);
     }
     let (mut train, mut test, desc) = load_tables(args, seed)?;
+    // The split keeps file order; the paper's protocol streams a random sample in random order.
+    // Keyed (station) data keep their time order within each key.
+    let mut rng = Rng::new(seed, 0xBA7C);
+    let mut shuffled = |d: &Dataset| {
+        let mut idx: Vec<usize> = (0..d.len()).collect();
+        rng.shuffle(&mut idx);
+        d.select(&idx)
+    };
+    test = shuffled(&test).head(args.max_test.unwrap_or(10_000));
+    if train.keys.is_none() {
+        train = shuffled(&train);
+    }
     if let Some(n) = args.max_train {
         train = train.head(n);
     }
-    test = test.head(args.max_test.unwrap_or(10_000));
     if train.is_empty() || test.is_empty() {
         bail!(
             "no rows left for training ({}) or testing ({})",
@@ -45,7 +56,6 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
     st.apply(&mut train)?;
     st.apply(&mut test)?;
     let batch = args.batch.unwrap_or(20).max(1);
-    let mut rng = Rng::new(seed, 0xBA7C);
     let mut batches = Vec::new();
     let groups = match &train.keys {
         Some(keys) => {
@@ -62,8 +72,7 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
             Some(by_key.len())
         }
         None => {
-            let mut idx: Vec<usize> = (0..train.len()).collect();
-            rng.shuffle(&mut idx);
+            let idx: Vec<usize> = (0..train.len()).collect();
             for c in idx.chunks(batch) {
                 batches.push(to_batch(&train, c, None));
             }
@@ -162,6 +171,13 @@ fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared> {
     if let Some(b) = args.batch {
         cfg.batch = b.max(1);
     }
+    if let Some(d) = args.synthetic_dim {
+        cfg.d = d;
+        cfg.d_latent = d;
+    }
+    if let Some(r) = args.relatedness {
+        cfg.relatedness = r;
+    }
     if let Some(n) = args.max_train {
         cfg.batches_per_phenomenon = (n / (cfg.batch * cfg.phenomena)).max(1);
     }
@@ -179,9 +195,10 @@ fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared> {
         })
         .collect::<Vec<_>>();
     let description = format!(
-        "synthetic: {} phenomena u(W_p x) in {}-d (u: {} random Fourier features of the unit GP), {} batches of {}, {} test points",
+        "synthetic: {} phenomena u(W_p x) in {}-d, relatedness {} (u: {} random Fourier features of the unit GP), {} batches of {}, {} test points",
         cfg.phenomena,
         cfg.d,
+        cfg.relatedness,
         cfg.features,
         batches.len(),
         cfg.batch,

@@ -3,7 +3,9 @@
 //! One latent `u` is drawn from the unit GP on the standardized domain `R^{d'}`, kernel
 //! `k(z, z') = exp(-½‖z − z'‖²)` (spec §1), and phenomenon `p` observes
 //! `f_p(x) = u(W_p x)` with its own `W_p ∈ R^{d'×d}`, entries `N(0, 1/d)` (so `W_p x` has
-//! roughly unit scale for `x ~ N(0, I_d)`), and `y = f_p(x) + N(0, noise²)`.
+//! roughly unit scale for `x ~ N(0, I_d)`), and `y = f_p(x) + N(0, noise²)`. The projections
+//! share a common part, `W_p = √ρ·W_common + √(1−ρ)·W_own,p`, with relatedness ρ (default 0.9):
+//! the paper calls the phenomena "correlated" without saying how much.
 //!
 //! ## The random-Fourier-feature approximation
 //! `u` is drawn as `u(z) = sqrt(2/F) Σ_f cos(ω_fᵀz + b_f)` with `ω_f ~ N(0, I_{d'})` and
@@ -26,6 +28,7 @@ const STREAM_ORDER: u64 = 2;
 const STREAM_W: u64 = 1 << 32;
 const STREAM_TRAIN: u64 = 2 << 32;
 const STREAM_TEST: u64 = 3 << 32;
+const STREAM_W_COMMON: u64 = 4 << 32;
 
 /// A draw of the unit-SE-kernel GP on `R^{d'}` by random Fourier features.
 #[derive(Debug, Clone)]
@@ -153,6 +156,10 @@ pub struct SyntheticConfig {
     pub noise: f64,
     /// Number `F` of random Fourier features (default 2000; see the module docs for the error).
     pub features: usize,
+    /// How related the phenomena are, ρ ∈ [0, 1]: `W_p = √ρ·W_common + √(1−ρ)·W_own,p`
+    /// (entries of both `N(0, 1/d)`, so `W_p` keeps the same scale). 0 gives independent
+    /// projections, 1 identical ones (default 0.9).
+    pub relatedness: f64,
     /// Seed: the same configuration gives bit-identical data (default 0).
     pub seed: u64,
 }
@@ -168,6 +175,7 @@ impl Default for SyntheticConfig {
             test_points: 4000,
             noise: 0.1,
             features: 2000,
+            relatedness: 0.9,
             seed: 0,
         }
     }
@@ -277,14 +285,28 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<Synthetic> {
         cfg.features,
         &mut Rng::new(seed, STREAM_LATENT),
     );
+    if !(0.0..=1.0).contains(&cfg.relatedness) {
+        return Err(DataError::InvalidConfig(format!(
+            "relatedness must be in [0, 1], got {}",
+            cfg.relatedness
+        )));
+    }
     let scale = 1.0 / (cfg.d as f64).sqrt();
+    let draw_w = |stream: u64| -> Vec<f64> {
+        let mut rng = Rng::new(seed, stream);
+        (0..cfg.d_latent * cfg.d)
+            .map(|_| scale * rng.normal())
+            .collect()
+    };
+    let common = draw_w(STREAM_W_COMMON);
+    let (a, b) = (cfg.relatedness.sqrt(), (1.0 - cfg.relatedness).sqrt());
     let w: Vec<Mat<f64>> = (0..cfg.phenomena as u64)
         .map(|p| {
-            let mut rng = Rng::new(seed, STREAM_W + p);
-            let raw: Vec<f64> = (0..cfg.d_latent * cfg.d)
-                .map(|_| scale * rng.normal())
-                .collect();
-            Mat::from_fn(cfg.d_latent, cfg.d, |i, j| raw[i * cfg.d + j])
+            let own = draw_w(STREAM_W + p);
+            Mat::from_fn(cfg.d_latent, cfg.d, |i, j| {
+                let k = i * cfg.d + j;
+                a * common[k] + b * own[k]
+            })
         })
         .collect();
 
@@ -333,8 +355,31 @@ mod tests {
             test_points: 100,
             noise: 0.1,
             features: 300,
+            relatedness: 0.5,
             seed: 42,
         }
+    }
+
+    #[test]
+    fn relatedness_controls_the_shared_part() {
+        // ρ = 1: identical projections; ρ = 0: independent ones; anything else is rejected.
+        let same = generate(&SyntheticConfig {
+            relatedness: 1.0,
+            ..small()
+        })
+        .expect("valid");
+        assert!(mats_equal(&same.w[0], &same.w[1]));
+        let indep = generate(&SyntheticConfig {
+            relatedness: 0.0,
+            ..small()
+        })
+        .expect("valid");
+        assert!(!mats_equal(&indep.w[0], &indep.w[1]));
+        assert!(generate(&SyntheticConfig {
+            relatedness: 1.5,
+            ..small()
+        })
+        .is_err());
     }
 
     fn mats_equal(a: &Mat<f64>, b: &Mat<f64>) -> bool {

@@ -12,8 +12,9 @@ use faer::{Mat, MatRef};
 
 use crate::model::natural::Posterior;
 use crate::model::projection::{Projection, ProjectionGrad};
-use crate::model::psi::PointPsi;
+use crate::model::psi::{PointPsi, UnitStats};
 use crate::model::Vocabulary;
+use crate::simd::dispatch;
 
 /// `L_D` of one block and its gradient with respect to θ.
 #[derive(Clone, Debug)]
@@ -26,6 +27,155 @@ pub struct BlockElbo {
 
 const LOG_2PI: f64 = 1.837_877_066_409_345_5;
 
+/// Unit-scale psi statistics of every point of a block, computed once and used both to
+/// absorb the block (frozen mode) and for the gradient step that follows (spec §10).
+#[derive(Clone, Debug)]
+pub struct BlockPsi {
+    m: usize,
+    dz: usize,
+    /// `ψ̄1 [n, m]` row-major.
+    pub psi1: Vec<f64>,
+    /// `ψ̄2 [n, m, m]` row-major, both triangles filled.
+    pub psi2: Vec<f64>,
+    /// Moments `a [n, d']` row-major.
+    pub a: Vec<f64>,
+    /// Moments `s [n, d']` row-major.
+    pub s: Vec<f64>,
+}
+
+impl BlockPsi {
+    /// Evaluates every row of `x [n, d]` under `proj`. Memory `n·m²` numbers.
+    pub fn compute(vocab: &Vocabulary, proj: &Projection, x: MatRef<'_, f64>) -> Self {
+        let (m, dz, d, n) = (vocab.m(), vocab.d_latent(), proj.d(), x.nrows());
+        let mut pp = PointPsi::new(vocab, d);
+        let mut xr = vec![0.0; d];
+        let mut out = Self {
+            m,
+            dz,
+            psi1: Vec::with_capacity(n * m),
+            psi2: Vec::with_capacity(n * m * m),
+            a: Vec::with_capacity(n * dz),
+            s: Vec::with_capacity(n * dz),
+        };
+        for r in 0..n {
+            for (j, v) in xr.iter_mut().enumerate() {
+                *v = x[(r, j)];
+            }
+            pp.eval(vocab, proj, &xr);
+            out.psi1.extend_from_slice(&pp.psi1);
+            out.psi2.extend_from_slice(&pp.psi2);
+            let (a, s) = pp.moments();
+            out.a.extend_from_slice(a);
+            out.s.extend_from_slice(s);
+        }
+        out
+    }
+
+    /// Number of points.
+    pub fn n(&self) -> usize {
+        self.a.len() / self.dz.max(1)
+    }
+
+    /// Adds `Σ_n ψ̄2(x_n)`, `Ψ̄1ᵀy`, n and yᵀy to `stats` (frozen mode, spec §4c).
+    pub fn accumulate_into(&self, y: &[f64], stats: &mut UnitStats) {
+        let m = self.m;
+        let mut sum = vec![0.0; m * m];
+        for (r, &yn) in y.iter().enumerate() {
+            for (acc, p) in sum.iter_mut().zip(&self.psi2[r * m * m..(r + 1) * m * m]) {
+                *acc += p;
+            }
+            for (acc, p) in stats.psi1_y.iter_mut().zip(&self.psi1[r * m..(r + 1) * m]) {
+                *acc += p * yn;
+            }
+            stats.yty += yn * yn;
+        }
+        stats.n += y.len();
+        for j in 0..m {
+            for k in 0..m {
+                stats.psi2[(j, k)] += sum[j * m + k];
+            }
+        }
+    }
+}
+
+/// Dot product with four fixed-order partial sums (vectorizable, deterministic).
+#[inline(always)]
+fn dot4(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f64; 4];
+    let mut ca = a.chunks_exact(4);
+    let mut cb = b.chunks_exact(4);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for l in 0..4 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let mut tail = 0.0;
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        tail += x * y;
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+}
+
+dispatch! {
+    /// Per point, from the upper triangle of `ψ̄2 [m, m]` and `G [m, m]` (row-major):
+    /// `h_j = Σ_k G_jk ψ̄2_jk` into `h [m]`, `q_i = Σ_jk G_jk ψ̄2_jk z_ji z_ki` into `q [d']`,
+    /// and `total = Σ_jk G_jk ψ̄2_jk`. Cost (d' + 2)·m²/2.
+    fn g_psi2_contractions(psi2: &[f64], g: &[f64], zt: &[f64], m: usize, out: &mut Contractions) {
+        let Contractions { h, q, t, total: out_total } = out;
+        h[..m].fill(0.0);
+        q.fill(0.0);
+        let mut total = 0.0;
+        for j in 0..m {
+            let len = m - j;
+            let tr = &mut t[..len];
+            for ((tk, &gk), &pk) in tr.iter_mut().zip(&g[j * m + j..(j + 1) * m]).zip(&psi2[j * m + j..(j + 1) * m]) {
+                *tk = gk * pk;
+            }
+            let diag = tr[0];
+            let off = sum4(&tr[1..]);
+            h[j] += diag + off;
+            for (hk, &tk) in h[j + 1..m].iter_mut().zip(&tr[1..]) {
+                *hk += tk;
+            }
+            total += diag + 2.0 * off;
+            for (i, qi) in q.iter_mut().enumerate() {
+                let zi = &zt[i * m + j..(i + 1) * m];
+                let zj = zi[0];
+                *qi += zj * (zj * diag + 2.0 * dot4(&zi[1..], &tr[1..]));
+            }
+        }
+        *out_total = total;
+    }
+}
+
+/// Outputs and scratch of [`g_psi2_contractions`].
+struct Contractions {
+    /// `h_j = Σ_k G_jk ψ̄2_jk [m]`.
+    h: Vec<f64>,
+    /// `q_i = Σ_jk G_jk ψ̄2_jk z_ji z_ki [d']`.
+    q: Vec<f64>,
+    /// Scratch `[m]`.
+    t: Vec<f64>,
+    /// `Σ_jk G_jk ψ̄2_jk`.
+    total: f64,
+}
+
+/// Sum with four fixed-order partial sums.
+#[inline(always)]
+fn sum4(a: &[f64]) -> f64 {
+    let mut acc = [0.0f64; 4];
+    let mut c = a.chunks_exact(4);
+    for x in &mut c {
+        for l in 0..4 {
+            acc[l] += x[l];
+        }
+    }
+    let tail: f64 = c.remainder().iter().sum();
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+}
+
 /// `L_D` and `∇_θ L_D` for the block `(x [n, d], y [n])` under q(u) = `post`.
 pub fn block_loglik_grad(
     vocab: &Vocabulary,
@@ -34,79 +184,76 @@ pub fn block_loglik_grad(
     x: MatRef<'_, f64>,
     y: &[f64],
 ) -> BlockElbo {
+    let bp = BlockPsi::compute(vocab, proj, x);
+    block_loglik_grad_with(vocab, proj, post, x, y, &bp)
+}
+
+/// As [`block_loglik_grad`], with the block's psi statistics already computed under `proj`.
+pub fn block_loglik_grad_with(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    post: &Posterior,
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    bp: &BlockPsi,
+) -> BlockElbo {
     let (m, dz, d) = (vocab.m(), vocab.d_latent(), proj.d());
     let n = y.len();
     let ss = proj.sigma_s();
     let sn2 = proj.sigma_n() * proj.sigma_n();
     let zt = vocab.z_dim_major();
     let alpha = &post.alpha;
-    // Row-major G for the hot loop.
-    let g: Vec<f64> = (0..m * m).map(|t| post.g[(t / m, t % m)]).collect();
-    let mut pp = PointPsi::new(vocab, d);
-    let mut xr = vec![0.0; d];
+    // Row-major G for the contraction kernel.
+    let mut g = vec![0.0; m * m];
+    for j in 0..m {
+        for k in 0..m {
+            g[j * m + k] = post.g[(j, k)];
+        }
+    }
     let mut ga = Mat::<f64>::zeros(n, dz);
     let mut gs = Mat::<f64>::zeros(n, dz);
-    let mut h = vec![0.0; m];
-    let mut hz = vec![0.0; m];
+    let mut ct = Contractions {
+        h: vec![0.0; m],
+        q: vec![0.0; dz],
+        t: vec![0.0; m],
+        total: 0.0,
+    };
+    let mut w1 = vec![0.0; m];
     let (mut y_psi_alpha, mut tr_g_psi2, mut yty) = (0.0, 0.0, 0.0);
+    // c2 = −G/(2σ_n²) and ψ2 = σ_s² ψ̄2, so H = c·(G∘ψ̄2) with c = −σ_s²/(2σ_n²).
+    let c = -ss * ss / (2.0 * sn2);
     for r in 0..n {
-        for (j, v) in xr.iter_mut().enumerate() {
-            *v = x[(r, j)];
-        }
-        pp.eval(vocab, proj, &xr);
+        let psi1 = &bp.psi1[r * m..(r + 1) * m];
+        let psi2 = &bp.psi2[r * m * m..(r + 1) * m * m];
+        let a = &bp.a[r * dz..(r + 1) * dz];
+        let s = &bp.s[r * dz..(r + 1) * dz];
         let yn = y[r];
         yty += yn * yn;
         // ψ1 = σ_s ψ̄1; w1_j = c1_nj ψ1_nj with c1_nj = y_n α_j / σ_n².
         let mut w1_tot = 0.0;
-        let w1: Vec<f64> = (0..m)
-            .map(|j| {
-                let v = yn * alpha[j] / sn2 * ss * pp.psi1[j];
-                w1_tot += v;
-                v
-            })
-            .collect();
-        y_psi_alpha += (0..m).map(|j| yn * ss * pp.psi1[j] * alpha[j]).sum::<f64>();
-        // H = c2 ∘ ψ2 with c2 = −G/(2σ_n²), ψ2 = σ_s² ψ̄2; h = H·1.
-        let c = -ss * ss / (2.0 * sn2);
-        let mut htot = 0.0;
-        let mut trg = 0.0;
         for j in 0..m {
-            let mut hj = 0.0;
-            for k in 0..m {
-                let gp = g[j * m + k] * pp.psi2[j * m + k];
-                hj += gp;
-            }
-            trg += hj;
-            h[j] = c * hj;
-            htot += h[j];
+            w1[j] = yn * alpha[j] / sn2 * ss * psi1[j];
+            w1_tot += w1[j];
         }
+        y_psi_alpha += yn * ss * dot4(psi1, alpha);
+        g_psi2_contractions(psi2, &g, zt, m, &mut ct);
+        let (trg, h, q) = (ct.total, &ct.h, &ct.q);
         tr_g_psi2 += ss * ss * trg;
-        let (a, s) = pp.moments();
+        let htot = c * trg;
         for i in 0..dz {
             let zi = &zt[i * m..(i + 1) * m];
             let (ai, si) = (a[i], s[i]);
             // ψ1 part
-            let w1z: f64 = w1.iter().zip(zi).map(|(w, z)| w * z).sum();
+            let w1z = dot4(&w1, zi);
             let w1zz: f64 = w1.iter().zip(zi).map(|(w, z)| w * z * z).sum();
             let s1 = 1.0 + si;
             let mut gai = -(ai * w1_tot - w1z) / s1;
             let mut gsi =
                 -w1_tot / (2.0 * s1) + (ai * ai * w1_tot - 2.0 * ai * w1z + w1zz) / (2.0 * s1 * s1);
-            // ψ2 part: Σ_j h_j z_ji, Σ_j h_j z_ji², z_iᵀ H z_i
-            let hz1: f64 = h.iter().zip(zi).map(|(a, b)| a * b).sum();
-            let hz2: f64 = h.iter().zip(zi).map(|(a, b)| a * b * b).sum();
-            for j in 0..m {
-                let row = &pp.psi2[j * m..(j + 1) * m];
-                let grow = &g[j * m..(j + 1) * m];
-                hz[j] = row
-                    .iter()
-                    .zip(grow)
-                    .zip(zi)
-                    .map(|((p, gg), z)| p * gg * z)
-                    .sum::<f64>()
-                    * c;
-            }
-            let zhz: f64 = hz.iter().zip(zi).map(|(a, b)| a * b).sum();
+            // ψ2 part with H = c·G∘ψ̄2: Σ_j h_j z_ji, Σ_j h_j z_ji², z_iᵀ H z_i
+            let hz1 = c * dot4(h, zi);
+            let hz2 = c * h.iter().zip(zi).map(|(a, b)| a * b * b).sum::<f64>();
+            let zhz = c * q[i];
             let c2 = 1.0 + 2.0 * si;
             gai += -2.0 / c2 * (ai * htot - hz1);
             gsi += -htot / c2

@@ -34,7 +34,7 @@ pub enum UpdateMode {
 }
 
 /// The agent's data caches in the chosen mode.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Learner {
     /// Frozen-q sums `F1 = Σ ψ̄2`, `F2 = Σ Ψ̄1ᵀy` (unit scale).
     Frozen(UnitStats),

@@ -21,7 +21,8 @@ use faer::MatRef;
 
 use crate::error::{ensure_finite, Error, Result};
 use crate::fuse::{tree, Mass, PushSum};
-use crate::learn::{block_loglik_grad, Adam, AdamConfig, Learner, UpdateMode};
+use crate::learn::elbo::{block_loglik_grad_with, BlockPsi};
+use crate::learn::{Adam, AdamConfig, Learner, UpdateMode};
 use crate::model::predict::predict;
 use crate::model::psi::PsiWorkspace;
 use crate::model::{
@@ -93,10 +94,10 @@ impl Default for AgentConfig {
 
 /// What one neighbour last sent (tree rule).
 #[derive(Clone, Debug)]
-struct Inbound {
-    excess: Excess,
-    points: f64,
-    projection: Option<ProjectionShare>,
+pub(crate) struct Inbound {
+    pub(crate) excess: Excess,
+    pub(crate) points: f64,
+    pub(crate) projection: Option<ProjectionShare>,
 }
 
 /// Which q(u) to use.
@@ -111,24 +112,24 @@ pub enum View {
 /// One COOL-GP agent.
 #[derive(Clone, Debug)]
 pub struct Agent {
-    id: AgentId,
-    vocab: Arc<Vocabulary>,
-    config: AgentConfig,
-    proj: Projection,
-    adam: Adam,
-    learner: Learner,
-    n_own: usize,
-    blocks: u64,
-    version: u64,
-    round: u64,
-    neighbors: BTreeSet<AgentId>,
-    own: Excess,
-    inbox: BTreeMap<AgentId, Inbound>,
-    pushsum: PushSum,
-    last_round: BTreeMap<AgentId, u64>,
+    pub(crate) id: AgentId,
+    pub(crate) vocab: Arc<Vocabulary>,
+    pub(crate) config: AgentConfig,
+    pub(crate) proj: Projection,
+    pub(crate) adam: Adam,
+    pub(crate) learner: Learner,
+    pub(crate) n_own: usize,
+    pub(crate) blocks: u64,
+    pub(crate) version: u64,
+    pub(crate) round: u64,
+    pub(crate) neighbors: BTreeSet<AgentId>,
+    pub(crate) own: Excess,
+    pub(crate) inbox: BTreeMap<AgentId, Inbound>,
+    pub(crate) pushsum: PushSum,
+    pub(crate) last_round: BTreeMap<AgentId, u64>,
     outbox: VecDeque<Message>,
     events: VecDeque<Event>,
-    ws: PsiWorkspace,
+    pub(crate) ws: PsiWorkspace,
 }
 
 impl Agent {
@@ -347,14 +348,19 @@ impl Agent {
         if y.is_empty() {
             return Ok(());
         }
-        self.learner
-            .absorb(&self.vocab, &self.proj, x, y, &mut self.ws);
+        // ψ of the block under the current q(W), computed once: absorbed (frozen mode) and
+        // reused by the gradient step, which runs under the same θ.
+        let bp = BlockPsi::compute(&self.vocab, &self.proj, x);
+        match &mut self.learner {
+            Learner::Frozen(stats) => bp.accumulate_into(y, stats),
+            other => other.absorb(&self.vocab, &self.proj, x, y, &mut self.ws),
+        }
         self.n_own += y.len();
         self.blocks += 1;
         self.version += 1;
         self.refresh_own(y.len() as f64);
         if self.config.learn {
-            self.optimizer_step(x, y);
+            self.optimizer_step(x, y, &bp);
             self.refresh_own(0.0);
         }
         Ok(())
@@ -362,7 +368,7 @@ impl Agent {
 
     /// One Adam step on the per-datum gradient `∇L_D/n − w·∇KL_W/N_own` (spec §6), against
     /// the fused q(u). In shared mode the KL weight is `N_own/N_fleet` (spec §13).
-    fn optimizer_step(&mut self, x: MatRef<'_, f64>, y: &[f64]) {
+    fn optimizer_step(&mut self, x: MatRef<'_, f64>, y: &[f64], bp: &BlockPsi) {
         let post = match self.posterior(View::Fused) {
             Ok(p) => p,
             Err(_) => match self.posterior(View::Own) {
@@ -376,7 +382,7 @@ impl Agent {
                 jitter: post.jitter(),
             });
         }
-        let b = block_loglik_grad(&self.vocab, &self.proj, &post, x, y);
+        let b = block_loglik_grad_with(&self.vocab, &self.proj, &post, x, y, bp);
         let kl = ProjectionGrad::kl(&self.proj);
         let n = y.len() as f64;
         let kl_den = match self.config.projection {

@@ -4,7 +4,9 @@ pub mod agent;
 pub mod codec;
 pub mod event;
 pub mod message;
+pub mod snapshot;
 
 pub use agent::{Agent, AgentConfig, FusionRule, ProjectionMode, View};
 pub use event::Event;
 pub use message::{validate_excess, AgentId, Body, Header, Message, ProjectionShare, RejectReason};
+pub use snapshot::{AgentSnapshot, InboundSnapshot};

@@ -1,0 +1,185 @@
+//! A plain-data image of an [`Agent`]'s state, for checkpoints (the node writes it to disk;
+//! the core never does I/O). Restoring a snapshot gives an agent that behaves bit-identically.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use faer::Mat;
+
+use crate::error::{Error, Result};
+use crate::fuse::{Mass, PushSum};
+use crate::learn::{Adam, Learner};
+use crate::model::{Excess, Projection, Vocabulary};
+use crate::protocol::agent::{Agent, AgentConfig, Inbound};
+use crate::protocol::message::{AgentId, ProjectionShare};
+
+/// What one neighbour last sent (tree rule).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InboundSnapshot {
+    /// The excess `D_ki`.
+    pub excess: Excess,
+    /// Points it represents.
+    pub points: f64,
+    /// Projection sums (shared mode).
+    pub projection: Option<ProjectionShare>,
+}
+
+/// Every field of an agent's state, as plain data. The own excess is not stored: it is
+/// recomputed from the caches and θ on restore.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentSnapshot {
+    /// Agent id.
+    pub id: AgentId,
+    /// Settings.
+    pub config: AgentConfig,
+    /// q(W), σ_s, σ_n: `M [d', d]`.
+    pub mu: Mat<f64>,
+    /// `log Σ [d', d]`.
+    pub log_sigma: Mat<f64>,
+    /// `log σ_s`.
+    pub log_sigma_s: f64,
+    /// `log σ_n`.
+    pub log_sigma_n: f64,
+    /// Adam state.
+    pub adam: Adam,
+    /// The learner's caches.
+    pub learner: Learner,
+    /// Own points absorbed.
+    pub n_own: usize,
+    /// Blocks absorbed.
+    pub blocks: u64,
+    /// Data version.
+    pub version: u64,
+    /// Round counter.
+    pub round: u64,
+    /// Neighbours.
+    pub neighbors: Vec<AgentId>,
+    /// Last accepted message from each neighbour (tree rule).
+    pub inbox: BTreeMap<AgentId, InboundSnapshot>,
+    /// Push-sum mass.
+    pub push_mass: Mass,
+    /// Push-sum running total sent.
+    pub push_sent: Mass,
+    /// Push-sum running totals received.
+    pub push_received: BTreeMap<AgentId, Mass>,
+    /// Last accepted round per sender.
+    pub last_round: BTreeMap<AgentId, u64>,
+}
+
+impl Agent {
+    /// A plain-data image of the whole state.
+    pub fn snapshot(&self) -> AgentSnapshot {
+        AgentSnapshot {
+            id: self.id,
+            config: self.config.clone(),
+            mu: self.proj.mu().to_owned(),
+            log_sigma: self.proj.log_sigma().to_owned(),
+            log_sigma_s: self.proj.log_sigma_s(),
+            log_sigma_n: self.proj.log_sigma_n(),
+            adam: self.adam.clone(),
+            learner: self.learner.clone(),
+            n_own: self.n_own,
+            blocks: self.blocks,
+            version: self.version,
+            round: self.round,
+            neighbors: self.neighbors.iter().copied().collect(),
+            inbox: self
+                .inbox
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        *k,
+                        InboundSnapshot {
+                            excess: v.excess.clone(),
+                            points: v.points,
+                            projection: v.projection.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            push_mass: self.pushsum.mass.clone(),
+            push_sent: self.pushsum.sent.clone(),
+            push_received: self.pushsum.received.clone(),
+            last_round: self.last_round.clone(),
+        }
+    }
+
+    /// Rebuilds an agent from a snapshot taken under `vocab`.
+    ///
+    /// # Errors
+    /// [`Error::DimensionMismatch`] when the snapshot's shapes do not fit the vocabulary,
+    /// [`Error::NonFinite`] for NaN in θ.
+    pub fn restore(vocab: Arc<Vocabulary>, s: AgentSnapshot) -> Result<Self> {
+        let (m, dz) = (vocab.m(), vocab.d_latent());
+        let d = s.mu.ncols();
+        if s.mu.nrows() != dz || s.log_sigma.nrows() != dz || s.log_sigma.ncols() != d {
+            return Err(Error::DimensionMismatch {
+                what: "snapshot q(W) rows (d')",
+                expected: dz,
+                found: s.mu.nrows(),
+            });
+        }
+        let check_excess = |e: &Excess| -> Result<()> {
+            if e.m() != m || e.d1.nrows() != m || e.d1.ncols() != m {
+                return Err(Error::DimensionMismatch {
+                    what: "snapshot excess (m)",
+                    expected: m,
+                    found: e.m(),
+                });
+            }
+            Ok(())
+        };
+        for v in s.inbox.values() {
+            check_excess(&v.excess)?;
+        }
+        check_excess(&s.push_mass.x)?;
+        check_excess(&s.push_sent.x)?;
+        for v in s.push_received.values() {
+            check_excess(&v.x)?;
+        }
+        let mut agent = Agent::new(s.id, vocab, d, s.config)?;
+        let proj = Projection::new(s.mu, s.log_sigma, s.log_sigma_s, s.log_sigma_n);
+        let theta = proj.to_flat();
+        crate::error::ensure_finite("snapshot θ", &theta)?;
+        if s.adam.m1.len() != theta.len() || s.adam.m2.len() != theta.len() {
+            return Err(Error::DimensionMismatch {
+                what: "snapshot Adam moments",
+                expected: theta.len(),
+                found: s.adam.m1.len(),
+            });
+        }
+        agent.proj = proj;
+        agent.adam = s.adam;
+        agent.learner = s.learner;
+        agent.n_own = s.n_own;
+        agent.blocks = s.blocks;
+        agent.version = s.version;
+        agent.round = s.round;
+        agent.neighbors = s.neighbors.into_iter().collect::<BTreeSet<_>>();
+        agent.inbox = s
+            .inbox
+            .into_iter()
+            .map(|(k, v)| {
+                (
+                    k,
+                    Inbound {
+                        excess: v.excess,
+                        points: v.points,
+                        projection: v.projection,
+                    },
+                )
+            })
+            .collect();
+        agent.pushsum = PushSum {
+            mass: s.push_mass,
+            sent: s.push_sent,
+            received: s.push_received,
+        };
+        agent.last_round = s.last_round;
+        let (own, _) = agent
+            .learner
+            .excess(&agent.vocab, &agent.proj, &mut agent.ws);
+        agent.own = own;
+        Ok(agent)
+    }
+}
