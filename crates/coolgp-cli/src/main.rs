@@ -1,6 +1,7 @@
 //! `coolgp`: the command line of COOL-GP. Glue only: flags → validated configuration → run.
 
 mod args;
+mod experiments;
 mod output;
 mod plot;
 mod vocab_file;
@@ -53,6 +54,8 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Reproduce a figure of the paper end to end (results folder with CSV, JSON, PNG and SVG).
+    Experiment(experiments::ExperimentArgs),
     /// Choose inducing inputs Z for (m, d') and save them as a vocabulary file.
     Vocab(vocab_file::VocabArgs),
 }
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Demo { out, seed, quiet } => demo(out, seed, quiet),
         Command::Simulate { args, out, quiet } => simulate(*args, out, quiet),
         Command::Vocab(v) => vocab_file::run(&v),
+        Command::Experiment(e) => experiments::run(&e),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -154,6 +158,7 @@ fn simulate(args: SimArgs, out: Option<PathBuf>, quiet: bool) -> Result<()> {
     output::print_report(&report);
     if let Some(dir) = out {
         let extra = serde_json::json!({
+            "peak_rss_mb": experiments::peak_rss(),
             "dataset": args.data.as_ref().map(|p| p.display().to_string()).or(args.dataset.clone()).unwrap_or("synthetic".into()),
             "mode": format!("{:?}", cfg.mode),
             "projection": format!("{:?}", cfg.projection),

@@ -151,6 +151,8 @@ pub struct SimConfig {
     pub learn: bool,
     /// Optimizer.
     pub adam: AdamConfig,
+    /// Shuffle the stream (the paper's protocol); false keeps the workload's order.
+    pub shuffle: bool,
 }
 
 impl Default for SimConfig {
@@ -174,6 +176,7 @@ impl Default for SimConfig {
             curve_agents: 50,
             learn: true,
             adam: AdamConfig::default(),
+            shuffle: true,
         }
     }
 }
@@ -234,6 +237,8 @@ pub struct CurvePoint {
     pub rmse_ddtc: Option<f64>,
     /// dPITC server RMSE.
     pub rmse_dpitc: Option<f64>,
+    /// `(agent, pre, post)` RMSE of each evaluated agent.
+    pub per_agent: Vec<(usize, f64, f64)>,
 }
 
 /// Per-agent final figures.
@@ -379,7 +384,9 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     // Stream order and dispatch.
     let mut rng = Rng::new(cfg.seed, 0x57AE);
     let mut order: Vec<usize> = (0..work.batches.len()).collect();
-    rng.shuffle(&mut order);
+    if cfg.shuffle {
+        rng.shuffle(&mut order);
+    }
     let groups = work.groups.max(1);
     let owner: Vec<usize> = order
         .iter()
@@ -482,6 +489,11 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             rmse_central,
             rmse_ddtc: None,
             rmse_dpitc: None,
+            per_agent: curve_ids
+                .iter()
+                .zip(&evals)
+                .map(|(&i, e)| (i, e.0 * work.y_scale, e.1 * work.y_scale))
+                .collect(),
         });
     }
     // Exactness of the last fusion against T_g = T0 + Σ E_i.
@@ -573,8 +585,8 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         rmse_ddtc = results[0].1.map(|v| v * work.y_scale);
         rmse_dpitc = results[1].1.map(|v| v * work.y_scale);
     }
-    let t0 = &work.tests[0];
-    let rmse_constant = rmse(&vec![0.0; t0.y.len()], &t0.y) * work.y_scale;
+    let rmse_constant =
+        mean_over(&work.tests, usize::MAX, |_, y| rmse(&vec![0.0; y.len()], y)) * work.y_scale;
     Ok(Report {
         rmse_pre,
         rmse_post,

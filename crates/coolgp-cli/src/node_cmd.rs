@@ -1,0 +1,27 @@
+//! `coolgp node`, `coolgp query`, `coolgp status`: glue to the `coolgp-node` library, which
+//! owns the flags, the event loop and the clients. This file only supplies the vocabulary
+//! file loader (the file format lives in `vocab_file.rs`) and maps errors to `anyhow`.
+
+use std::path::Path;
+
+use anyhow::Result;
+pub use coolgp_node::{NodeArgs, QueryArgs, StatusArgs};
+
+/// Runs `coolgp node` until SIGTERM/SIGINT.
+pub fn node(args: NodeArgs) -> Result<()> {
+    let loader = |p: &Path| crate::vocab_file::load(p).map_err(|e| format!("{e:#}"));
+    coolgp_node::run_node(args, &loader)?;
+    Ok(())
+}
+
+/// Runs `coolgp query`.
+pub fn query(args: QueryArgs) -> Result<()> {
+    coolgp_node::run_query(args)?;
+    Ok(())
+}
+
+/// Runs `coolgp status`.
+pub fn status(args: StatusArgs) -> Result<()> {
+    coolgp_node::run_status(args)?;
+    Ok(())
+}
