@@ -89,3 +89,8 @@ pub use protocol::{Agent, AgentConfig, AgentId, Event, FusionRule, Message, Proj
 
 /// Re-export of the matrix library used in the public API.
 pub use faer;
+
+/// The README's library example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
