@@ -1,0 +1,278 @@
+//! The built `coolgp` binary, run as a user would.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn coolgp(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_coolgp"))
+        .args(args)
+        .output()
+        .expect("the coolgp binary runs")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("coolgp-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn summary(dir: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json written");
+    serde_json::from_str(&text).expect("summary.json is JSON")
+}
+
+/// A small CSV: y = sin(a) + cos(b) on a grid, with a station column.
+fn write_csv(dir: &std::path::Path, bad_line: Option<&str>) -> PathBuf {
+    let mut s = String::from("station,a,b,y\n");
+    for i in 0..300 {
+        if i == 100 {
+            if let Some(bad) = bad_line {
+                s.push_str(bad);
+                s.push('\n');
+            }
+        }
+        let (a, b) = ((i % 17) as f64 * 0.3, (i % 11) as f64 * 0.4);
+        s.push_str(&format!("s{},{a},{b},{}\n", i % 3, a.sin() + b.cos()));
+    }
+    let p = dir.join("data.csv");
+    std::fs::write(&p, s).expect("write csv");
+    p
+}
+
+#[test]
+fn demo_writes_the_documented_summary() {
+    let dir = tmp("demo");
+    let out = coolgp(&["demo", "--quiet", "--out", dir.to_str().expect("utf8")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("RMSE pre-fusion") && text.contains("central learner"),
+        "{text}"
+    );
+    let s = summary(&dir);
+    for key in [
+        "rmse_pre",
+        "rmse_post",
+        "rmse_central",
+        "nlpd_post",
+        "agents",
+        "inducing",
+        "points",
+        "wall_s",
+        "fusion_max_rel_err",
+    ] {
+        assert!(s.get(key).is_some(), "summary.json lacks {key}: {s}");
+    }
+    assert_eq!(s["agents"], 2);
+    for f in [
+        "curves.csv",
+        "agents.csv",
+        "curves.png",
+        "curves.svg",
+        "agents.png",
+    ] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+}
+
+#[test]
+fn csv_errors_name_file_and_line_and_skip_bad_rows_counts() {
+    let dir = tmp("csv");
+    let csv = write_csv(&dir, Some("s1,0.5,oops,1.0"));
+    let path = csv.to_str().expect("utf8");
+    let out = coolgp(&[
+        "simulate", "--data", path, "--target", "y", "--agents", "3", "--quiet",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    // header is line 1, the bad row is the 101st data row → line 102
+    assert!(
+        err.contains("data.csv:102") && err.contains("oops"),
+        "{err}"
+    );
+    let out = coolgp(&[
+        "simulate",
+        "--data",
+        path,
+        "--target",
+        "y",
+        "--inputs",
+        "a,b",
+        "--agents",
+        "3",
+        "--inducing",
+        "10",
+        "--skip-bad-rows",
+        "--quiet",
+        "--no-baselines",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("skipped 1 malformed rows"));
+    let out = coolgp(&["simulate", "--data", path, "--target", "nope", "--quiet"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+}
+
+#[test]
+fn same_seed_twice_gives_identical_summary_numbers() {
+    let dir = tmp("seed");
+    let csv = write_csv(&dir, None);
+    let run = |name: &str| {
+        let out_dir = dir.join(name);
+        let out = coolgp(&[
+            "simulate",
+            "--data",
+            csv.to_str().expect("utf8"),
+            "--target",
+            "y",
+            "--inputs",
+            "a,b",
+            "--agent-by",
+            "station",
+            "--inducing",
+            "10",
+            "--batch",
+            "10",
+            "--loss",
+            "0.2",
+            "--seed",
+            "5",
+            "--quiet",
+            "--out",
+            out_dir.to_str().expect("utf8"),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut s = summary(&out_dir);
+        let o = s.as_object_mut().expect("object");
+        o.remove("wall_s");
+        o.remove("peak_rss_mb");
+        s
+    };
+    let (a, b) = (run("a"), run("b"));
+    assert_eq!(a, b);
+    assert_eq!(a["agents"], 3, "one agent per station");
+}
+
+#[test]
+fn config_file_fills_flags_and_bad_values_are_explained() {
+    let dir = tmp("config");
+    let csv = write_csv(&dir, None);
+    let cfg = dir.join("run.toml");
+    std::fs::write(
+        &cfg,
+        format!("data = \"{}\"\ntarget = \"y\"\ninputs = [\"a\", \"b\"]\nagents = 4\ninducing = 8\nno-baselines = true\n", csv.display()),
+    )
+    .expect("write config");
+    let out_dir = dir.join("out");
+    let out = coolgp(&[
+        "simulate",
+        "--config",
+        cfg.to_str().expect("utf8"),
+        "--agents",
+        "2",
+        "--quiet",
+        "--out",
+        out_dir.to_str().expect("utf8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        summary(&out_dir)["agents"],
+        2,
+        "the flag overrides the file"
+    );
+    let out = coolgp(&["simulate", "--topology", "moebius", "--quiet"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown topology"));
+    let out = coolgp(&[
+        "simulate",
+        "--topology",
+        "ring",
+        "--fusion",
+        "tree",
+        "--quiet",
+        "--max-train",
+        "400",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("double count"));
+}
+
+#[test]
+fn vocabulary_file_round_trips_and_detects_edits() {
+    let dir = tmp("vocab");
+    let f = dir.join("v.json");
+    let out = coolgp(&[
+        "vocab",
+        "--inducing",
+        "12",
+        "--dim",
+        "2",
+        "--save",
+        f.to_str().expect("utf8"),
+    ]);
+    assert!(out.status.success());
+    let csv = write_csv(&dir, None);
+    let run = coolgp(&[
+        "simulate",
+        "--data",
+        csv.to_str().expect("utf8"),
+        "--target",
+        "y",
+        "--inputs",
+        "a,b",
+        "--vocab",
+        f.to_str().expect("utf8"),
+        "--agents",
+        "2",
+        "--quiet",
+        "--no-baselines",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let text = std::fs::read_to_string(&f).expect("read");
+    std::fs::write(&f, text.replacen("\"jitter\": 1e-6", "\"jitter\": 2e-6", 1)).expect("write");
+    let run = coolgp(&["simulate", "--vocab", f.to_str().expect("utf8"), "--quiet"]);
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("fingerprint mismatch"),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+#[test]
+fn quick_experiment_leaves_a_results_folder() {
+    let dir = tmp("exp");
+    let out = coolgp(&[
+        "experiment",
+        "bound",
+        "--quick",
+        "--quiet",
+        "--out",
+        dir.to_str().expect("utf8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in ["bound.csv", "bound.png", "bound.svg"] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+}

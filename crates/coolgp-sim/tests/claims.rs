@@ -1,0 +1,185 @@
+//! Small, fast versions of the experiments' claims (issue: simulator and experiments).
+//! Reference: spec §7 (exactness on trees, push-sum), §8 (loss model), §13 (post < pre).
+
+use coolgp_data::{generate, SyntheticConfig};
+use coolgp_sim::{run, Batch, FusionChoice, Report, SimConfig, TestSet, TopologyKind, Workload};
+
+/// One phenomenon, `d = d' = 2`, `batches` batches of `batch` points, 400 test points.
+fn one_phenomenon(batches: usize, batch: usize, seed: u64) -> Workload {
+    let syn = generate(&SyntheticConfig {
+        d: 2,
+        d_latent: 2,
+        phenomena: 1,
+        batches_per_phenomenon: batches,
+        batch,
+        test_points: 400,
+        noise: 0.1,
+        features: 500,
+        relatedness: 1.0,
+        seed,
+    })
+    .expect("valid synthetic configuration");
+    Workload {
+        d: 2,
+        batches: syn
+            .train_batches
+            .into_iter()
+            .map(|(_, x, y)| Batch { group: None, x, y })
+            .collect(),
+        tests: syn
+            .test
+            .into_iter()
+            .map(|(_, x, y)| TestSet { x, y })
+            .collect(),
+        groups: 0,
+        test_by_group: false,
+        y_scale: 1.0,
+    }
+}
+
+fn quiet_run(cfg: &SimConfig, w: &Workload) -> Report {
+    run(cfg, w, &|_, _| {}).expect("simulation runs")
+}
+
+#[test]
+fn fusion_improves_agents_on_one_synthetic_phenomenon() {
+    // 10 agents, each sees ~4 batches of 10 points: the fused q(u) pools 10× the data.
+    let w = one_phenomenon(40, 10, 3);
+    let cfg = SimConfig {
+        agents: 10,
+        inducing: 20,
+        fuse_every: 10,
+        baselines: false,
+        ..SimConfig::default()
+    };
+    let r = quiet_run(&cfg, &w);
+    assert!(
+        r.rmse_post < r.rmse_pre,
+        "post-fusion {} should beat pre-fusion {}",
+        r.rmse_post,
+        r.rmse_pre
+    );
+    assert!(r.rmse_post < r.rmse_constant);
+}
+
+#[test]
+fn tree_fusion_is_exact_on_random_trees_up_to_200_agents() {
+    let w = one_phenomenon(60, 5, 1);
+    for (agents, topo) in [
+        (7, TopologyKind::Path),
+        (50, TopologyKind::Star),
+        (120, TopologyKind::Mst),
+        (200, TopologyKind::RandomTree),
+    ] {
+        let cfg = SimConfig {
+            agents,
+            inducing: 8,
+            topology: topo,
+            fusion: FusionChoice::Tree,
+            fuse_every: 20,
+            central: false,
+            baselines: false,
+            curve_agents: 5,
+            curve_points: 50,
+            ..SimConfig::default()
+        };
+        let r = quiet_run(&cfg, &w);
+        assert!(
+            r.fusion_max_rel_err < 1e-9,
+            "{agents} agents on {topo:?}: max relative error {}",
+            r.fusion_max_rel_err
+        );
+    }
+}
+
+#[test]
+fn push_sum_converges_on_loopy_graphs_with_30_percent_loss() {
+    let w = one_phenomenon(30, 5, 2);
+    for topo in [TopologyKind::Ring, TopologyKind::Grid] {
+        let cfg = SimConfig {
+            agents: 9,
+            inducing: 8,
+            topology: topo,
+            fusion: FusionChoice::PushSum,
+            loss: 0.3,
+            rounds: Some(600),
+            fuse_every: 0,
+            central: false,
+            baselines: false,
+            ..SimConfig::default()
+        };
+        let r = quiet_run(&cfg, &w);
+        assert!(r.network.dropped > 0, "the network must drop messages");
+        assert!(
+            r.fusion_max_rel_err < 1e-6,
+            "{topo:?}: push-sum relative error {}",
+            r.fusion_max_rel_err
+        );
+    }
+}
+
+#[test]
+fn tree_rule_on_a_cycle_is_refused() {
+    let w = one_phenomenon(4, 5, 0);
+    let cfg = SimConfig {
+        agents: 5,
+        topology: TopologyKind::Ring,
+        fusion: FusionChoice::Tree,
+        ..SimConfig::default()
+    };
+    let err = run(&cfg, &w, &|_, _| {}).expect_err("double counting must be refused");
+    assert!(err.to_string().contains("double count"), "{err}");
+}
+
+#[test]
+fn coolgp_degrades_less_than_server_baselines_at_50_percent_loss() {
+    // Data-limited regime: 20 agents, 60 batches of 8 points. A lost upload is lost for good
+    // for dDTC/dPITC (spec §8); COOL-GP re-sends every round, so loss only delays fusion.
+    let w = one_phenomenon(60, 8, 5);
+    let at = |loss: f64| {
+        let cfg = SimConfig {
+            agents: 20,
+            inducing: 20,
+            loss,
+            fuse_every: 0,
+            rounds: Some(60),
+            central: false,
+            seed: 11,
+            ..SimConfig::default()
+        };
+        quiet_run(&cfg, &w)
+    };
+    let (r0, r5) = (at(0.0), at(0.5));
+    let cool = r5.rmse_post - r0.rmse_post;
+    let ddtc = r5.rmse_ddtc.expect("ddtc") - r0.rmse_ddtc.expect("ddtc");
+    let dpitc = r5.rmse_dpitc.expect("dpitc") - r0.rmse_dpitc.expect("dpitc");
+    eprintln!("degradation at 50% loss: COOL-GP {cool:.4}, dDTC {ddtc:.4}, dPITC {dpitc:.4}");
+    assert!(cool < ddtc, "COOL-GP degraded by {cool}, dDTC by {ddtc}");
+    assert!(cool < dpitc, "COOL-GP degraded by {cool}, dPITC by {dpitc}");
+}
+
+#[test]
+fn same_seed_twice_gives_identical_numbers() {
+    let w = one_phenomenon(20, 10, 4);
+    let cfg = SimConfig {
+        agents: 6,
+        inducing: 10,
+        loss: 0.2,
+        fuse_every: 5,
+        ..SimConfig::default()
+    };
+    let (a, b) = (quiet_run(&cfg, &w), quiet_run(&cfg, &w));
+    let strip = |r: &Report| {
+        let mut v = serde_json::to_value(r).expect("serializable");
+        v.as_object_mut().expect("object").remove("wall_s");
+        v
+    };
+    assert_eq!(strip(&a), strip(&b));
+    let curves = |r: &Report| {
+        r.curves
+            .iter()
+            .map(|c| (c.rmse_pre, c.rmse_post))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(curves(&a), curves(&b));
+}
