@@ -177,15 +177,16 @@ fn demo(out: Option<PathBuf>, seed: u64, quiet: bool) -> Result<()> {
         inducing: Some(50),
         topology: Some("path".into()),
         seed: Some(seed),
-        max_train: Some(2 * 100 * 40),
+        max_train: Some(2 * 50 * 40),
         max_test: Some(2000),
-        fuse_every: Some(20),
+        fuse_every: Some(10),
+        relatedness: Some(0.99),
         no_baselines: true,
         ..SimArgs::default()
     };
     let (report, _, desc) = run_sim(&args, quiet, "demo")?;
     println!(
-        "coolgp demo — two agents, two related phenomena f_a(x) = u(W_a x), f_b(x) = u(W_b x)"
+        "coolgp demo — two agents, two closely related phenomena f_a(x) = u(W_a x), f_b(x) = u(W_b x)"
     );
     println!("  {desc}");
     println!();
@@ -214,6 +215,11 @@ fn demo(out: Option<PathBuf>, seed: u64, quiet: bool) -> Result<()> {
         "  constant predictor: RMSE {:.4}; wall time {:.2}s",
         report.rmse_constant, report.wall_s
     );
+    println!();
+    println!(
+        "  Each agent keeps its own q(W) and fuses only q(u). With less related phenomena the gain"
+    );
+    println!("  depends on how well the projections are learned: `coolgp experiment synthetic`.");
     if let Some(dir) = out {
         output::write_run(
             &dir,
