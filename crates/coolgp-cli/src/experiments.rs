@@ -399,7 +399,7 @@ fn bound(a: &ExperimentArgs, dir: &Path) -> Result<()> {
                 Projection::new(Mat::zeros(d, d), Mat::zeros(d, d), 0.0, 0.0),
             ),
             (
-                "mu=W*,sigma=0.3",
+                "mu=W* sigma=0.3",
                 Projection::new(
                     w_star.clone(),
                     Mat::from_fn(d, d, |_, _| 0.3f64.ln()),
