@@ -11,14 +11,15 @@
 //! The ψ̄2 exponent is evaluated in the expanded form
 //! `base + φ_j + φ_k + Σ_i z_ji β_i z_ki` with `c_i = 1+2s_i`, `β_i = (1 − 1/c_i)/2`,
 //! `φ_j = Σ_i [z_ji a_i / c_i − z_ji² (1 + 1/c_i)/4]`, `base = −Σ_i [a_i²/c_i + ½ log c_i]`:
-//! one multiply-add per dimension and one exponential per (j, k) term, on contiguous rows.
-//! One *term* of the benchmarks is one such (point, j, k) entry with k ≥ j.
+//! one fused multiply-add per dimension and one exponential (`simd::exp_fma`) per
+//! (j, k) term, 16 consecutive k at a time in registers. One *term* of the benchmarks is one
+//! such (point, j, k) entry with k ≥ j.
 
 use faer::{Mat, MatRef};
 
 use crate::model::projection::Projection;
 use crate::model::Vocabulary;
-use crate::simd::{dispatch, exp};
+use crate::simd::{dispatch, exp, exp_fma};
 
 /// Scratch buffers reused across points (no allocation per point).
 #[derive(Clone, Debug, Default)]
@@ -29,12 +30,21 @@ pub struct PsiWorkspace {
     x: Vec<f64>,
 }
 
-/// Scratch of the ψ̄2 kernel: `β [d']`, `φ [m]`, one exponent row `[m]`.
+/// Lanes of one ψ̄2 chunk: the kernel evaluates `LANES` consecutive `k` of one row `j` in
+/// registers (four AVX2 vectors: four independent dependency chains through the exponential),
+/// so no exponent row goes through memory. A row's last 1–16 entries take one chunk of 16, 8
+/// or 4 lanes.
+const LANES: usize = 16;
+
+/// Scratch of the ψ̄2 kernel: `β [d']`, `φ [m + LANES]`, the per-row coefficients `z_j∘β [d']`
+/// and a zero-padded copy of `Zᵀ [d', m + LANES]` (the padding feeds the lanes past `m` of a
+/// row's last chunk, which are computed and discarded).
 #[derive(Clone, Debug, Default)]
 struct KernelScratch {
     beta: Vec<f64>,
     phi: Vec<f64>,
-    row: Vec<f64>,
+    coef: Vec<f64>,
+    zp: Vec<f64>,
 }
 
 impl PsiWorkspace {
@@ -42,8 +52,9 @@ impl PsiWorkspace {
         self.a.resize(dz, 0.0);
         self.s.resize(dz, 0.0);
         self.k.beta.resize(dz, 0.0);
-        self.k.phi.resize(m, 0.0);
-        self.k.row.resize(m, 0.0);
+        self.k.phi.resize(m + LANES, 0.0);
+        self.k.coef.resize(dz, 0.0);
+        self.k.zp.resize(dz * (m + LANES), 0.0);
         self.x.resize(d, 0.0);
     }
 }
@@ -57,30 +68,40 @@ pub enum Write {
     Accumulate,
 }
 
-/// Unit-scale `ψ̄1(x) [m]` from the moments `(a, s)` of one point.
-pub fn psi1_point(vocab: &Vocabulary, a: &[f64], s: &[f64], out: &mut [f64]) {
-    let m = vocab.m();
-    let zt = vocab.z_dim_major();
-    let mut base = 0.0;
-    for &si in s {
-        base -= 0.5 * (1.0 + si).ln();
-    }
-    out[..m].fill(base);
-    for (i, (&ai, &si)) in a.iter().zip(s).enumerate() {
-        let inv = 1.0 / (2.0 * (1.0 + si));
-        for (o, &z) in out[..m].iter_mut().zip(&zt[i * m..(i + 1) * m]) {
-            let t = ai - z;
-            *o -= t * t * inv;
+dispatch! {
+    /// Unit-scale `ψ̄1(x) [m]` from the moments `(a, s)` of one point (no fused multiply-add:
+    /// the same bits on every path and as before the AVX2 dispatch).
+    pub fn psi1_point(vocab: &Vocabulary, a: &[f64], s: &[f64], out: &mut [f64]) {
+        let m = vocab.m();
+        let zt = vocab.z_dim_major();
+        let mut base = 0.0;
+        for &si in s {
+            base -= 0.5 * (1.0 + si).ln();
         }
-    }
-    for o in out[..m].iter_mut() {
-        *o = exp(*o);
+        out[..m].fill(base);
+        for (i, (&ai, &si)) in a.iter().zip(s).enumerate() {
+            let inv = 1.0 / (2.0 * (1.0 + si));
+            for (o, &z) in out[..m].iter_mut().zip(&zt[i * m..(i + 1) * m]) {
+                let t = ai - z;
+                *o -= t * t * inv;
+            }
+        }
+        for o in out[..m].iter_mut() {
+            *o = exp(*o);
+        }
     }
 }
 
 dispatch! {
     /// The ψ̄2 kernel: writes or adds the upper triangle (`k ≥ j`) of the unit-scale ψ̄2 of one
     /// point into `out [m, m]` row-major.
+    ///
+    /// Every entry is `exp_fma(fma(…fma(z_j0 β_0, z_k0, (base + φ_j) + φ_k)…))`, the d'-sum
+    /// fused and taken in order `i = 0, 1, …`: the same IEEE operations in the same order on
+    /// every code path, whatever the chunk an entry falls in (the unit tests check this bit for
+    /// bit, AVX2 against baseline and against an entry-by-entry reference). Row `j` is
+    /// processed in chunks of [`LANES`] consecutive `k`, each kept in registers from the
+    /// d'-sum through the exponential to the store.
     fn psi2_point_upper(
         zt: &[f64],
         m: usize,
@@ -91,9 +112,17 @@ dispatch! {
         write: Write,
     ) {
         let dz = a.len();
-        let KernelScratch { beta, phi, row } = scratch;
+        let mp = m + LANES;
+        let KernelScratch {
+            beta,
+            phi,
+            coef,
+            zp,
+        } = scratch;
+        let (beta, coef) = (&mut beta[..dz], &mut coef[..dz]);
+        let (phi, zp) = (&mut phi[..mp], &mut zp[..dz * mp]);
         let mut base = 0.0;
-        phi[..m].fill(0.0);
+        phi.fill(0.0);
         for i in 0..dz {
             let c = 1.0 + 2.0 * s[i];
             let inv_c = 1.0 / c;
@@ -101,35 +130,80 @@ dispatch! {
             beta[i] = 0.5 * (1.0 - inv_c);
             let lin = a[i] * inv_c;
             let quad = 0.25 * (1.0 + inv_c);
-            for (p, &z) in phi[..m].iter_mut().zip(&zt[i * m..(i + 1) * m]) {
+            let zi = &zt[i * m..(i + 1) * m];
+            for (p, &z) in phi[..m].iter_mut().zip(zi) {
                 *p += z * lin - z * z * quad;
             }
+            let zpi = &mut zp[i * mp..(i + 1) * mp];
+            zpi[..m].copy_from_slice(zi);
+            zpi[m..].fill(0.0);
         }
         for j in 0..m {
-            let len = m - j;
-            let r = &mut row[..len];
             let pj = base + phi[j];
-            for (rk, &pk) in r.iter_mut().zip(&phi[j..m]) {
-                *rk = pj + pk;
-            }
             for i in 0..dz {
-                let zi = &zt[i * m + j..(i + 1) * m];
-                let coef = zi[0] * beta[i];
-                for (rk, &zk) in r.iter_mut().zip(zi) {
-                    *rk += coef * zk;
+                coef[i] = zp[i * mp + j] * beta[i];
+            }
+            let row = &mut out[j * m..(j + 1) * m];
+            let mut k = j;
+            while k + LANES / 2 < m {
+                let len = LANES.min(m - k);
+                chunk::<LANES>(pj, &phi[k..], coef, &zp[k..], mp, &mut row[k..k + len], write);
+                k += LANES;
+            }
+            if k + LANES / 4 < m {
+                chunk::<{ LANES / 2 }>(pj, &phi[k..], coef, &zp[k..], mp, &mut row[k..], write);
+            } else if k < m {
+                chunk::<{ LANES / 4 }>(pj, &phi[k..], coef, &zp[k..], mp, &mut row[k..], write);
+            }
+        }
+    }
+}
+
+/// `N` consecutive entries `k, …, k+N−1` of one ψ̄2 row, in registers: `exp(pj + φ_k +
+/// Σ_i coef_i z_ki)` with the d'-sum fused and in order, written or added to the first
+/// `out.len() ≤ N` entries (the lanes past `m` read the zero padding and are discarded).
+/// `zp` is the padded `Zᵀ` offset to column `k`, with row stride `mp`.
+#[inline(always)]
+fn chunk<const N: usize>(
+    pj: f64,
+    phi: &[f64],
+    coef: &[f64],
+    zp: &[f64],
+    mp: usize,
+    out: &mut [f64],
+    write: Write,
+) {
+    let ph = &phi[..N];
+    let mut r = [0.0; N];
+    for l in 0..N {
+        r[l] = pj + ph[l];
+    }
+    for (&c, zrow) in coef.iter().zip(zp.chunks(mp)) {
+        let z = &zrow[..N];
+        for l in 0..N {
+            r[l] = c.mul_add(z[l], r[l]);
+        }
+    }
+    let mut e = [0.0; N];
+    for l in 0..N {
+        e[l] = exp_fma(r[l]);
+    }
+    if out.len() == N {
+        match write {
+            Write::Overwrite => out.copy_from_slice(&e),
+            Write::Accumulate => {
+                for l in 0..N {
+                    out[l] += e[l];
                 }
             }
-            let o = &mut out[j * m + j..(j + 1) * m];
-            match write {
-                Write::Overwrite => {
-                    for (ok, &rk) in o.iter_mut().zip(r.iter()) {
-                        *ok = exp(rk);
-                    }
-                }
-                Write::Accumulate => {
-                    for (ok, &rk) in o.iter_mut().zip(r.iter()) {
-                        *ok += exp(rk);
-                    }
+        }
+    } else {
+        let len = out.len();
+        match write {
+            Write::Overwrite => out.copy_from_slice(&e[..len]),
+            Write::Accumulate => {
+                for (o, &v) in out.iter_mut().zip(&e[..len]) {
+                    *o += v;
                 }
             }
         }
@@ -293,6 +367,122 @@ impl PointPsi {
             for k in (j + 1)..m {
                 self.psi2[k * m + j] = self.psi2[j * m + k];
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+    use crate::simd::FORCE_BASELINE;
+
+    fn vocab(m: usize, dz: usize, seed: u64) -> Vocabulary {
+        let mut rng = Rng::new(seed, 1);
+        Vocabulary::new(Mat::from_fn(m, dz, |_, _| rng.normal()), seed).expect("vocabulary")
+    }
+
+    /// The kernel's arithmetic written entry by entry, in the documented order.
+    fn reference_upper(zt: &[f64], m: usize, a: &[f64], s: &[f64]) -> Vec<f64> {
+        let dz = a.len();
+        let mut base = 0.0;
+        let mut beta = vec![0.0; dz];
+        let mut phi = vec![0.0; m];
+        for i in 0..dz {
+            let c = 1.0 + 2.0 * s[i];
+            let inv_c = 1.0 / c;
+            base -= a[i] * a[i] * inv_c + 0.5 * c.ln();
+            beta[i] = 0.5 * (1.0 - inv_c);
+            for (j, p) in phi.iter_mut().enumerate() {
+                let z = zt[i * m + j];
+                *p += z * (a[i] * inv_c) - z * z * (0.25 * (1.0 + inv_c));
+            }
+        }
+        let mut out = vec![f64::NAN; m * m];
+        for j in 0..m {
+            for k in j..m {
+                let mut r = (base + phi[j]) + phi[k];
+                for i in 0..dz {
+                    r = (zt[i * m + j] * beta[i]).mul_add(zt[i * m + k], r);
+                }
+                out[j * m + k] = exp_fma(r);
+            }
+        }
+        out
+    }
+
+    /// ψ̄2_jk in the closed form of the module docs, with `f64::exp`.
+    fn closed_form(z: MatRef<'_, f64>, a: &[f64], s: &[f64], j: usize, k: usize) -> f64 {
+        let mut e = 0.0;
+        for i in 0..a.len() {
+            let (zj, zk) = (z[(j, i)], z[(k, i)]);
+            let c = 1.0 + 2.0 * s[i];
+            let zbar = 0.5 * (zj + zk);
+            e += -0.25 * (zj - zk) * (zj - zk) - 0.5 * c.ln() - (a[i] - zbar).powi(2) / c;
+        }
+        e.exp()
+    }
+
+    fn kernel(v: &Vocabulary, a: &[f64], s: &[f64], out: &mut [f64], write: Write) {
+        let mut ws = PsiWorkspace::default();
+        ws.prepare(v.m(), v.d_latent(), 1);
+        psi2_point_upper(v.z_dim_major(), v.m(), a, s, &mut ws.k, out, write);
+    }
+
+    #[test]
+    fn psi2_kernel_is_bit_identical_on_every_path_and_matches_the_closed_form() {
+        let mut rng = Rng::new(5, 9);
+        for &dz in &[1usize, 2, 3, 8] {
+            for &m in &[
+                1usize, 2, 3, 4, 5, 7, 8, 9, 12, 13, 15, 16, 17, 20, 24, 25, 31, 33, 50,
+            ] {
+                let v = vocab(m, dz, (m * 10 + dz) as u64);
+                let a: Vec<f64> = (0..dz).map(|_| rng.normal()).collect();
+                let s: Vec<f64> = (0..dz).map(|_| 0.3 * rng.uniform()).collect();
+                let want = reference_upper(v.z_dim_major(), m, &a, &s);
+                let prior: Vec<f64> = (0..m * m).map(|_| rng.uniform()).collect();
+                for force in [false, true] {
+                    FORCE_BASELINE.with(|f| f.set(force));
+                    let mut over = vec![f64::NAN; m * m];
+                    kernel(&v, &a, &s, &mut over, Write::Overwrite);
+                    let mut acc = prior.clone();
+                    kernel(&v, &a, &s, &mut acc, Write::Accumulate);
+                    FORCE_BASELINE.with(|f| f.set(false));
+                    for j in 0..m {
+                        for k in 0..m {
+                            let t = j * m + k;
+                            if k < j {
+                                assert!(over[t].is_nan(), "lower triangle written");
+                                assert_eq!(acc[t].to_bits(), prior[t].to_bits());
+                                continue;
+                            }
+                            assert_eq!(over[t].to_bits(), want[t].to_bits(), "m {m} dz {dz}");
+                            assert_eq!(acc[t].to_bits(), (prior[t] + want[t]).to_bits());
+                            let cf = closed_form(v.z(), &a, &s, j, k);
+                            assert!((over[t] - cf).abs() <= 1e-13 * cf.max(1e-300), "{cf}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn psi1_is_bit_identical_on_every_path() {
+        let mut rng = Rng::new(6, 2);
+        for &(m, dz) in &[(1usize, 1usize), (7, 2), (20, 3), (33, 8)] {
+            let v = vocab(m, dz, 3);
+            let a: Vec<f64> = (0..dz).map(|_| rng.normal()).collect();
+            let s: Vec<f64> = (0..dz).map(|_| 0.3 * rng.uniform()).collect();
+            let mut fast = vec![0.0; m];
+            let mut base = vec![0.0; m];
+            psi1_point(&v, &a, &s, &mut fast);
+            FORCE_BASELINE.with(|f| f.set(true));
+            psi1_point(&v, &a, &s, &mut base);
+            FORCE_BASELINE.with(|f| f.set(false));
+            let fb: Vec<u64> = fast.iter().map(|x| x.to_bits()).collect();
+            let bb: Vec<u64> = base.iter().map(|x| x.to_bits()).collect();
+            assert_eq!(fb, bb);
         }
     }
 }

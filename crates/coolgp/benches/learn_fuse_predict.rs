@@ -1,0 +1,162 @@
+//! Gradient step, fusion, one round of tree message passing, prediction.
+//!
+//! - `block_loglik_grad`: `learn::block_loglik_grad` (L_D and ∇θ of one block against a fixed
+//!   q(u)), m ∈ {50, 100, 200}, n ∈ {20, 100}, d = d' ∈ {2, 8}.
+//! - `fuse_pair`: `fuse::fuse_pair` of two agents' q(u) (K-form), m ∈ {100, 200}.
+//! - `tree_round`: one synchronous round for 1000 agents on `Topology::random_tree(1000, 1)`,
+//!   m = 100, d = 2, in steady state (every inbox already full):
+//!   `agents_tick_deliver` drives the `Agent`s — `handle_tick` on every agent, then every
+//!   queued message through `poll_transmit` → `handle_message` (validation included);
+//!   `run_synchronous_updates0` is `fuse::tree::run_synchronous(topo, own, 0)` on the same
+//!   excesses (its inboxes start empty, so it only forms and stores the initial messages).
+//! - `predict_10k`: `model::predict::predict` (mean and variances) and `predict_mean` for
+//!   10 000 points, m = 100, d = d' = 8.
+//!
+//! `cargo bench -p coolgp --bench learn_fuse_predict`
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use coolgp::faer::Mat;
+use coolgp::fuse::{fuse_pair, tree::run_synchronous};
+use coolgp::learn::block_loglik_grad;
+use coolgp::model::predict::{predict, predict_mean};
+use coolgp::rng::Rng;
+use coolgp::{Agent, AgentConfig, Excess, Topology, View, Vocabulary};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+fn block(d: usize, n: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
+    let mut rng = Rng::new(seed, 0xB10C);
+    let x = Mat::from_fn(n, d, |_, _| rng.normal());
+    let y = (0..n)
+        .map(|i| {
+            let s: f64 = (0..d).map(|j| x[(i, j)]).sum();
+            s.sin() + 0.1 * rng.normal()
+        })
+        .collect();
+    (x, y)
+}
+
+/// A frozen-mode agent that has learned from `blocks` blocks of `n` points.
+fn trained(vocab: &Arc<Vocabulary>, id: u64, d: usize, n: usize, blocks: usize) -> Agent {
+    let mut a = Agent::new(id, vocab.clone(), d, AgentConfig::default()).expect("agent");
+    for b in 0..blocks {
+        let (x, y) = block(d, n, id * 1000 + b as u64);
+        a.handle_block(x.as_ref(), &y).expect("block");
+    }
+    a
+}
+
+fn bench_grad(c: &mut Criterion) {
+    let mut g = c.benchmark_group("block_loglik_grad");
+    for &m in &[50usize, 100, 200] {
+        for &d in &[2usize, 8] {
+            let vocab = Arc::new(Vocabulary::default_design(m, d, 7).expect("vocabulary"));
+            let agent = trained(&vocab, 0, d, 100, 10);
+            let post = agent.posterior(View::Own).expect("posterior");
+            let proj = agent.projection().clone();
+            for &n in &[20usize, 100] {
+                let (x, y) = block(d, n, 77);
+                g.throughput(Throughput::Elements(n as u64));
+                g.bench_function(
+                    BenchmarkId::from_parameter(format!("m{m}_n{n}_d{d}")),
+                    |b| {
+                        b.iter(|| {
+                            block_loglik_grad(&vocab, &proj, &post, black_box(x.as_ref()), &y)
+                        })
+                    },
+                );
+            }
+        }
+    }
+    g.finish();
+}
+
+fn bench_fuse(c: &mut Criterion) {
+    let mut g = c.benchmark_group("fuse_pair");
+    for &m in &[100usize, 200] {
+        let vocab = Arc::new(Vocabulary::default_design(m, 2, 7).expect("vocabulary"));
+        let ta = trained(&vocab, 1, 2, 50, 2).natural_params(View::Own);
+        let tb = trained(&vocab, 2, 2, 50, 2).natural_params(View::Own);
+        g.bench_function(BenchmarkId::from_parameter(format!("m{m}")), |b| {
+            b.iter(|| fuse_pair(&vocab, black_box(&ta), black_box(&tb)))
+        });
+    }
+    g.finish();
+}
+
+fn bench_tree(c: &mut Criterion) {
+    let (agents_n, m, d) = (1000usize, 100usize, 2usize);
+    let vocab = Arc::new(Vocabulary::default_design(m, d, 7).expect("vocabulary"));
+    let topo = Topology::random_tree(agents_n, 1);
+    let mut agents: Vec<Agent> = (0..agents_n)
+        .map(|i| {
+            let config = AgentConfig {
+                learn: false,
+                ..AgentConfig::default()
+            };
+            let mut a = Agent::new(i as u64, vocab.clone(), d, config).expect("agent");
+            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64));
+            let (x, y) = block(d, 20, i as u64);
+            a.handle_block(x.as_ref(), &y).expect("block");
+            a
+        })
+        .collect();
+    let round = |agents: &mut Vec<Agent>| {
+        for a in agents.iter_mut() {
+            a.handle_tick();
+        }
+        for i in 0..agents.len() {
+            while let Some(msg) = agents[i].poll_transmit() {
+                let to = msg.header.receiver as usize;
+                agents[to].handle_message(msg).expect("accepted");
+            }
+        }
+        for a in agents.iter_mut() {
+            while a.poll_event().is_some() {}
+        }
+    };
+    // Fill every inbox so the timed rounds are in steady state.
+    for _ in 0..3 {
+        round(&mut agents);
+    }
+    let own: Vec<Excess> = agents.iter().map(|a| a.own_excess().clone()).collect();
+    let mut g = c.benchmark_group("tree_round");
+    g.throughput(Throughput::Elements(2 * topo.edge_count() as u64));
+    g.bench_function("agents_tick_deliver/1000_m100", |b| {
+        b.iter(|| round(&mut agents))
+    });
+    g.bench_function("run_synchronous_updates0/1000_m100", |b| {
+        b.iter(|| run_synchronous(&topo, black_box(&own), 0))
+    });
+    g.finish();
+}
+
+fn bench_predict(c: &mut Criterion) {
+    let (m, d, n) = (100usize, 8usize, 10_000usize);
+    let vocab = Arc::new(Vocabulary::default_design(m, d, 7).expect("vocabulary"));
+    let agent = trained(&vocab, 0, d, 100, 10);
+    let post = agent.posterior(View::Own).expect("posterior");
+    let proj = agent.projection().clone();
+    let (x, _) = block(d, n, 99);
+    let mut g = c.benchmark_group("predict_10k");
+    g.throughput(Throughput::Elements(n as u64));
+    g.bench_function("predict/m100_d8", |b| {
+        b.iter(|| predict(&vocab, &proj, &post, black_box(x.as_ref())))
+    });
+    g.bench_function("predict_mean/m100_d8", |b| {
+        b.iter(|| predict_mean(&vocab, &proj, &post.alpha, black_box(x.as_ref())))
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(1500));
+    targets = bench_grad, bench_fuse, bench_tree, bench_predict
+}
+criterion_main!(benches);

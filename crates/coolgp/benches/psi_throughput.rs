@@ -1,0 +1,77 @@
+//! The ψ̄2 hot loop in terms per second next to faer's GEMM rate, in the same run.
+//!
+//! - `psi2_terms/d{d'}_m{m}`: `psi::accumulate_block` on n = 200 points; criterion's
+//!   `elem/s` is **terms/s**: one term is one (point, j, k ≥ j) entry of ψ̄2 with its d'-sum
+//!   and exponential, `n·m(m+1)/2` per call.
+//! - `faer_gemm/{200,1000}`: `C = A B`, f64, `Par::Seq`; `elem/s` is **flop/s** (`2 s³` per
+//!   call).
+//!
+//! `cargo bench -p coolgp --bench psi_throughput` (the example `psi_throughput` prints the
+//! same figures as a table with best and median).
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use coolgp::faer::linalg::matmul::matmul;
+use coolgp::faer::{Accum, Mat, Par};
+use coolgp::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
+use coolgp::rng::Rng;
+use coolgp::Vocabulary;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+fn bench_terms(c: &mut Criterion) {
+    let n = 200;
+    let mut g = c.benchmark_group("psi2_terms");
+    for &dz in &[2usize, 6, 8] {
+        for &m in &[100usize, 200] {
+            let vocab = Vocabulary::default_design(m, dz, 7).expect("vocabulary");
+            let proj = vocab.initial_projection(dz);
+            let mut rng = Rng::new(11, dz as u64);
+            let x = Mat::from_fn(n, dz, |_, _| rng.normal());
+            let y: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
+            let mut acc = UnitStats::zeros(m);
+            let mut ws = PsiWorkspace::default();
+            g.throughput(Throughput::Elements((n * m * (m + 1) / 2) as u64));
+            g.bench_function(BenchmarkId::from_parameter(format!("d{dz}_m{m}")), |b| {
+                b.iter(|| {
+                    accumulate_block(&vocab, &proj, black_box(x.as_ref()), &y, &mut acc, &mut ws)
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+fn bench_gemm(c: &mut Criterion) {
+    let mut g = c.benchmark_group("faer_gemm");
+    for &s in &[200usize, 1000] {
+        let mut rng = Rng::new(3, s as u64);
+        let a = Mat::from_fn(s, s, |_, _| rng.normal());
+        let b = Mat::from_fn(s, s, |_, _| rng.normal());
+        let mut out = Mat::<f64>::zeros(s, s);
+        g.throughput(Throughput::Elements(2 * (s * s * s) as u64));
+        g.bench_function(BenchmarkId::from_parameter(s), |bn| {
+            bn.iter(|| {
+                matmul(
+                    out.as_mut(),
+                    Accum::Replace,
+                    black_box(a.as_ref()),
+                    black_box(b.as_ref()),
+                    1.0,
+                    Par::Seq,
+                )
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(1500));
+    targets = bench_terms, bench_gemm
+}
+criterion_main!(benches);
