@@ -10,8 +10,13 @@ use std::collections::BTreeMap;
 use crate::fuse::topology::Topology;
 use crate::model::Excess;
 
-/// `D_ij = E_i + Σ_{k∈N(i)\{j}} D_ki`: the message from i to neighbour `to`.
-pub fn message_to<K: Ord>(own: &Excess, inbox: &BTreeMap<K, Excess>, to: &K) -> Excess {
+/// `D_ij = E_i + Σ_{k∈N(i)\{j}} D_ki`: the message from i to neighbour `to`, from the last
+/// message received from each neighbour. Cost O(deg · m²).
+pub fn message_to<'a, K: PartialEq + 'a>(
+    own: &Excess,
+    inbox: impl IntoIterator<Item = (&'a K, &'a Excess)>,
+    to: &K,
+) -> Excess {
     let mut d = own.clone();
     for (k, dk) in inbox {
         if k != to {

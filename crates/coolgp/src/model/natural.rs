@@ -57,23 +57,34 @@ impl Excess {
         }
     }
 
-    /// `self += other`, then symmetrize.
+    /// `self += other`.
     pub fn add_in_place(&mut self, other: &Excess) {
         self.add_scaled_in_place(other, 1.0);
     }
 
-    /// `self += c · other`, then symmetrize.
+    /// `self += c · other`.
+    ///
+    /// `d1` is kept exactly symmetric by construction (every constructor symmetrizes, and the
+    /// agent symmetrizes what it accepts from peers); entrywise IEEE scaling and addition give
+    /// the same result at (i, j) and (j, i), so sums of exactly symmetric matrices stay exactly
+    /// symmetric and no re-symmetrization is needed here (this is the hot path of fusion).
     pub fn add_scaled_in_place(&mut self, other: &Excess, c: f64) {
         let m = self.m();
         for j in 0..m {
-            for i in 0..m {
-                self.d1[(i, j)] += c * other.d1[(i, j)];
+            let dst = self.d1.col_as_slice_mut(j);
+            let src = other.d1.col_as_slice(j);
+            for (a, b) in dst.iter_mut().zip(src) {
+                *a += c * b;
             }
         }
-        symmetrize(&mut self.d1);
         for (a, b) in self.d2.iter_mut().zip(&other.d2) {
             *a += c * b;
         }
+    }
+
+    /// Makes `d1` exactly symmetric (`½(D1 + D1ᵀ)`), for data from outside.
+    pub fn symmetrize_in_place(&mut self) {
+        symmetrize(&mut self.d1);
     }
 
     /// `c · self`.

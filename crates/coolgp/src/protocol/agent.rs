@@ -431,14 +431,10 @@ impl Agent {
         };
         match self.config.fusion {
             FusionRule::Tree => {
-                let excesses: BTreeMap<AgentId, Excess> = self
-                    .inbox
-                    .iter()
-                    .map(|(k, v)| (*k, v.excess.clone()))
-                    .collect();
                 let own_share = self.own_projection_share();
                 for &j in &self.neighbors {
-                    let excess = tree::message_to(&self.own, &excesses, &j);
+                    let received = self.inbox.iter().map(|(k, v)| (k, &v.excess));
+                    let excess = tree::message_to(&self.own, received, &j);
                     let points = self.n_own as f64
                         + self
                             .inbox
@@ -603,7 +599,9 @@ impl Agent {
         let from = msg.header.sender;
         self.last_round.insert(from, msg.header.round);
         match msg.body {
-            Body::Tree { excess, points } => {
+            Body::Tree { mut excess, points } => {
+                // Validation allows asymmetry up to 1e-9·scale; stored state is exactly symmetric.
+                excess.symmetrize_in_place();
                 self.inbox.insert(
                     from,
                     Inbound {
@@ -613,7 +611,10 @@ impl Agent {
                     },
                 );
             }
-            Body::PushSum { total } => self.pushsum.receive(from, total),
+            Body::PushSum { mut total } => {
+                total.x.symmetrize_in_place();
+                self.pushsum.receive(from, total)
+            }
         }
         let fleet_points = self.fleet_points();
         self.push_event(Event::FusedUpdated { fleet_points });

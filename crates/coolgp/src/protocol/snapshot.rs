@@ -109,7 +109,7 @@ impl Agent {
     /// # Errors
     /// [`Error::DimensionMismatch`] when the snapshot's shapes do not fit the vocabulary,
     /// [`Error::NonFinite`] for NaN in θ.
-    pub fn restore(vocab: Arc<Vocabulary>, s: AgentSnapshot) -> Result<Self> {
+    pub fn restore(vocab: Arc<Vocabulary>, mut s: AgentSnapshot) -> Result<Self> {
         let (m, dz) = (vocab.m(), vocab.d_latent());
         let d = s.mu.ncols();
         if s.mu.nrows() != dz || s.log_sigma.nrows() != dz || s.log_sigma.ncols() != d {
@@ -129,8 +129,9 @@ impl Agent {
             }
             Ok(())
         };
-        for v in s.inbox.values() {
+        for v in s.inbox.values_mut() {
             check_excess(&v.excess)?;
+            v.excess.symmetrize_in_place();
         }
         check_excess(&s.push_mass.x)?;
         check_excess(&s.push_sent.x)?;
