@@ -2,6 +2,7 @@
 
 mod args;
 mod experiments;
+mod node_cmd;
 mod output;
 mod plot;
 mod vocab_file;
@@ -58,6 +59,16 @@ enum Command {
     Experiment(experiments::ExperimentArgs),
     /// Choose inducing inputs Z for (m, d') and save them as a vocabulary file.
     Vocab(vocab_file::VocabArgs),
+    /// Run one agent as its own networked process (zenoh peer): learn online from a data
+    /// stream, fuse with neighbours, answer `query` and `status`; crash-safe with --state.
+    Node {
+        #[command(flatten)]
+        args: Box<node_cmd::NodeArgs>,
+    },
+    /// Ask a running agent for predictions at the rows of a CSV: prints `mean,var_f,var_y`.
+    Query(node_cmd::QueryArgs),
+    /// Print a running agent's status as JSON.
+    Status(node_cmd::StatusArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +77,9 @@ fn main() -> ExitCode {
         Command::Demo { out, seed, quiet } => demo(out, seed, quiet),
         Command::Simulate { args, out, quiet } => simulate(*args, out, quiet),
         Command::Vocab(v) => vocab_file::run(&v),
+        Command::Node { args } => node_cmd::node(*args),
+        Command::Query(a) => node_cmd::query(a),
+        Command::Status(a) => node_cmd::status(a),
         Command::Experiment(e) => experiments::run(&e),
     };
     match result {

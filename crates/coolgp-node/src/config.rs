@@ -1,0 +1,560 @@
+//! Flags (clap) and the TOML configuration file of `coolgp node`, `query` and `status`, and
+//! their validation into a [`NodeSettings`] once, at the edge.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use coolgp::learn::{AdamConfig, IsNormalization};
+use coolgp::{AgentConfig, FusionRule, ProjectionMode, UpdateMode};
+use serde::Deserialize;
+
+use crate::error::{NodeError, Result};
+use crate::keys::validate_fleet;
+
+/// Default inducing inputs m of the default vocabulary design (as `coolgp simulate`).
+pub const DEFAULT_INDUCING: usize = 50;
+/// Default rows per block.
+pub const DEFAULT_BATCH: usize = 50;
+/// Default round period in milliseconds.
+pub const DEFAULT_ROUND_MS: u64 = 200;
+/// Default rounds between periodic checkpoints (also the round lease on restart).
+pub const DEFAULT_CHECKPOINT_EVERY: u64 = 20;
+/// Default bound of each per-sender inbound queue (messages).
+pub const DEFAULT_QUEUE: usize = 16;
+
+/// zenoh flags shared by `node`, `query` and `status`.
+#[derive(Args, Debug, Clone, Default, PartialEq)]
+pub struct ZenohArgs {
+    /// Listen on this zenoh endpoint, e.g. tcp/127.0.0.1:7447 (repeatable).
+    #[arg(long, value_name = "ENDPOINT")]
+    pub listen: Vec<String>,
+    /// Connect to this zenoh endpoint, e.g. tcp/10.0.0.2:7447 (repeatable).
+    #[arg(long, value_name = "ENDPOINT")]
+    pub connect: Vec<String>,
+    /// Enable zenoh's UDP multicast scouting (off unless given, even with --zenoh-config).
+    #[arg(long)]
+    pub scout: bool,
+    /// A zenoh configuration file (JSON5): TLS/mTLS, routers, access control, ...
+    /// --listen/--connect override its endpoints; the mode is always `peer`.
+    #[arg(long, value_name = "FILE")]
+    pub zenoh_config: Option<PathBuf>,
+}
+
+/// Flags of `coolgp node`: one COOL-GP agent as its own process.
+#[derive(Args, Debug, Clone, Default)]
+pub struct NodeArgs {
+    /// A TOML file with any of the flags below (kebab-case keys, e.g. `round-ms = 100`);
+    /// flags given on the command line win.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// This agent's id (unique in the fleet).
+    #[arg(long)]
+    pub id: Option<u64>,
+    /// Fleet name (a key chunk: letters, digits, '-', '_', '.').
+    #[arg(long)]
+    pub fleet: Option<String>,
+    /// Vocabulary file from `coolgp vocab --save FILE` (else the default design).
+    #[arg(long, value_name = "FILE")]
+    pub vocab: Option<PathBuf>,
+    /// Inducing inputs m of the default design [default: 50].
+    #[arg(long)]
+    pub inducing: Option<usize>,
+    /// Dimension d' of the default design [default: the input dimension].
+    #[arg(long)]
+    pub latent_dim: Option<usize>,
+    /// Seed of the default design and shared initial q(W) [default: 0].
+    #[arg(long)]
+    pub vocab_seed: Option<u64>,
+    /// Neighbour ids, comma separated (static tree or graph).
+    #[arg(long, value_delimiter = ',')]
+    pub neighbors: Vec<u64>,
+    /// tree (exact on trees; never on a graph with cycles) or push-sum [default: tree].
+    #[arg(long)]
+    pub fusion: Option<String>,
+    /// Number of agents s in the fleet (push-sum scales its estimate by s).
+    #[arg(long)]
+    pub fleet_size: Option<usize>,
+    /// Online update mode: frozen, importance or exact [default: frozen].
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Importance samples k [default: 20].
+    #[arg(long)]
+    pub samples: Option<usize>,
+    /// Importance weights: unnormalized or self-normalized [default: unnormalized].
+    #[arg(long)]
+    pub normalization: Option<String>,
+    /// Keep q(W), σ_s, σ_n at their initial values (no optimizer steps).
+    #[arg(long)]
+    pub no_learn: bool,
+    /// Seed of the agent's own randomness (importance samples) [default: the id].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Data stream: a CSV file with a header, or - for standard input.
+    #[arg(long, value_name = "FILE|-")]
+    pub data: Option<PathBuf>,
+    /// Keep reading rows appended to --data (tail -f); rows appended while the node was down
+    /// are read on restart.
+    #[arg(long)]
+    pub follow: bool,
+    /// Target column [default: y].
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Input columns, comma separated [default: every column but the target].
+    #[arg(long, value_delimiter = ',')]
+    pub inputs: Vec<String>,
+    /// Rows per block [default: 50].
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Blocks absorbed per round at most [default: 1].
+    #[arg(long)]
+    pub blocks_per_round: Option<usize>,
+    /// Round period in milliseconds [default: 200].
+    #[arg(long)]
+    pub round_ms: Option<u64>,
+    /// State directory for checkpoints; restarting with the same DIR resumes. Without it
+    /// nothing is durable.
+    #[arg(long, value_name = "DIR")]
+    pub state: Option<PathBuf>,
+    /// Rounds between periodic checkpoints [default: 20].
+    #[arg(long)]
+    pub checkpoint_every: Option<u64>,
+    /// Fleet-wide standardization (JSON: mean, std per input column, y_mean, y_std) applied
+    /// to every row and query; without it raw values are used.
+    #[arg(long, value_name = "FILE")]
+    pub standardize: Option<PathBuf>,
+    /// A CSV with the same columns as --data: status reports `rmse_holdout` on it.
+    #[arg(long, value_name = "FILE")]
+    pub holdout: Option<PathBuf>,
+    /// Bound of each per-sender inbound queue, in messages [default: 16].
+    #[arg(long)]
+    pub queue: Option<usize>,
+    /// Log format: text or json [default: text]; the level comes from RUST_LOG [info].
+    #[arg(long)]
+    pub log_format: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub zenoh: ZenohArgs,
+}
+
+/// Flags of `coolgp query`: ask an agent for predictions.
+#[derive(Args, Debug, Clone)]
+pub struct QueryArgs {
+    /// Fleet name.
+    #[arg(long)]
+    pub fleet: String,
+    /// Agent id to ask.
+    #[arg(long)]
+    pub agent: u64,
+    /// CSV with a header; columns are matched to the agent's inputs by name (extra columns,
+    /// e.g. the target, are ignored).
+    #[arg(long, value_name = "FILE")]
+    pub input: PathBuf,
+    /// fused (default) or own.
+    #[arg(long, default_value = "fused")]
+    pub view: String,
+    /// Give up after this many milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub zenoh: ZenohArgs,
+}
+
+/// Flags of `coolgp status`: print an agent's status as JSON.
+#[derive(Args, Debug, Clone)]
+pub struct StatusArgs {
+    /// Fleet name.
+    #[arg(long)]
+    pub fleet: String,
+    /// Agent id to ask.
+    #[arg(long)]
+    pub agent: u64,
+    /// Include the fused and own excess (upper triangle of D1, and D2).
+    #[arg(long)]
+    pub fused: bool,
+    /// Give up after this many milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub zenoh: ZenohArgs,
+}
+
+/// The TOML form of [`NodeArgs`] (kebab-case keys).
+#[derive(Deserialize, Debug, Default)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct NodeFile {
+    id: Option<u64>,
+    fleet: Option<String>,
+    vocab: Option<PathBuf>,
+    inducing: Option<usize>,
+    latent_dim: Option<usize>,
+    vocab_seed: Option<u64>,
+    neighbors: Option<Vec<u64>>,
+    fusion: Option<String>,
+    fleet_size: Option<usize>,
+    mode: Option<String>,
+    samples: Option<usize>,
+    normalization: Option<String>,
+    no_learn: Option<bool>,
+    seed: Option<u64>,
+    data: Option<PathBuf>,
+    follow: Option<bool>,
+    target: Option<String>,
+    inputs: Option<Vec<String>>,
+    batch: Option<usize>,
+    blocks_per_round: Option<usize>,
+    round_ms: Option<u64>,
+    state: Option<PathBuf>,
+    checkpoint_every: Option<u64>,
+    standardize: Option<PathBuf>,
+    holdout: Option<PathBuf>,
+    queue: Option<usize>,
+    log_format: Option<String>,
+    listen: Option<Vec<String>>,
+    connect: Option<Vec<String>>,
+    scout: Option<bool>,
+    zenoh_config: Option<PathBuf>,
+}
+
+/// Where the vocabulary comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VocabSource {
+    /// A file from `coolgp vocab --save` (loaded by the caller's loader).
+    File(PathBuf),
+    /// `Vocabulary::default_design(m, d', seed)`; `d' = None` means the input dimension.
+    Default {
+        /// Inducing inputs.
+        m: usize,
+        /// Latent dimension d'.
+        d_latent: Option<usize>,
+        /// Design seed.
+        seed: u64,
+    },
+}
+
+/// Where the data rows come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataSource {
+    /// A CSV file (offsets in the checkpoint are byte offsets in it).
+    File(PathBuf),
+    /// Standard input (not replayable: the checkpoint records the rows consumed).
+    Stdin,
+}
+
+impl DataSource {
+    /// `-` or the path, for logs and the checkpoint.
+    pub fn name(&self) -> String {
+        match self {
+            DataSource::File(p) => p.display().to_string(),
+            DataSource::Stdin => "-".into(),
+        }
+    }
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Validated settings of a node (everything but the vocabulary, which may need the data's
+/// input dimension).
+#[derive(Clone, Debug)]
+pub struct NodeSettings {
+    /// Agent id.
+    pub id: u64,
+    /// Fleet name.
+    pub fleet: String,
+    /// Vocabulary source.
+    pub vocab: VocabSource,
+    /// Agent settings.
+    pub agent: AgentConfig,
+    /// Neighbour ids (sorted, without the own id).
+    pub neighbors: Vec<u64>,
+    /// Data stream.
+    pub data: Option<DataSource>,
+    /// Tail the data file.
+    pub follow: bool,
+    /// Target column.
+    pub target: String,
+    /// Input columns (None: all but the target).
+    pub inputs: Option<Vec<String>>,
+    /// Rows per block.
+    pub batch: usize,
+    /// Blocks per round at most.
+    pub blocks_per_round: usize,
+    /// Round period.
+    pub round: Duration,
+    /// State directory.
+    pub state: Option<PathBuf>,
+    /// Rounds between periodic checkpoints.
+    pub checkpoint_every: u64,
+    /// Standardization file.
+    pub standardize: Option<PathBuf>,
+    /// Holdout CSV.
+    pub holdout: Option<PathBuf>,
+    /// Per-sender queue bound.
+    pub queue: usize,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// zenoh settings.
+    pub zenoh: ZenohArgs,
+}
+
+fn read_file_config(path: &Path) -> Result<NodeFile> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| NodeError::io("reading config", path, e))?;
+    toml::from_str(&text).map_err(|e| NodeError::Config(format!("{}: {e}", path.display())))
+}
+
+/// Parses `--mode`, `--samples`, `--normalization`.
+///
+/// # Errors
+/// [`NodeError::Config`] for an unknown name or zero samples.
+pub fn update_mode(
+    mode: Option<&str>,
+    samples: Option<usize>,
+    normalization: Option<&str>,
+) -> Result<UpdateMode> {
+    Ok(match mode.unwrap_or("frozen") {
+        "frozen" => UpdateMode::Frozen,
+        "exact" => UpdateMode::Exact,
+        "importance" | "is" => {
+            let samples = samples.unwrap_or(20);
+            if samples == 0 {
+                return Err(NodeError::Config("--samples must be > 0".into()));
+            }
+            UpdateMode::Importance {
+                samples,
+                normalization: match normalization.unwrap_or("unnormalized") {
+                    "unnormalized" => IsNormalization::Unnormalized,
+                    "self-normalized" => IsNormalization::SelfNormalized,
+                    other => {
+                        return Err(NodeError::Config(format!(
+                            "unknown --normalization '{other}': use unnormalized or self-normalized"
+                        )))
+                    }
+                },
+            }
+        }
+        other => {
+            return Err(NodeError::Config(format!(
+                "unknown --mode '{other}': use frozen, importance or exact"
+            )))
+        }
+    })
+}
+
+impl NodeArgs {
+    /// Merges the TOML file (if any) under the flags and validates everything.
+    ///
+    /// # Errors
+    /// [`NodeError::Config`] for a missing or invalid value, [`NodeError::Io`] if the
+    /// configuration file cannot be read.
+    pub fn resolve(self) -> Result<NodeSettings> {
+        let f = match &self.config {
+            Some(p) => read_file_config(p)?,
+            None => NodeFile::default(),
+        };
+        let id = self
+            .id
+            .or(f.id)
+            .ok_or_else(|| NodeError::Config("--id is required".into()))?;
+        let fleet = self
+            .fleet
+            .or(f.fleet)
+            .ok_or_else(|| NodeError::Config("--fleet is required".into()))?;
+        validate_fleet(&fleet)?;
+        let vocab = match self.vocab.or(f.vocab) {
+            Some(p) => VocabSource::File(p),
+            None => {
+                let m = self.inducing.or(f.inducing).unwrap_or(DEFAULT_INDUCING);
+                if m == 0 {
+                    return Err(NodeError::Config("--inducing must be > 0".into()));
+                }
+                let d_latent = self.latent_dim.or(f.latent_dim);
+                if d_latent == Some(0) {
+                    return Err(NodeError::Config("--latent-dim must be > 0".into()));
+                }
+                VocabSource::Default {
+                    m,
+                    d_latent,
+                    seed: self.vocab_seed.or(f.vocab_seed).unwrap_or(0),
+                }
+            }
+        };
+        let mut neighbors = if self.neighbors.is_empty() {
+            f.neighbors.unwrap_or_default()
+        } else {
+            self.neighbors
+        };
+        neighbors.retain(|&n| n != id);
+        neighbors.sort_unstable();
+        neighbors.dedup();
+        let fusion = match self.fusion.or(f.fusion).as_deref().unwrap_or("tree") {
+            "tree" => FusionRule::Tree,
+            "push-sum" | "pushsum" => {
+                let s = self.fleet_size.or(f.fleet_size).ok_or_else(|| {
+                    NodeError::Config("--fusion push-sum needs --fleet-size N".into())
+                })?;
+                if s == 0 {
+                    return Err(NodeError::Config("--fleet-size must be > 0".into()));
+                }
+                FusionRule::PushSum {
+                    agents: s as f64,
+                    weight: 1.0,
+                }
+            }
+            other => {
+                return Err(NodeError::Config(format!(
+                    "unknown --fusion '{other}': use tree or push-sum"
+                )))
+            }
+        };
+        let mode = update_mode(
+            self.mode.or(f.mode).as_deref(),
+            self.samples.or(f.samples),
+            self.normalization.or(f.normalization).as_deref(),
+        )?;
+        let agent = AgentConfig {
+            mode,
+            projection: ProjectionMode::PerAgent,
+            fusion,
+            adam: AdamConfig::default(),
+            learn: !(self.no_learn || f.no_learn.unwrap_or(false)),
+            seed: self.seed.or(f.seed).unwrap_or(id),
+        };
+        let data = self.data.or(f.data).map(|p| {
+            if p.as_os_str() == "-" {
+                DataSource::Stdin
+            } else {
+                DataSource::File(p)
+            }
+        });
+        let follow = self.follow || f.follow.unwrap_or(false);
+        if follow && !matches!(data, Some(DataSource::File(_))) {
+            return Err(NodeError::Config("--follow needs --data FILE".into()));
+        }
+        let inputs = if self.inputs.is_empty() {
+            f.inputs
+        } else {
+            Some(self.inputs)
+        };
+        if data.is_none() && inputs.is_none() {
+            return Err(NodeError::Config(
+                "a node without --data needs --inputs (the input column names)".into(),
+            ));
+        }
+        let positive = |v: usize, what: &str| {
+            if v == 0 {
+                Err(NodeError::Config(format!("{what} must be > 0")))
+            } else {
+                Ok(v)
+            }
+        };
+        let batch = positive(self.batch.or(f.batch).unwrap_or(DEFAULT_BATCH), "--batch")?;
+        let blocks_per_round = positive(
+            self.blocks_per_round.or(f.blocks_per_round).unwrap_or(1),
+            "--blocks-per-round",
+        )?;
+        let round_ms = self.round_ms.or(f.round_ms).unwrap_or(DEFAULT_ROUND_MS);
+        if round_ms == 0 {
+            return Err(NodeError::Config("--round-ms must be > 0".into()));
+        }
+        let checkpoint_every = self
+            .checkpoint_every
+            .or(f.checkpoint_every)
+            .unwrap_or(DEFAULT_CHECKPOINT_EVERY);
+        if checkpoint_every == 0 {
+            return Err(NodeError::Config("--checkpoint-every must be > 0".into()));
+        }
+        let queue = positive(self.queue.or(f.queue).unwrap_or(DEFAULT_QUEUE), "--queue")?;
+        let log_format = match self
+            .log_format
+            .or(f.log_format)
+            .as_deref()
+            .unwrap_or("text")
+        {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            other => {
+                return Err(NodeError::Config(format!(
+                    "unknown --log-format '{other}': use text or json"
+                )))
+            }
+        };
+        let zenoh = ZenohArgs {
+            listen: if self.zenoh.listen.is_empty() {
+                f.listen.unwrap_or_default()
+            } else {
+                self.zenoh.listen
+            },
+            connect: if self.zenoh.connect.is_empty() {
+                f.connect.unwrap_or_default()
+            } else {
+                self.zenoh.connect
+            },
+            scout: self.zenoh.scout || f.scout.unwrap_or(false),
+            zenoh_config: self.zenoh.zenoh_config.or(f.zenoh_config),
+        };
+        Ok(NodeSettings {
+            id,
+            fleet,
+            vocab,
+            agent,
+            neighbors,
+            data,
+            follow,
+            target: self.target.or(f.target).unwrap_or_else(|| "y".into()),
+            inputs,
+            batch,
+            blocks_per_round,
+            round: Duration::from_millis(round_ms),
+            state: self.state.or(f.state),
+            checkpoint_every,
+            standardize: self.standardize.or(f.standardize),
+            holdout: self.holdout.or(f.holdout),
+            queue,
+            log_format,
+            zenoh,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = std::env::temp_dir().join(format!("coolgp-node-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let path = dir.join("node.toml");
+        std::fs::write(
+            &path,
+            "id = 3\nfleet = \"lab\"\nneighbors = [2, 4]\nround-ms = 50\nbatch = 7\ninputs = [\"a\"]\n",
+        )
+        .expect("write");
+        let args = NodeArgs {
+            config: Some(path),
+            batch: Some(9),
+            ..NodeArgs::default()
+        };
+        let s = args.resolve().expect("valid");
+        assert_eq!((s.id, s.fleet.as_str(), s.batch), (3, "lab", 9));
+        assert_eq!(s.neighbors, vec![2, 4]);
+        assert_eq!(s.round, Duration::from_millis(50));
+        let bad = NodeArgs {
+            id: Some(1),
+            fleet: Some("a/b".into()),
+            inputs: vec!["a".into()],
+            ..NodeArgs::default()
+        };
+        assert!(bad.resolve().is_err());
+    }
+}

@@ -1,0 +1,98 @@
+//! The node's error type.
+
+use std::path::PathBuf;
+
+/// Everything that can stop a node, a query or a status request.
+///
+/// Data from peers never produces an error: a bad message is rejected, counted and logged.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// A flag or configuration-file value is missing, malformed or out of range (at start-up).
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// A file or directory could not be read or written.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being accessed ("reading data", "writing checkpoint", ...).
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A checkpoint file is corrupt, truncated, from another format version or fails its
+    /// checksum.
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The state directory holds a checkpoint of another fleet, agent, vocabulary or settings.
+    #[error("state directory {path} does not match this node: {reason} (use a fresh --state DIR)")]
+    StateMismatch {
+        /// The state directory.
+        path: PathBuf,
+        /// Which field differs.
+        reason: String,
+    },
+    /// The data stream is unusable (missing target column, no input columns, bad header).
+    #[error("data {source_name}: {reason}")]
+    Data {
+        /// The file name or `-` for standard input.
+        source_name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// zenoh failed to open a session or declare an entity.
+    #[error("zenoh: {what}: {message}")]
+    Zenoh {
+        /// The operation.
+        what: &'static str,
+        /// zenoh's error message.
+        message: String,
+    },
+    /// A query got no reply before its deadline (wrong endpoint, fleet or agent id, or the
+    /// node is not running).
+    #[error("no reply from {key} within {timeout_ms} ms (is the node running, and are --fleet/--agent right?)")]
+    NoReply {
+        /// The key expression queried.
+        key: String,
+        /// The deadline.
+        timeout_ms: u64,
+    },
+    /// The node answered a query with an error.
+    #[error("{key} answered: {message}")]
+    Remote {
+        /// The key expression queried.
+        key: String,
+        /// The node's error message.
+        message: String,
+    },
+    /// The core rejected a configuration or input.
+    #[error(transparent)]
+    Core(#[from] coolgp::Error),
+}
+
+impl NodeError {
+    pub(crate) fn zenoh(what: &'static str, e: impl std::fmt::Display) -> Self {
+        NodeError::Zenoh {
+            what,
+            message: e.to_string(),
+        }
+    }
+
+    pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        NodeError::Io {
+            what,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, NodeError>;

@@ -1,0 +1,202 @@
+//! Received bytes on their way to the agent: bounded per-sender queues served round-robin,
+//! so that a flood from one sender (or from many forged ids) cannot starve the others, and
+//! rate-limited logging of rejects.
+//!
+//! The zenoh callback only copies the payload into the queue of the sender named in the key
+//! (`coolgp/<fleet>/<from>/msg/<to>`); configured neighbours get one queue each, every other
+//! sender shares one "strangers" queue. A full queue drops its **oldest** message: with both
+//! fusion rules the newest message from a sender supersedes the older ones (tree: the last
+//! `D_ji` is kept; push-sum: running totals), so dropping old ones loses nothing.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+/// How often one sender's rejects are logged at most.
+pub const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// One received payload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Raw {
+    /// The sender id named in the key, if it parsed.
+    pub key_from: Option<u64>,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Queues {
+    per_sender: BTreeMap<u64, VecDeque<Raw>>,
+    strangers: VecDeque<Raw>,
+    /// Round-robin cursor: index into `per_sender` keys, then the strangers queue.
+    cursor: usize,
+    dropped: u64,
+    oversize: u64,
+}
+
+/// The shared inbound queues (zenoh callback → node loop).
+pub struct Inbound {
+    q: Mutex<Queues>,
+    cap: usize,
+    max_len: usize,
+    /// Woken when something arrives.
+    pub notify: Notify,
+}
+
+impl Inbound {
+    /// Queues for `neighbors`, each bounded to `cap` messages; payloads longer than `max_len`
+    /// bytes are dropped unread and counted.
+    pub fn new(neighbors: &[u64], cap: usize, max_len: usize) -> Self {
+        let q = Queues {
+            per_sender: neighbors.iter().map(|&n| (n, VecDeque::new())).collect(),
+            ..Queues::default()
+        };
+        Self {
+            q: Mutex::new(q),
+            cap: cap.max(1),
+            max_len,
+            notify: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queues> {
+        // A panic while holding the lock cannot leave the queues inconsistent (plain pushes
+        // and pops): keep going with the data.
+        self.q.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Called from the zenoh callback: enqueue without blocking.
+    pub fn push(&self, key_from: Option<u64>, payload_len: usize, bytes: impl FnOnce() -> Vec<u8>) {
+        {
+            let mut q = self.lock();
+            if payload_len > self.max_len {
+                q.oversize += 1;
+                return;
+            }
+            let cap = self.cap;
+            let raw = Raw {
+                key_from,
+                bytes: bytes(),
+            };
+            let queue = match key_from.and_then(|k| q.per_sender.contains_key(&k).then_some(k)) {
+                Some(k) => q.per_sender.get_mut(&k),
+                None => None,
+            };
+            let overflow = match queue {
+                Some(queue) => {
+                    queue.push_back(raw);
+                    if queue.len() > cap {
+                        queue.pop_front();
+                        true
+                    } else {
+                        false
+                    }
+                }
+                None => {
+                    q.strangers.push_back(raw);
+                    if q.strangers.len() > cap {
+                        q.strangers.pop_front();
+                        true
+                    } else {
+                        false
+                    }
+                }
+            };
+            if overflow {
+                q.dropped += 1;
+            }
+        }
+        self.notify.notify_one();
+    }
+
+    /// The next payload, round-robin over senders (strangers count as one sender).
+    pub fn pop(&self) -> Option<Raw> {
+        let mut q = self.lock();
+        let n = q.per_sender.len() + 1;
+        for step in 0..n {
+            let slot = (q.cursor + step) % n;
+            let item = if slot < n - 1 {
+                q.per_sender
+                    .values_mut()
+                    .nth(slot)
+                    .and_then(VecDeque::pop_front)
+            } else {
+                q.strangers.pop_front()
+            };
+            if let Some(item) = item {
+                q.cursor = (slot + 1) % n;
+                return Some(item);
+            }
+        }
+        None
+    }
+
+    /// Messages dropped from full queues, and payloads dropped as oversize.
+    pub fn dropped(&self) -> (u64, u64) {
+        let q = self.lock();
+        (q.dropped, q.oversize)
+    }
+}
+
+/// Reject counters by reason label and the once-per-minute log limiter.
+#[derive(Default)]
+pub struct Rejects {
+    /// Count per reason label.
+    pub counts: BTreeMap<String, u64>,
+    last_log: BTreeMap<Option<u64>, (Instant, u64)>,
+}
+
+impl Rejects {
+    /// Counts a reject and logs it unless this sender was logged less than a minute ago.
+    pub fn record(&mut self, from: Option<u64>, label: &str, detail: &dyn std::fmt::Display) {
+        *self.counts.entry(label.to_string()).or_insert(0) += 1;
+        let now = Instant::now();
+        // Bound the limiter's memory under a flood of forged sender ids.
+        if self.last_log.len() > 4096 {
+            self.last_log
+                .retain(|_, (t, _)| now.duration_since(*t) < LOG_EVERY);
+        }
+        match self.last_log.get_mut(&from) {
+            Some((t, suppressed)) if now.duration_since(*t) < LOG_EVERY => *suppressed += 1,
+            entry => {
+                let suppressed = entry.map_or(0, |(_, s)| *s);
+                tracing::warn!(
+                    from = ?from,
+                    reason = label,
+                    detail = %detail,
+                    suppressed_since_last_log = suppressed,
+                    "rejected message"
+                );
+                self.last_log.insert(from, (now, 0));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_does_not_starve_others() {
+        let q = Inbound::new(&[1, 2], 4, 100);
+        for i in 0..1000u32 {
+            q.push(Some(99), 4, || i.to_le_bytes().to_vec());
+            q.push(Some(1), 4, || i.to_le_bytes().to_vec());
+        }
+        q.push(Some(2), 1, || vec![7]);
+        q.push(Some(2), 1000, || vec![0; 1000]);
+        let mut got = Vec::new();
+        while let Some(r) = q.pop() {
+            got.push(r);
+        }
+        assert_eq!(got.len(), 4 + 4 + 1);
+        assert!(got.iter().any(|r| r.key_from == Some(2) && r.bytes == [7]));
+        // Newest kept, oldest dropped.
+        let from1: Vec<_> = got.iter().filter(|r| r.key_from == Some(1)).collect();
+        assert_eq!(from1[3].bytes, 999u32.to_le_bytes());
+        assert_eq!(q.dropped(), (2 * 996, 1));
+    }
+}

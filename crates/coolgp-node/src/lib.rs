@@ -1,0 +1,147 @@
+//! # coolgp-node — a COOL-GP agent as a networked process
+//!
+//! The third driver of the sans-IO [`coolgp::Agent`] (after the simulator and the tests): one
+//! agent per process, learning online from its own data stream, exchanging constant-size
+//! model messages with its neighbours over [zenoh](https://zenoh.io) peer to peer, answering
+//! prediction and status queries, and surviving `kill -9` through durable checkpoints.
+//!
+//! What it is **not**: no math (all of it is in [`coolgp`]), no server, no home-made wire
+//! protocol (zenoh carries the [`coolgp::protocol::codec`] bytes), no authentication of its
+//! own (use zenoh's mTLS and access control, see `docs/NODE.md`).
+//!
+//! ## Pieces
+//! - [`keys`]: the key-expression layout (`coolgp/<fleet>/<from>/msg/<to>`, `…/predict`,
+//!   `…/status`, `…/alive`).
+//! - [`transport`]: the zenoh configuration (peer mode, explicit endpoints, no multicast
+//!   scouting unless asked, `--zenoh-config` for TLS and routers).
+//! - [`inbound`]: bounded per-sender queues served round-robin, reject counting and
+//!   rate-limited logs.
+//! - [`checkpoint`]: safetensors + JSON metadata, temp file, fsync, rename, checksum.
+//! - [`stream`]: the CSV data stream with byte offsets (`--follow`, stdin).
+//! - [`node`]: the event loop; [`client`]: `query` and `status`.
+//! - [`config`]: the clap flags and TOML file of the three subcommands.
+//!
+//! ## Example (the CLI does exactly this)
+//! ```no_run
+//! use clap::Parser;
+//! #[derive(Parser)]
+//! struct Cli {
+//!     #[command(flatten)]
+//!     node: coolgp_node::NodeArgs,
+//! }
+//! let cli = Cli::parse_from([
+//!     "coolgp-node", "--id", "1", "--fleet", "demo", "--neighbors", "2",
+//!     "--data", "agent1.csv", "--target", "y", "--state", "state1",
+//!     "--listen", "tcp/127.0.0.1:7447",
+//! ]);
+//! let loader = |p: &std::path::Path| -> Result<coolgp::Vocabulary, String> {
+//!     Err(format!("no vocabulary loader for {}", p.display()))
+//! };
+//! coolgp_node::run_node(cli.node, &loader)?;
+//! # Ok::<(), coolgp_node::NodeError>(())
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod checkpoint;
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod inbound;
+pub mod keys;
+pub mod node;
+pub mod standardize;
+pub mod status;
+pub mod stream;
+pub mod transport;
+
+use std::io::Write;
+use std::time::Duration;
+
+pub use config::{LogFormat, NodeArgs, NodeSettings, QueryArgs, StatusArgs, ZenohArgs};
+pub use error::{NodeError, Result};
+pub use node::VocabLoader;
+pub use status::{PredictReply, PredictRequest, Status};
+
+/// Re-export of the zenoh crate used here (tests and tools that join a fleet's key space).
+pub use zenoh;
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| NodeError::io("starting the async runtime", "", e))
+}
+
+/// Installs the `tracing` subscriber on stderr (level from `RUST_LOG`, default `info` with
+/// zenoh at `warn`). Safe to call more than once.
+pub fn init_logging(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new("info,zenoh=warn,zenoh_transport=warn,zenoh_link_tcp=warn")
+    });
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => b.try_init(),
+        LogFormat::Json => b.json().try_init(),
+    };
+}
+
+/// `coolgp node`: validates the flags, then runs the node until SIGTERM/SIGINT.
+///
+/// # Errors
+/// Configuration, data, checkpoint and zenoh errors at start-up; a failed checkpoint write.
+pub fn run_node(args: NodeArgs, load_vocab: VocabLoader<'_>) -> Result<()> {
+    let settings = args.resolve()?;
+    init_logging(settings.log_format);
+    runtime()?.block_on(node::run(settings, load_vocab))
+}
+
+/// `coolgp query`: prints `mean,var_f,var_y` per input row (one header line) to stdout.
+///
+/// # Errors
+/// Unreadable input, no reply, or the node's error.
+pub fn run_query(args: QueryArgs) -> Result<()> {
+    keys::validate_fleet(&args.fleet)?;
+    let table = stream::read_table(&args.input)?;
+    let req = PredictRequest {
+        columns: Some(table.names),
+        x: table.rows,
+        view: Some(args.view.clone()),
+    };
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let reply = runtime()?.block_on(async {
+        let session = client::open(&args.zenoh).await?;
+        let r = client::fetch_predictions(&session, &args.fleet, args.agent, &req, timeout).await;
+        let _ = session.close().await;
+        r
+    })?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(client::predictions_csv(&reply).as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| NodeError::io("writing", "stdout", e))
+}
+
+/// `coolgp status`: prints the agent's status as pretty JSON to stdout.
+///
+/// # Errors
+/// No reply, or the node's error.
+pub fn run_status(args: StatusArgs) -> Result<()> {
+    keys::validate_fleet(&args.fleet)?;
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let st = runtime()?.block_on(async {
+        let session = client::open(&args.zenoh).await?;
+        let r = client::fetch_status(&session, &args.fleet, args.agent, args.fused, timeout).await;
+        let _ = session.close().await;
+        r
+    })?;
+    let text = serde_json::to_string_pretty(&st).map_err(|e| NodeError::Config(e.to_string()))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")
+        .and_then(|()| out.flush())
+        .map_err(|e| NodeError::io("writing", "stdout", e))
+}

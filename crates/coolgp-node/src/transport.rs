@@ -1,0 +1,60 @@
+//! zenoh session set-up: peer mode, explicit endpoints, multicast scouting off unless asked.
+
+use crate::config::ZenohArgs;
+use crate::error::{NodeError, Result};
+
+/// Whether the session accepts incoming connections when no `--listen` is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A node: listens where told (nowhere by default, instead of zenoh's all interfaces).
+    Node,
+    /// A one-shot client (`query`, `status`): never listens unless told.
+    Client,
+}
+
+fn json_list(items: &[String]) -> Result<String> {
+    serde_json::to_string(items).map_err(|e| NodeError::Config(format!("endpoints: {e}")))
+}
+
+/// The zenoh configuration for `z`: the file (if any), then `mode = peer`, the endpoints from
+/// the flags, and multicast scouting only with `--scout`.
+///
+/// # Errors
+/// [`NodeError::Zenoh`] if the file cannot be read or an endpoint is malformed.
+pub fn zenoh_config(z: &ZenohArgs, role: Role) -> Result<zenoh::Config> {
+    let mut c = match &z.zenoh_config {
+        Some(p) => zenoh::Config::from_file(p)
+            .map_err(|e| NodeError::zenoh("reading --zenoh-config", e))?,
+        None => zenoh::Config::default(),
+    };
+    let set = |c: &mut zenoh::Config, key: &str, value: &str| {
+        c.insert_json5(key, value)
+            .map_err(|e| NodeError::Config(format!("zenoh {key} = {value}: {e}")))
+    };
+    set(&mut c, "mode", "\"peer\"")?;
+    if !z.listen.is_empty() {
+        set(&mut c, "listen/endpoints", &json_list(&z.listen)?)?;
+    } else if z.zenoh_config.is_none() || role == Role::Client {
+        set(&mut c, "listen/endpoints", "[]")?;
+    }
+    if !z.connect.is_empty() {
+        set(&mut c, "connect/endpoints", &json_list(&z.connect)?)?;
+    }
+    set(
+        &mut c,
+        "scouting/multicast/enabled",
+        if z.scout { "true" } else { "false" },
+    )?;
+    Ok(c)
+}
+
+/// Opens a zenoh session for `z`.
+///
+/// # Errors
+/// [`NodeError::Zenoh`] when the configuration is invalid or an endpoint cannot be bound.
+pub async fn open(z: &ZenohArgs, role: Role) -> Result<zenoh::Session> {
+    let c = zenoh_config(z, role)?;
+    zenoh::open(c)
+        .await
+        .map_err(|e| NodeError::zenoh("opening session", e))
+}
