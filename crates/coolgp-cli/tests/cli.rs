@@ -276,3 +276,44 @@ fn quick_experiment_leaves_a_results_folder() {
         assert!(dir.join(f).exists(), "{f} missing");
     }
 }
+
+#[test]
+fn vocabulary_from_data_is_deterministic_and_usable() {
+    let dir = tmp("vocab-data");
+    let csv = write_csv(&dir, None);
+    let make = |name: &str| {
+        let f = dir.join(name);
+        let out = coolgp(&[
+            "vocab",
+            "--inducing",
+            "10",
+            "--dim",
+            "2",
+            "--data",
+            csv.to_str().expect("utf8"),
+            "--target",
+            "y",
+            "--inputs",
+            "a,b",
+            "--save",
+            f.to_str().expect("utf8"),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_to_string(&f).expect("saved")
+    };
+    assert_eq!(make("v1.json"), make("v2.json"));
+    let out = coolgp(&[
+        "vocab",
+        "--inducing",
+        "10",
+        "--dim",
+        "2",
+        "--data",
+        csv.to_str().expect("utf8"),
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--target"));
+}
