@@ -12,7 +12,7 @@ pub mod run;
 
 pub use network::{run_rounds, NetStats};
 pub use run::{
-    run, AgentRow, Batch, CurvePoint, FusionChoice, Progress, Report, SimConfig, TestSet,
+    run, AgentRow, Batch, CurvePoint, FusionChoice, Phases, Progress, Report, SimConfig, TestSet,
     TopologyKind, Workload,
 };
 

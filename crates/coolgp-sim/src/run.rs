@@ -7,7 +7,7 @@ use std::time::Instant;
 use coolgp::baselines::{Baseline, BaselineKernel};
 use coolgp::faer::Mat;
 use coolgp::learn::AdamConfig;
-use coolgp::model::predict::predict_mean;
+use coolgp::model::predict::{predict_mean, predict_means};
 use coolgp::rng::Rng;
 use coolgp::{
     Agent, AgentConfig, FusionRule, NaturalParams, ProjectionMode, Topology, UpdateMode, View,
@@ -297,6 +297,8 @@ pub struct Report {
     pub loss: f64,
     /// Network counters.
     pub network: NetStats,
+    /// Wall seconds spent per phase.
+    pub phases: Phases,
     /// Seed.
     pub seed: u64,
     /// Vocabulary fingerprint.
@@ -307,6 +309,19 @@ pub struct Report {
     /// Per-agent rows.
     #[serde(skip)]
     pub per_agent: Vec<AgentRow>,
+}
+
+/// Wall seconds per phase of a run (the fleet's blocks run alongside the central learner).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Phases {
+    /// Agents absorbing blocks (and, concurrently, the central learner).
+    pub learn_s: f64,
+    /// Fusion rounds.
+    pub fusion_s: f64,
+    /// Learning-curve and final evaluation of every agent.
+    pub eval_s: f64,
+    /// dDTC and dPITC.
+    pub baselines_s: f64,
 }
 
 /// Progress callback: (batches done, batches total).
@@ -419,6 +434,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     let mut done = 0;
     let mut points = 0;
     let curve_ids: Vec<usize> = spaced(cfg.agents, cfg.curve_agents);
+    let mut phases = Phases::default();
     while done < total {
         let end = (done + chunk).min(total);
         let mut per_agent: Vec<Vec<usize>> = vec![Vec::new(); cfg.agents];
@@ -450,9 +466,12 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             }
             Ok(())
         };
+        let t = Instant::now();
         let (r1, r2) = rayon::join(fleet_step, || central_step(&mut central));
         r1?;
         r2?;
+        phases.learn_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
         net.add_all(run_rounds(&mut agents, rounds, cfg.loss, &mut net_rng));
         if cfg.projection == ProjectionMode::Shared {
             agents.par_iter_mut().for_each(|a| {
@@ -460,6 +479,8 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             });
             net.add_all(run_rounds(&mut agents, rounds, cfg.loss, &mut net_rng));
         }
+        phases.fusion_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
         done = end;
         progress(done, total);
         // Learning-curve point on a subset.
@@ -469,10 +490,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
                 let t = test_of(i);
                 let n = t.y.len().min(cfg.curve_points);
                 let xs = t.x.as_ref().subrows(0, n);
-                (
-                    eval_rmse(&agents[i], View::Own, xs, &t.y[..n]),
-                    eval_rmse(&agents[i], View::Fused, xs, &t.y[..n]),
-                )
+                eval_both(&agents[i], xs, &t.y[..n])
             })
             .collect();
         let k = evals.len().max(1) as f64;
@@ -495,7 +513,9 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
                 .map(|(&i, e)| (i, e.0 * work.y_scale, e.1 * work.y_scale))
                 .collect(),
         });
+        phases.eval_s += t.elapsed().as_secs_f64();
     }
+    let t = Instant::now();
     // Exactness of the last fusion against T_g = T0 + Σ E_i.
     let tg = NaturalParams::from_excess(
         &vocab,
@@ -512,12 +532,13 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         .enumerate()
         .map(|(i, a)| {
             let t = test_of(i);
+            let (pre, post) = eval_both(a, t.x.as_ref(), &t.y);
             AgentRow {
                 id: i,
                 blocks: a.blocks(),
                 points: a.n_own(),
-                rmse_pre: eval_rmse(a, View::Own, t.x.as_ref(), &t.y) * work.y_scale,
-                rmse_post: eval_rmse(a, View::Fused, t.x.as_ref(), &t.y) * work.y_scale,
+                rmse_pre: pre * work.y_scale,
+                rmse_post: post * work.y_scale,
             }
         })
         .collect();
@@ -541,6 +562,8 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             eval_rmse(c, View::Own, x, y)
         }) * work.y_scale
     });
+    phases.eval_s += t.elapsed().as_secs_f64();
+    let t = Instant::now();
     // Baselines (spec §8): common W0 = the central learner's final mean (else agent 0's).
     let (mut rmse_ddtc, mut rmse_dpitc) = (None, None);
     if cfg.baselines {
@@ -585,6 +608,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         rmse_ddtc = results[0].1.map(|v| v * work.y_scale);
         rmse_dpitc = results[1].1.map(|v| v * work.y_scale);
     }
+    phases.baselines_s = t.elapsed().as_secs_f64();
     let rmse_constant =
         mean_over(&work.tests, usize::MAX, |_, y| rmse(&vec![0.0; y.len()], y)) * work.y_scale;
     Ok(Report {
@@ -611,6 +635,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         rounds,
         loss: cfg.loss,
         network: net,
+        phases,
         seed: cfg.seed,
         fingerprint: vocab.fingerprint().short(),
         curves,
@@ -642,6 +667,25 @@ fn spaced(n: usize, k: usize) -> Vec<usize> {
         return (0..n).collect();
     }
     (0..k).map(|i| i * n / k).collect()
+}
+
+/// RMSE of the own and of the fused q(u) under the agent's q(W), sharing ψ1.
+fn eval_both(a: &Agent, x: coolgp::faer::MatRef<'_, f64>, y: &[f64]) -> (f64, f64) {
+    match (a.posterior(View::Own), a.posterior(View::Fused)) {
+        (Ok(own), Ok(fused)) => {
+            let m = predict_means(
+                a.vocabulary(),
+                a.projection(),
+                &[&own.alpha, &fused.alpha],
+                x,
+            );
+            (rmse(&m[0], y), rmse(&m[1], y))
+        }
+        _ => (
+            eval_rmse(a, View::Own, x, y),
+            eval_rmse(a, View::Fused, x, y),
+        ),
+    }
 }
 
 fn eval_rmse(a: &Agent, view: View, x: coolgp::faer::MatRef<'_, f64>, y: &[f64]) -> f64 {

@@ -107,6 +107,19 @@ pub fn predict_mean(
     alpha: &[f64],
     x: MatRef<'_, f64>,
 ) -> Vec<f64> {
+    predict_means(vocab, proj, &[alpha], x)
+        .pop()
+        .unwrap_or_default()
+}
+
+/// Predictive means `ψ1(x*) α_v` for several q(u) (e.g. own and fused) under one q(W),
+/// computing ψ1 once per point. Returns one `[n]` vector per α.
+pub fn predict_means(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    alphas: &[&[f64]],
+    x: MatRef<'_, f64>,
+) -> Vec<Vec<f64>> {
     let m = vocab.m();
     let d = proj.d();
     let dz = vocab.d_latent();
@@ -114,14 +127,19 @@ pub fn predict_mean(
     let (mut a, mut s) = (vec![0.0; dz], vec![0.0; dz]);
     let mut xr = vec![0.0; d];
     let mut psi1 = vec![0.0; m];
-    (0..x.nrows())
-        .map(|r| {
-            for (j, v) in xr.iter_mut().enumerate() {
-                *v = x[(r, j)];
-            }
-            proj.moments_into(&xr, &mut a, &mut s);
-            crate::model::psi::psi1_point(vocab, &a, &s, &mut psi1);
-            ss * crate::linalg::dot(&psi1, alpha)
-        })
-        .collect()
+    let mut out: Vec<Vec<f64>> = alphas
+        .iter()
+        .map(|_| Vec::with_capacity(x.nrows()))
+        .collect();
+    for r in 0..x.nrows() {
+        for (j, v) in xr.iter_mut().enumerate() {
+            *v = x[(r, j)];
+        }
+        proj.moments_into(&xr, &mut a, &mut s);
+        crate::model::psi::psi1_point(vocab, &a, &s, &mut psi1);
+        for (o, alpha) in out.iter_mut().zip(alphas) {
+            o.push(ss * crate::linalg::dot(&psi1, alpha));
+        }
+    }
+    out
 }

@@ -130,6 +130,9 @@ pub struct Agent {
     outbox: VecDeque<Message>,
     events: VecDeque<Event>,
     pub(crate) ws: PsiWorkspace,
+    /// Tree messages of the last tick, reused while neither E_i nor the inbox changed
+    /// (derived state: not in snapshots).
+    pub(crate) sent_cache: Option<BTreeMap<AgentId, (Excess, f64, Option<ProjectionShare>)>>,
 }
 
 impl Agent {
@@ -178,6 +181,7 @@ impl Agent {
             outbox: VecDeque::new(),
             events: VecDeque::new(),
             ws: PsiWorkspace::default(),
+            sent_cache: None,
             vocab,
         })
     }
@@ -189,6 +193,7 @@ impl Agent {
         self.neighbors = ids.into_iter().filter(|&j| j != self.id).collect();
         let keep = &self.neighbors;
         self.inbox.retain(|k, _| keep.contains(k));
+        self.sent_cache = None;
     }
 
     /// This agent's id.
@@ -416,6 +421,7 @@ impl Agent {
             self.pushsum.inject(&delta, new_points);
         }
         self.own = e;
+        self.sent_cache = None;
     }
 
     /// One communication round: queues a message to every neighbour (tree: `D_ij`; push-sum:
@@ -431,28 +437,15 @@ impl Agent {
         };
         match self.config.fusion {
             FusionRule::Tree => {
-                let own_share = self.own_projection_share();
-                for &j in &self.neighbors {
-                    let received = self.inbox.iter().map(|(k, v)| (k, &v.excess));
-                    let excess = tree::message_to(&self.own, received, &j);
-                    let points = self.n_own as f64
-                        + self
-                            .inbox
-                            .iter()
-                            .filter(|(k, _)| **k != j)
-                            .map(|(_, v)| v.points)
-                            .sum::<f64>();
-                    let projection = own_share.as_ref().map(|own| {
-                        let mut s = own.clone();
-                        for (k, v) in &self.inbox {
-                            if *k != j {
-                                if let Some(p) = &v.projection {
-                                    s.add_in_place(p);
-                                }
-                            }
-                        }
-                        s
-                    });
+                if self.sent_cache.is_none() {
+                    self.sent_cache = Some(self.tree_messages());
+                }
+                let cache = self.sent_cache.as_ref().map(|c| {
+                    c.iter()
+                        .map(|(j, (e, p, pr))| (*j, e.clone(), *p, pr.clone()))
+                        .collect::<Vec<_>>()
+                });
+                for (j, excess, points, projection) in cache.into_iter().flatten() {
                     self.outbox.push_back(Message {
                         header: header(j, self),
                         body: Body::Tree { excess, points },
@@ -473,6 +466,29 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// `D_ij = E_i + Σ_{k≠j} D_ki` for every neighbour j, with the points it represents and,
+    /// in shared projection mode, the projection sums (spec §7, §13).
+    #[allow(clippy::type_complexity)]
+    fn tree_messages(&self) -> BTreeMap<AgentId, (Excess, f64, Option<ProjectionShare>)> {
+        let own_share = self.own_projection_share();
+        let mut out = BTreeMap::new();
+        for &j in &self.neighbors {
+            let received = self.inbox.iter().map(|(k, v)| (k, &v.excess));
+            let excess = tree::message_to(&self.own, received, &j);
+            let others = self.inbox.iter().filter(|(k, _)| **k != j);
+            let points = self.n_own as f64 + others.clone().map(|(_, v)| v.points).sum::<f64>();
+            let projection = own_share.as_ref().map(|own| {
+                let mut s = own.clone();
+                for p in others.filter_map(|(_, v)| v.projection.as_ref()) {
+                    s.add_in_place(p);
+                }
+                s
+            });
+            out.insert(j, (excess, points, projection));
+        }
+        out
     }
 
     fn own_projection_share(&self) -> Option<ProjectionShare> {
@@ -596,6 +612,7 @@ impl Agent {
     }
 
     fn accept(&mut self, msg: Message) {
+        self.sent_cache = None;
         let from = msg.header.sender;
         self.last_round.insert(from, msg.header.round);
         match msg.body {
