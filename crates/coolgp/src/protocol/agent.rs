@@ -100,6 +100,9 @@ pub(crate) struct Inbound {
     pub(crate) projection: Option<ProjectionShare>,
 }
 
+/// A tree message's payload: `D_ij`, the points it represents, the projection sums.
+pub(crate) type TreeMessage = (Excess, f64, Option<ProjectionShare>);
+
 /// Which q(u) to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
@@ -132,7 +135,7 @@ pub struct Agent {
     pub(crate) ws: PsiWorkspace,
     /// Tree messages of the last tick, reused while neither E_i nor the inbox changed
     /// (derived state: not in snapshots).
-    pub(crate) sent_cache: Option<BTreeMap<AgentId, (Excess, f64, Option<ProjectionShare>)>>,
+    pub(crate) sent_cache: Option<BTreeMap<AgentId, TreeMessage>>,
 }
 
 impl Agent {
@@ -470,8 +473,7 @@ impl Agent {
 
     /// `D_ij = E_i + Σ_{k≠j} D_ki` for every neighbour j, with the points it represents and,
     /// in shared projection mode, the projection sums (spec §7, §13).
-    #[allow(clippy::type_complexity)]
-    fn tree_messages(&self) -> BTreeMap<AgentId, (Excess, f64, Option<ProjectionShare>)> {
+    fn tree_messages(&self) -> BTreeMap<AgentId, TreeMessage> {
         let own_share = self.own_projection_share();
         let mut out = BTreeMap::new();
         for &j in &self.neighbors {
