@@ -584,7 +584,7 @@ fn hostile(
             version: 1,
         },
         body: Body::Tree {
-            excess,
+            excess: excess.into(),
             points: 10.0,
         },
         projection: None,

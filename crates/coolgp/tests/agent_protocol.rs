@@ -76,7 +76,7 @@ fn drain_events(a: &mut Agent) -> Vec<Event> {
 
 fn excess_mut(msg: &mut Message) -> &mut Excess {
     match &mut msg.body {
-        Body::Tree { excess, .. } => excess,
+        Body::Tree { excess, .. } => Arc::make_mut(excess),
         Body::PushSum { total } => &mut total.x,
     }
 }

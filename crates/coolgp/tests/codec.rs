@@ -41,7 +41,7 @@ fn tree_msg(m: usize, proj: Option<usize>) -> Message {
     Message {
         header: header(),
         body: Body::Tree {
-            excess: sym_excess(m, &vals),
+            excess: sym_excess(m, &vals).into(),
             points: 12.0,
         },
         projection: proj.map(|n| ProjectionShare {
@@ -90,7 +90,10 @@ prop_compose! {
 
 fn arb_body() -> impl Strategy<Value = Body> {
     prop_oneof![
-        (arb_excess(), finite()).prop_map(|(excess, points)| Body::Tree { excess, points }),
+        (arb_excess(), finite()).prop_map(|(excess, points)| Body::Tree {
+            excess: excess.into(),
+            points,
+        }),
         (arb_excess(), finite(), finite()).prop_map(|(x, w, points)| Body::PushSum {
             total: Mass { x, w, points }
         }),
@@ -223,6 +226,7 @@ fn specific_errors() {
     // NaN and infinities are structure-valid: validation happens later.
     let mut msg = tree_msg(2, None);
     if let Body::Tree { excess, points } = &mut msg.body {
+        let excess = std::sync::Arc::make_mut(excess);
         excess.d1[(0, 1)] = f64::NAN;
         excess.d1[(1, 0)] = f64::NAN;
         *points = f64::INFINITY;
@@ -235,7 +239,7 @@ fn specific_errors() {
 fn decoded_d1_is_symmetric_even_from_asymmetric_input() {
     let mut msg = tree_msg(3, None);
     if let Body::Tree { excess, .. } = &mut msg.body {
-        excess.d1[(2, 0)] = 1e9; // lower triangle is not sent
+        std::sync::Arc::make_mut(excess).d1[(2, 0)] = 1e9; // lower triangle is not sent
     }
     let back = decode(&encode(&msg)).expect("decodes");
     let d1 = &back.excess().d1;

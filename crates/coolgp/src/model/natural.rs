@@ -82,6 +82,26 @@ impl Excess {
         }
     }
 
+    /// True when `d1` equals its transpose bit for bit.
+    pub fn is_exactly_symmetric(&self) -> bool {
+        let m = self.d1.nrows();
+        (0..m).all(|j| {
+            let cj = self.d1.col_as_slice(j);
+            ((j + 1)..m).all(|i| cj[i].to_bits() == self.d1.col_as_slice(i)[j].to_bits())
+        })
+    }
+
+    /// Exact (IEEE `==`) equality of the two parts; NaN never equals, so a message carrying
+    /// NaN never passes as a repeat of validated data.
+    pub fn exact_eq(&self, other: &Excess) -> bool {
+        let m = self.m();
+        self.d2.len() == other.d2.len()
+            && self.d1.nrows() == other.d1.nrows()
+            && self.d1.ncols() == other.d1.ncols()
+            && self.d2 == other.d2
+            && (0..m).all(|j| self.d1.col_as_slice(j) == other.d1.col_as_slice(j))
+    }
+
     /// Makes `d1` exactly symmetric (`½(D1 + D1ᵀ)`), for data from outside.
     pub fn symmetrize_in_place(&mut self) {
         symmetrize(&mut self.d1);

@@ -95,13 +95,13 @@ impl Default for AgentConfig {
 /// What one neighbour last sent (tree rule).
 #[derive(Clone, Debug)]
 pub(crate) struct Inbound {
-    pub(crate) excess: Excess,
+    pub(crate) excess: Arc<Excess>,
     pub(crate) points: f64,
     pub(crate) projection: Option<ProjectionShare>,
 }
 
 /// A tree message's payload: `D_ij`, the points it represents, the projection sums.
-pub(crate) type TreeMessage = (Excess, f64, Option<ProjectionShare>);
+pub(crate) type TreeMessage = (Arc<Excess>, f64, Option<ProjectionShare>);
 
 /// Which q(u) to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -445,7 +445,7 @@ impl Agent {
                 }
                 let cache = self.sent_cache.as_ref().map(|c| {
                     c.iter()
-                        .map(|(j, (e, p, pr))| (*j, e.clone(), *p, pr.clone()))
+                        .map(|(j, (e, p, pr))| (*j, Arc::clone(e), *p, pr.clone()))
                         .collect::<Vec<_>>()
                 });
                 for (j, excess, points, projection) in cache.into_iter().flatten() {
@@ -477,7 +477,7 @@ impl Agent {
         let own_share = self.own_projection_share();
         let mut out = BTreeMap::new();
         for &j in &self.neighbors {
-            let received = self.inbox.iter().map(|(k, v)| (k, &v.excess));
+            let received = self.inbox.iter().map(|(k, v)| (k, &*v.excess));
             let excess = tree::message_to(&self.own, received, &j);
             let others = self.inbox.iter().filter(|(k, _)| **k != j);
             let points = self.n_own as f64 + others.clone().map(|(_, v)| v.points).sum::<f64>();
@@ -488,7 +488,7 @@ impl Agent {
                 }
                 s
             });
-            out.insert(j, (excess, points, projection));
+            out.insert(j, (Arc::new(excess), points, projection));
         }
         out
     }
@@ -576,7 +576,8 @@ impl Agent {
                 // Messages are re-sent every round and, once the fleet has converged, repeat
                 // the last accepted one bit for bit: that content was validated already.
                 let unchanged = self.inbox.get(&h.sender).is_some_and(|ib| {
-                    ib.points.to_bits() == points.to_bits() && ib.excess == *excess
+                    ib.points.to_bits() == points.to_bits()
+                        && (Arc::ptr_eq(&ib.excess, excess) || ib.excess.exact_eq(excess))
                 });
                 if !unchanged {
                     validate_excess(&self.vocab, excess, *points)?
@@ -620,7 +621,9 @@ impl Agent {
         match msg.body {
             Body::Tree { mut excess, points } => {
                 // Validation allows asymmetry up to 1e-9·scale; stored state is exactly symmetric.
-                excess.symmetrize_in_place();
+                if !excess.is_exactly_symmetric() {
+                    Arc::make_mut(&mut excess).symmetrize_in_place();
+                }
                 self.inbox.insert(
                     from,
                     Inbound {

@@ -64,7 +64,7 @@
 //!         round: 3,
 //!         version: 4,
 //!     },
-//!     body: Body::Tree { excess: Excess::zeros(3), points: 10.0 },
+//!     body: Body::Tree { excess: Excess::zeros(3).into(), points: 10.0 },
 //!     projection: None,
 //! };
 //! let bytes = encode(&msg);
@@ -74,6 +74,7 @@
 //! ```
 
 use faer::Mat;
+use std::sync::Arc;
 
 use super::message::{Body, Header, Message, ProjectionShare, RejectReason};
 use crate::fuse::Mass;
@@ -297,7 +298,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RejectReason> {
     let excess = Excess { d1, d2 };
     let body = match second {
         None => Body::Tree {
-            excess,
+            excess: Arc::new(excess),
             points: first,
         },
         Some(points) => Body::PushSum {

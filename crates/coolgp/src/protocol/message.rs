@@ -1,6 +1,7 @@
 //! What agents send each other, and how a receiver validates it (spec §7, §9).
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::fuse::Mass;
 use crate::linalg::{max_abs, Cholesky};
@@ -59,8 +60,8 @@ impl ProjectionShare {
 pub enum Body {
     /// Tree message passing: `D_ij = E_i + Σ_{k≠j} D_ki` and the data points it represents.
     Tree {
-        /// The excess D_ij.
-        excess: Excess,
+        /// The excess D_ij (shared: re-sending an unchanged message copies no matrix).
+        excess: Arc<Excess>,
         /// Data points represented in `excess`.
         points: f64,
     },
@@ -199,17 +200,17 @@ pub fn validate_excess(vocab: &Vocabulary, e: &Excess, points: f64) -> Result<()
     if points < 0.0 {
         return Err(RejectReason::Implausible("negative point count"));
     }
+    if e.d2.iter().any(|v| !v.is_finite()) {
+        return Err(RejectReason::NonFinite);
+    }
     let mut asym: f64 = 0.0;
     for j in 0..m {
-        if !e.d2[j].is_finite() {
+        let cj = e.d1.col_as_slice(j);
+        if cj.iter().any(|v| !v.is_finite()) {
             return Err(RejectReason::NonFinite);
         }
-        for i in 0..m {
-            let v = e.d1[(i, j)];
-            if !v.is_finite() {
-                return Err(RejectReason::NonFinite);
-            }
-            asym = asym.max((v - e.d1[(j, i)]).abs());
+        for (i, v) in cj.iter().enumerate().skip(j + 1) {
+            asym = asym.max((v - e.d1.col_as_slice(i)[j]).abs());
         }
     }
     let scale = max_abs(e.d1.as_ref()).max(1.0);

@@ -90,7 +90,7 @@ impl Agent {
                     (
                         *k,
                         InboundSnapshot {
-                            excess: v.excess.clone(),
+                            excess: (*v.excess).clone(),
                             points: v.points,
                             projection: v.projection.clone(),
                         },
@@ -164,7 +164,7 @@ impl Agent {
                 (
                     k,
                     Inbound {
-                        excess: v.excess,
+                        excess: Arc::new(v.excess),
                         points: v.points,
                         projection: v.projection,
                     },
