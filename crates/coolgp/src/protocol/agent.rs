@@ -103,6 +103,14 @@ pub(crate) struct Inbound {
 /// A tree message's payload: `D_ij`, the points it represents, the projection sums.
 pub(crate) type TreeMessage = (Arc<Excess>, f64, Option<ProjectionShare>);
 
+/// Outcome of validating a message.
+enum Verdict {
+    /// New content: absorb it.
+    Fresh,
+    /// Bit-identical to the last accepted message from this sender.
+    Repeat,
+}
+
 /// Which q(u) to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
@@ -135,7 +143,7 @@ pub struct Agent {
     pub(crate) ws: PsiWorkspace,
     /// Tree messages of the last tick, reused while neither E_i nor the inbox changed
     /// (derived state: not in snapshots).
-    pub(crate) sent_cache: Option<BTreeMap<AgentId, TreeMessage>>,
+    pub(crate) sent_cache: BTreeMap<AgentId, TreeMessage>,
 }
 
 impl Agent {
@@ -184,7 +192,7 @@ impl Agent {
             outbox: VecDeque::new(),
             events: VecDeque::new(),
             ws: PsiWorkspace::default(),
-            sent_cache: None,
+            sent_cache: BTreeMap::new(),
             vocab,
         })
     }
@@ -196,7 +204,7 @@ impl Agent {
         self.neighbors = ids.into_iter().filter(|&j| j != self.id).collect();
         let keep = &self.neighbors;
         self.inbox.retain(|k, _| keep.contains(k));
-        self.sent_cache = None;
+        self.sent_cache.clear();
     }
 
     /// This agent's id.
@@ -424,7 +432,7 @@ impl Agent {
             self.pushsum.inject(&delta, new_points);
         }
         self.own = e;
-        self.sent_cache = None;
+        self.sent_cache.clear();
     }
 
     /// One communication round: queues a message to every neighbour (tree: `D_ij`; push-sum:
@@ -440,15 +448,22 @@ impl Agent {
         };
         match self.config.fusion {
             FusionRule::Tree => {
-                if self.sent_cache.is_none() {
-                    self.sent_cache = Some(self.tree_messages());
+                let missing: Vec<AgentId> = self
+                    .neighbors
+                    .iter()
+                    .copied()
+                    .filter(|j| !self.sent_cache.contains_key(j))
+                    .collect();
+                for j in missing {
+                    let m = self.tree_message(j);
+                    self.sent_cache.insert(j, m);
                 }
-                let cache = self.sent_cache.as_ref().map(|c| {
-                    c.iter()
-                        .map(|(j, (e, p, pr))| (*j, Arc::clone(e), *p, pr.clone()))
-                        .collect::<Vec<_>>()
-                });
-                for (j, excess, points, projection) in cache.into_iter().flatten() {
+                let out: Vec<_> = self
+                    .sent_cache
+                    .iter()
+                    .map(|(j, (e, p, pr))| (*j, Arc::clone(e), *p, pr.clone()))
+                    .collect();
+                for (j, excess, points, projection) in out {
                     self.outbox.push_back(Message {
                         header: header(j, self),
                         body: Body::Tree { excess, points },
@@ -471,12 +486,11 @@ impl Agent {
         }
     }
 
-    /// `D_ij = E_i + Σ_{k≠j} D_ki` for every neighbour j, with the points it represents and,
-    /// in shared projection mode, the projection sums (spec §7, §13).
-    fn tree_messages(&self) -> BTreeMap<AgentId, TreeMessage> {
+    /// `D_ij = E_i + Σ_{k≠j} D_ki` for neighbour j, with the points it represents and, in
+    /// shared projection mode, the projection sums (spec §7, §13).
+    fn tree_message(&self, j: AgentId) -> TreeMessage {
         let own_share = self.own_projection_share();
-        let mut out = BTreeMap::new();
-        for &j in &self.neighbors {
+        {
             let received = self.inbox.iter().map(|(k, v)| (k, &*v.excess));
             let excess = tree::message_to(&self.own, received, &j);
             let others = self.inbox.iter().filter(|(k, _)| **k != j);
@@ -488,9 +502,8 @@ impl Agent {
                 }
                 s
             });
-            out.insert(j, (Arc::new(excess), points, projection));
+            (Arc::new(excess), points, projection)
         }
-        out
     }
 
     fn own_projection_share(&self) -> Option<ProjectionShare> {
@@ -538,7 +551,12 @@ impl Agent {
     pub fn handle_message(&mut self, msg: Message) -> std::result::Result<(), RejectReason> {
         let from = msg.header.sender;
         match self.validate(&msg) {
-            Ok(()) => {
+            Ok(Verdict::Repeat) => {
+                // Same content as the last accepted message: only the round advances.
+                self.last_round.insert(from, msg.header.round);
+                Ok(())
+            }
+            Ok(Verdict::Fresh) => {
                 self.accept(msg);
                 Ok(())
             }
@@ -552,7 +570,7 @@ impl Agent {
         }
     }
 
-    fn validate(&self, msg: &Message) -> std::result::Result<(), RejectReason> {
+    fn validate(&self, msg: &Message) -> std::result::Result<Verdict, RejectReason> {
         let h = &msg.header;
         if h.fingerprint != self.vocab.fingerprint() {
             return Err(RejectReason::Fingerprint(h.fingerprint.short()));
@@ -579,7 +597,15 @@ impl Agent {
                     ib.points.to_bits() == points.to_bits()
                         && (Arc::ptr_eq(&ib.excess, excess) || ib.excess.exact_eq(excess))
                 });
-                if !unchanged {
+                if unchanged {
+                    let same_projection = self
+                        .inbox
+                        .get(&h.sender)
+                        .is_some_and(|ib| ib.projection == msg.projection);
+                    if same_projection {
+                        return Ok(Verdict::Repeat);
+                    }
+                } else {
                     validate_excess(&self.vocab, excess, *points)?
                 }
             }
@@ -611,12 +637,13 @@ impl Agent {
                 return Err(RejectReason::BadProjection);
             }
         }
-        Ok(())
+        Ok(Verdict::Fresh)
     }
 
     fn accept(&mut self, msg: Message) {
-        self.sent_cache = None;
         let from = msg.header.sender;
+        // D_ij for j ≠ from includes what `from` sent; the message back to `from` does not.
+        self.sent_cache.retain(|k, _| *k == from);
         self.last_round.insert(from, msg.header.round);
         match msg.body {
             Body::Tree { mut excess, points } => {
