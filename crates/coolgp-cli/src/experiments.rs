@@ -162,6 +162,9 @@ fn single_phenomenon(a: &ExperimentArgs, dir: &Path, dataset: &str) -> Result<()
     let stations = dataset != "airline";
     let mut rows = Vec::new();
     let mut summary = serde_json::Map::new();
+    // The references (central learner, dDTC, dPITC) do not depend on the fleet's projection
+    // mode: computed in the first run and reused for the second.
+    let mut refs: Option<(Option<f64>, Option<f64>, Option<f64>)> = None;
     for projection in ["per-agent", "shared"] {
         let args = SimArgs {
             dataset: Some(dataset.into()),
@@ -184,10 +187,17 @@ fn single_phenomenon(a: &ExperimentArgs, dir: &Path, dataset: &str) -> Result<()
             seed: Some(a.seed),
             max_train: a.quick.then_some(20_000),
             max_test: Some(if a.quick { 2000 } else { 10_000 }),
-            no_baselines: a.quick,
+            no_baselines: a.quick || refs.is_some(),
+            no_central: refs.is_some(),
             ..SimArgs::default()
         };
-        let r = sim(&args, a.quiet, projection)?;
+        let mut r = sim(&args, a.quiet, projection)?;
+        match refs {
+            None => refs = Some((r.rmse_central, r.rmse_ddtc, r.rmse_dpitc)),
+            Some((c, d, p)) => {
+                (r.rmse_central, r.rmse_ddtc, r.rmse_dpitc) = (c, d, p);
+            }
+        }
         let sub = dir.join(projection);
         output::write_run(
             &sub,
