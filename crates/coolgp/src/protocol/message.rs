@@ -191,8 +191,10 @@ fn max_asymmetry(a: &faer::Mat<f64>) -> f64 {
         for ib in (jb..m).step_by(B) {
             for j in jb..(jb + B).min(m) {
                 let cj = a.col_as_slice(j);
-                for i in ib.max(j + 1)..(ib + B).min(m) {
-                    worst = worst.max((cj[i] - a.col_as_slice(i)[j]).abs());
+                let lo = ib.max(j + 1);
+                let hi = (ib + B).min(m);
+                for (i, v) in cj.iter().enumerate().take(hi).skip(lo) {
+                    worst = worst.max((v - a.col_as_slice(i)[j]).abs());
                 }
             }
         }
