@@ -164,22 +164,12 @@ impl SimArgs {
 
     /// The update mode.
     pub fn update_mode(&self) -> Result<coolgp::UpdateMode> {
-        use coolgp::learn::IsNormalization;
-        Ok(match self.mode.as_deref().unwrap_or("frozen") {
-            "frozen" => coolgp::UpdateMode::Frozen,
-            "exact" => coolgp::UpdateMode::Exact,
-            "importance" | "is" => coolgp::UpdateMode::Importance {
-                samples: self.samples.unwrap_or(20),
-                normalization: match self.normalization.as_deref().unwrap_or("unnormalized") {
-                    "unnormalized" => IsNormalization::Unnormalized,
-                    "self-normalized" => IsNormalization::SelfNormalized,
-                    other => bail!(
-                        "unknown --normalization '{other}': use unnormalized or self-normalized"
-                    ),
-                },
-            },
-            other => bail!("unknown --mode '{other}': use frozen, importance or exact"),
-        })
+        coolgp::UpdateMode::parse(
+            self.mode.as_deref(),
+            self.samples,
+            self.normalization.as_deref(),
+        )
+        .map_err(anyhow::Error::msg)
     }
 
     /// The projection mode.

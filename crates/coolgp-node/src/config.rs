@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use coolgp::learn::{AdamConfig, IsNormalization};
+use coolgp::learn::AdamConfig;
 use coolgp::{AgentConfig, FusionRule, ProjectionMode, UpdateMode};
 use serde::Deserialize;
 
@@ -321,33 +321,7 @@ pub fn update_mode(
     samples: Option<usize>,
     normalization: Option<&str>,
 ) -> Result<UpdateMode> {
-    Ok(match mode.unwrap_or("frozen") {
-        "frozen" => UpdateMode::Frozen,
-        "exact" => UpdateMode::Exact,
-        "importance" | "is" => {
-            let samples = samples.unwrap_or(20);
-            if samples == 0 {
-                return Err(NodeError::Config("--samples must be > 0".into()));
-            }
-            UpdateMode::Importance {
-                samples,
-                normalization: match normalization.unwrap_or("unnormalized") {
-                    "unnormalized" => IsNormalization::Unnormalized,
-                    "self-normalized" => IsNormalization::SelfNormalized,
-                    other => {
-                        return Err(NodeError::Config(format!(
-                            "unknown --normalization '{other}': use unnormalized or self-normalized"
-                        )))
-                    }
-                },
-            }
-        }
-        other => {
-            return Err(NodeError::Config(format!(
-                "unknown --mode '{other}': use frozen, importance or exact"
-            )))
-        }
-    })
+    UpdateMode::parse(mode, samples, normalization).map_err(NodeError::Config)
 }
 
 impl NodeArgs {

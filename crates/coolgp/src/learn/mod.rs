@@ -33,6 +33,48 @@ pub enum UpdateMode {
     Exact,
 }
 
+impl UpdateMode {
+    /// Parses the names used by the command line: `mode` ∈ {frozen, importance (or is), exact}
+    /// (default frozen), `samples` k (default 20, > 0), `normalization` ∈ {unnormalized,
+    /// self-normalized} (default unnormalized).
+    ///
+    /// # Errors
+    /// A message naming the bad value and the accepted ones.
+    pub fn parse(
+        mode: Option<&str>,
+        samples: Option<usize>,
+        normalization: Option<&str>,
+    ) -> Result<Self, String> {
+        Ok(match mode.unwrap_or("frozen") {
+            "frozen" => UpdateMode::Frozen,
+            "exact" => UpdateMode::Exact,
+            "importance" | "is" => {
+                let samples = samples.unwrap_or(20);
+                if samples == 0 {
+                    return Err("--samples must be > 0".into());
+                }
+                UpdateMode::Importance {
+                    samples,
+                    normalization: match normalization.unwrap_or("unnormalized") {
+                        "unnormalized" => IsNormalization::Unnormalized,
+                        "self-normalized" => IsNormalization::SelfNormalized,
+                        other => {
+                            return Err(format!(
+                                "unknown --normalization '{other}': use unnormalized or self-normalized"
+                            ))
+                        }
+                    },
+                }
+            }
+            other => {
+                return Err(format!(
+                    "unknown --mode '{other}': use frozen, importance or exact"
+                ))
+            }
+        })
+    }
+}
+
 /// The agent's data caches in the chosen mode.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Learner {
@@ -119,5 +161,30 @@ impl Learner {
                 .map(|(x, y)| x.nrows() * x.ncols() + y.len())
                 .sum(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_command_line_names_and_explains_errors() {
+        assert_eq!(UpdateMode::parse(None, None, None), Ok(UpdateMode::Frozen));
+        assert_eq!(
+            UpdateMode::parse(Some("exact"), None, None),
+            Ok(UpdateMode::Exact)
+        );
+        assert_eq!(
+            UpdateMode::parse(Some("is"), Some(7), Some("self-normalized")),
+            Ok(UpdateMode::Importance {
+                samples: 7,
+                normalization: IsNormalization::SelfNormalized
+            })
+        );
+        assert!(UpdateMode::parse(Some("importance"), Some(0), None).is_err());
+        let e = UpdateMode::parse(Some("magic"), None, None).unwrap_err();
+        assert!(e.contains("frozen, importance or exact"), "{e}");
+        assert!(UpdateMode::parse(Some("is"), None, Some("half")).is_err());
     }
 }
