@@ -143,9 +143,9 @@ pub struct SimConfig {
     pub central: bool,
     /// Run dDTC and dPITC.
     pub baselines: bool,
-    /// Test points per agent used for the learning curves (the final figures use all).
+    /// Test points per agent used for the learning curves (the last point uses all).
     pub curve_points: usize,
-    /// Agents evaluated for the learning curves (evenly spaced ids; the final figures use all).
+    /// Agents evaluated for the learning curves (evenly spaced ids; the last point uses all).
     pub curve_agents: usize,
     /// Learn θ online.
     pub learn: bool,
@@ -172,7 +172,7 @@ impl Default for SimConfig {
             vocab: None,
             central: true,
             baselines: true,
-            curve_points: 1000,
+            curve_points: 2_000,
             curve_agents: 50,
             learn: true,
             adam: AdamConfig::default(),
@@ -609,6 +609,14 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         rmse_dpitc = results[1].1.map(|v| v * work.y_scale);
     }
     phases.baselines_s = t.elapsed().as_secs_f64();
+    // The last curve point is the final evaluation (every agent, the whole test set).
+    if let Some(last) = curves.last_mut() {
+        last.rmse_pre = rmse_pre;
+        last.rmse_post = rmse_post;
+        last.rmse_central = rmse_central;
+        last.rmse_ddtc = rmse_ddtc;
+        last.rmse_dpitc = rmse_dpitc;
+    }
     let rmse_constant =
         mean_over(&work.tests, usize::MAX, |_, y| rmse(&vec![0.0; y.len()], y)) * work.y_scale;
     Ok(Report {

@@ -44,10 +44,17 @@ impl BaselineKernel {
         let zr: Vec<Vec<f64>> = (0..z.nrows())
             .map(|j| (0..z.ncols()).map(|i| z[(j, i)]).collect())
             .collect();
-        Mat::from_fn(x.nrows(), vocab.m(), |r, j| {
-            let vr: Vec<f64> = (0..v.ncols()).map(|i| v[(r, i)]).collect();
-            self.sigma_s * (-0.5 * sqdist(&vr, &zr[j])).exp()
-        })
+        let mut out = Mat::zeros(x.nrows(), vocab.m());
+        let mut vr = vec![0.0; v.ncols()];
+        for r in 0..x.nrows() {
+            for (i, e) in vr.iter_mut().enumerate() {
+                *e = v[(r, i)];
+            }
+            for (j, zj) in zr.iter().enumerate() {
+                out[(r, j)] = self.sigma_s * (-0.5 * sqdist(&vr, zj)).exp();
+            }
+        }
+        out
     }
 
     /// `k_ff(X, X) [n, n]`.
