@@ -260,62 +260,68 @@ fn disparity(a: &ExperimentArgs, dir: &Path) -> Result<()> {
         batches,
         ..prep.work
     };
-    let mut cfg = crate::sim_config(&base, work.batches.len(), Some(2))?;
-    cfg.agents = 2;
-    cfg.topology = coolgp_sim::TopologyKind::Path;
-    cfg.fuse_every = 10;
-    cfg.shuffle = false;
-    cfg.baselines = false;
-    cfg.central = false;
-    let pb = crate::progress_bar(a.quiet, work.batches.len() as u64, "disparity");
-    let r = coolgp_sim::run(&cfg, &work, &|d, _| pb.set_position(d as u64))?;
-    pb.finish_and_clear();
-    let mut rows = Vec::new();
-    let mut s = vec![Vec::new(), Vec::new(), Vec::new(), Vec::new()];
-    for c in &r.curves {
-        let (a1, a2) = (c.per_agent[0], c.per_agent[1]);
-        rows.push(format!("{},{},{},{},{}", c.batches, a1.1, a1.2, a2.1, a2.2));
-        for (v, series) in [a1.1, a1.2, a2.1, a2.2].into_iter().zip(s.iter_mut()) {
-            series.push((c.batches as f64, v));
+    for (mode, suffix) in [("per-agent", ""), ("shared", "-shared")] {
+        let args = SimArgs {
+            projection: Some(mode.into()),
+            ..base.clone()
+        };
+        let mut cfg = crate::sim_config(&args, work.batches.len(), Some(2))?;
+        cfg.agents = 2;
+        cfg.topology = coolgp_sim::TopologyKind::Path;
+        cfg.fuse_every = 10;
+        cfg.shuffle = false;
+        cfg.baselines = false;
+        cfg.central = false;
+        let pb = crate::progress_bar(a.quiet, work.batches.len() as u64, mode);
+        let r = coolgp_sim::run(&cfg, &work, &|d, _| pb.set_position(d as u64))?;
+        pb.finish_and_clear();
+        let mut rows = Vec::new();
+        let mut s = vec![Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+        for c in &r.curves {
+            let (a1, a2) = (c.per_agent[0], c.per_agent[1]);
+            rows.push(format!("{},{},{},{},{}", c.batches, a1.1, a1.2, a2.1, a2.2));
+            for (v, series) in [a1.1, a1.2, a2.1, a2.2].into_iter().zip(s.iter_mut()) {
+                series.push((c.batches as f64, v));
+            }
         }
+        write_table(
+            dir,
+            &format!("curves{suffix}.csv"),
+            "batches,a1_pre,a1_post,a2_pre,a2_post",
+            &rows,
+        )?;
+        let labels = [
+            "A1 pre-fusion (fixed data)",
+            "A1 post-fusion",
+            "A2 pre-fusion (keeps learning)",
+            "A2 post-fusion",
+        ];
+        let series: Vec<Series> = labels
+            .iter()
+            .zip(s)
+            .map(|(l, p)| Series {
+                label: (*l).into(),
+                points: p,
+            })
+            .collect();
+        plot::lines(
+            dir,
+            &format!("disparity{suffix}"),
+            &format!("information disparity (airline, 2 agents, {mode} projection)"),
+            "batches dispatched",
+            "RMSE (minutes)",
+            &series,
+        )?;
+        std::fs::write(
+            dir.join(format!("summary{suffix}.json")),
+            serde_json::to_string_pretty(&r)? + "\n",
+        )?;
+        let last = r.curves.last().context("no curve points")?;
+        println!(
+            "  {mode:<9} after {} batches: A1 pre {:.3} post {:.3}; A2 pre {:.3} post {:.3} (A1 got {k1} batches)",
+            last.batches, last.per_agent[0].1, last.per_agent[0].2, last.per_agent[1].1, last.per_agent[1].2
+        );
     }
-    write_table(
-        dir,
-        "curves.csv",
-        "batches,a1_pre,a1_post,a2_pre,a2_post",
-        &rows,
-    )?;
-    let labels = [
-        "A1 pre-fusion (fixed data)",
-        "A1 post-fusion",
-        "A2 pre-fusion (keeps learning)",
-        "A2 post-fusion",
-    ];
-    let series: Vec<Series> = labels
-        .iter()
-        .zip(s)
-        .map(|(l, p)| Series {
-            label: (*l).into(),
-            points: p,
-        })
-        .collect();
-    plot::lines(
-        dir,
-        "disparity",
-        "information disparity (airline, 2 agents)",
-        "batches dispatched",
-        "RMSE (minutes)",
-        &series,
-    )?;
-    std::fs::write(
-        dir.join("summary.json"),
-        serde_json::to_string_pretty(&r)? + "\n",
-    )?;
-    let last = r.curves.last().context("no curve points")?;
-    println!(
-        "  after {} batches: A1 pre {:.3} post {:.3}; A2 pre {:.3} post {:.3} (A1 got {k1} batches)",
-        last.batches, last.per_agent[0].1, last.per_agent[0].2, last.per_agent[1].1, last.per_agent[1].2
-    );
     Ok(())
 }
 
