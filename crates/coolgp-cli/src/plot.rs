@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -60,6 +61,59 @@ fn bounds(series: &[Series]) -> (f64, f64, f64, f64) {
     (x0 - px, x1 + px, y0 - py, y1 + py)
 }
 
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+fn err(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow!("{e}")
+}
+
+/// White background, caption, axes with labels and a grid.
+fn frame<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+    labels: (&str, &str),
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<Chart<'a, DB>>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x, y)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(labels.0)
+        .y_desc(labels.1)
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
+}
+
+/// Draws the legend and writes the file.
+fn finish<'a, DB: DrawingBackend + 'a>(
+    mut chart: Chart<'a, DB>,
+    root: &'a DrawingArea<DB, Shift>,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
 fn draw_lines<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     title: &str,
@@ -70,22 +124,8 @@ fn draw_lines<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let (x0, x1, y0, y1) = bounds(series);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(|e| anyhow!("{e}"))?;
-    chart
-        .configure_mesh()
-        .x_desc(xlabel)
-        .y_desc(ylabel)
-        .label_style(("sans-serif", 14))
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
+    let mut chart = frame(&root, title, (xlabel, ylabel), x0..x1, y0..y1)?;
     for (i, s) in series.iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
         let pts: Vec<(f64, f64)> = s
@@ -96,22 +136,14 @@ where
             .collect();
         chart
             .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-            .map_err(|e| anyhow!("{e}"))?
+            .map_err(err)?
             .label(s.label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
         chart
             .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
-            .map_err(|e| anyhow!("{e}"))?;
+            .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    root.present().map_err(|e| anyhow!("{e}"))?;
-    Ok(())
+    finish(chart, &root)
 }
 
 /// Writes `STEM.png` and `STEM.svg` with line series.
@@ -151,32 +183,22 @@ fn draw_scatter<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let (x0, x1, y0, y1) = bounds(&[Series {
         label: String::new(),
         points: pts.to_vec(),
     }]);
     let (lo, hi) = (x0.min(y0), x1.max(y1));
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(lo..hi, lo..hi)
-        .map_err(|e| anyhow!("{e}"))?;
-    chart
-        .configure_mesh()
-        .x_desc("pre-fusion RMSE (own model)")
-        .y_desc("post-fusion RMSE (fused model)")
-        .label_style(("sans-serif", 14))
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
+    let labels = (
+        "pre-fusion RMSE (own model)",
+        "post-fusion RMSE (fused model)",
+    );
+    let mut chart = frame(&root, title, labels, lo..hi, lo..hi)?;
     chart
         .draw_series(LineSeries::new(
             vec![(lo, lo), (hi, hi)],
             BLACK.mix(0.4).stroke_width(1),
         ))
-        .map_err(|e| anyhow!("{e}"))?
+        .map_err(err)?
         .label("post = pre")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.mix(0.4)));
     chart
@@ -184,18 +206,10 @@ where
             pts.iter()
                 .map(|&p| Circle::new(p, 3, COLORS[0].mix(0.6).filled())),
         )
-        .map_err(|e| anyhow!("{e}"))?
+        .map_err(err)?
         .label("agent")
         .legend(|(x, y)| Circle::new((x + 9, y), 3, COLORS[0].filled()));
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    root.present().map_err(|e| anyhow!("{e}"))?;
-    Ok(())
+    finish(chart, &root)
 }
 
 /// Writes `STEM.png` and `STEM.svg`: one point per agent, pre vs post, with the diagonal.
