@@ -39,7 +39,7 @@ enum Command {
         /// Seed of the synthetic domain and of the run.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// No progress bar.
+        /// Accepted for symmetry with the other commands (the demo shows no progress bar).
         #[arg(long)]
         quiet: bool,
     },
@@ -74,7 +74,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Demo { out, seed, quiet } => demo(out, seed, quiet),
+        Command::Demo {
+            out,
+            seed,
+            quiet: _,
+        } => demo(out, seed),
         Command::Simulate { args, out, quiet } => simulate(*args, out, quiet),
         Command::Vocab(v) => vocab_file::run(&v),
         Command::Node { args } => node_cmd::node(*args),
@@ -184,7 +188,7 @@ fn simulate(args: SimArgs, out: Option<PathBuf>, quiet: bool) -> Result<()> {
     Ok(())
 }
 
-fn demo(out: Option<PathBuf>, seed: u64, quiet: bool) -> Result<()> {
+fn demo(out: Option<PathBuf>, seed: u64) -> Result<()> {
     let args = SimArgs {
         dataset: Some("synthetic".into()),
         agents: Some(2),
@@ -198,7 +202,8 @@ fn demo(out: Option<PathBuf>, seed: u64, quiet: bool) -> Result<()> {
         no_baselines: true,
         ..SimArgs::default()
     };
-    let (report, _, desc) = run_sim(&args, quiet, "demo")?;
+    // The demo takes well under a second: no progress bar; the description is printed below.
+    let (report, _, desc) = run_sim(&args, true, "demo")?;
     println!(
         "coolgp demo — two agents, two closely related phenomena f_a(x) = u(W_a x), f_b(x) = u(W_b x)"
     );
