@@ -210,3 +210,38 @@ fn shared_projection_mode_fuses_exactly_and_differs_from_per_agent() {
     // The two modes must actually differ (the shared mode is not a no-op).
     assert_ne!(r.rmse_pre, p.rmse_pre);
 }
+
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    // Parallel across agents with rayon; sums and message delivery have a fixed order.
+    let w = one_phenomenon(24, 10, 8);
+    let cfg = SimConfig {
+        agents: 7,
+        inducing: 10,
+        loss: 0.25,
+        fuse_every: 6,
+        ..SimConfig::default()
+    };
+    let in_pool = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("thread pool")
+            .install(|| quiet_run(&cfg, &w))
+    };
+    let (one, three) = (in_pool(1), in_pool(3));
+    let key = |r: &Report| {
+        let mut v = serde_json::to_value(r).expect("serializable");
+        let o = v.as_object_mut().expect("object");
+        o.remove("wall_s");
+        o.remove("phases");
+        (
+            v,
+            r.per_agent
+                .iter()
+                .map(|a| (a.rmse_pre, a.rmse_post))
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(key(&one), key(&three));
+}
