@@ -12,10 +12,10 @@
 
 use faer::{Mat, MatRef};
 
-use crate::linalg::{mul_add, symmetrize};
-use crate::model::kernel::sqdist;
+use crate::linalg::{mul, mul_add, symmetrize};
 use crate::model::{Excess, Projection, Vocabulary};
 use crate::rng::Rng;
+use crate::simd::{dispatch, exp};
 
 /// How the importance weights are normalized.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +50,23 @@ pub struct ImportanceCache {
     pub b: Vec<Vec<f64>>,
     /// Normalization of the weights.
     pub normalization: IsNormalization,
+}
+
+dispatch! {
+    /// `out_n = exp(−½ Σ_i (v_i[n] − z_ji)²)` for one inducing input j (`zt` is `[d', m]`).
+    fn unit_kernel_column(v: &[&[f64]], zt: &[f64], m: usize, j: usize, out: &mut [f64]) {
+        out.fill(0.0);
+        for (i, vi) in v.iter().enumerate() {
+            let z = zt[i * m + j];
+            for (o, &x) in out.iter_mut().zip(vi.iter()) {
+                let t = x - z;
+                *o += t * t;
+            }
+        }
+        for o in out.iter_mut() {
+            *o = exp(-0.5 * *o);
+        }
+    }
 }
 
 fn logsumexp(v: impl Iterator<Item = f64> + Clone) -> f64 {
@@ -103,31 +120,25 @@ impl ImportanceCache {
 
     /// Adds one block `(x [n, d], y [n])` to every sample's sums. Cost O(k n m (d' + m)).
     pub fn absorb(&mut self, vocab: &Vocabulary, x: MatRef<'_, f64>, y: &[f64]) {
-        let (n, m, dz) = (x.nrows(), vocab.m(), vocab.d_latent());
-        let z = vocab.z();
-        let zrows: Vec<Vec<f64>> = (0..m)
-            .map(|j| (0..dz).map(|i| z[(j, i)]).collect())
-            .collect();
+        let (n, m) = (x.nrows(), vocab.m());
+        let zt = vocab.z_dim_major();
         let mut kbar = Mat::<f64>::zeros(n, m);
-        let mut v = vec![0.0; dz];
         for ((w, a), b) in self
             .samples
             .iter()
             .zip(self.a.iter_mut())
             .zip(self.b.iter_mut())
         {
-            for r in 0..n {
-                for (i, vi) in v.iter_mut().enumerate() {
-                    *vi = (0..x.ncols()).map(|j| w[(i, j)] * x[(r, j)]).sum();
-                }
-                for (j, zj) in zrows.iter().enumerate() {
-                    kbar[(r, j)] = (-0.5 * sqdist(&v, zj)).exp();
-                }
+            // V = X W_tᵀ [n, d'], then K̄_nj = exp(−½‖v_n − z_j‖²), one column j at a time.
+            let v = mul(x, w.transpose());
+            let vcols: Vec<&[f64]> = (0..v.ncols()).map(|i| v.col_as_slice(i)).collect();
+            for j in 0..m {
+                unit_kernel_column(&vcols, zt, m, j, kbar.col_as_slice_mut(j));
             }
             mul_add(a.as_mut(), kbar.transpose(), kbar.as_ref(), 1.0);
             symmetrize(a);
             for (j, bj) in b.iter_mut().enumerate() {
-                *bj += (0..n).map(|r| kbar[(r, j)] * y[r]).sum::<f64>();
+                *bj += crate::linalg::dot(kbar.col_as_slice(j), y);
             }
         }
     }
