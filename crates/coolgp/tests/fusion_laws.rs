@@ -3,6 +3,10 @@
 //! push-sum convergence under packet loss, and double counting of the tree rule on cycles.
 //! Reference: spec §3 (K-form, streaming), §7 (fusion, message passing, push-sum).
 
+mod common;
+
+use common::{mat_flat as flat, rel_err};
+
 use std::sync::Arc;
 
 use coolgp::faer::Mat;
@@ -23,26 +27,6 @@ fn config(cases: u32) -> ProptestConfig {
         failure_persistence: None,
         ..ProptestConfig::default()
     }
-}
-
-fn flat(m: &Mat<f64>) -> Vec<f64> {
-    (0..m.nrows())
-        .flat_map(|i| (0..m.ncols()).map(move |j| (i, j)))
-        .map(|(i, j)| m[(i, j)])
-        .collect()
-}
-
-/// Max-norm relative error `max|got − want| / max|want|`.
-fn rel_err(got: &[f64], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let scale = want
-        .iter()
-        .fold(0.0f64, |a, b| a.max(b.abs()))
-        .max(f64::MIN_POSITIVE);
-    got.iter()
-        .zip(want)
-        .fold(0.0f64, |a, (g, w)| a.max((g - w).abs()))
-        / scale
 }
 
 /// Relative error of two natural parameters: the worse of T1 and T2.

@@ -4,6 +4,10 @@
 //! consistency when the proposal equals the target.
 //! Reference: spec §2 (psi), §3 (forms, streaming), §4 (IS), §5 (prediction), §6 (gradients).
 
+mod common;
+
+use common::{mat_flat as flat, rel_err};
+
 use coolgp::faer::Mat;
 use coolgp::learn::{stochastic_objective, ImportanceCache, IsNormalization};
 use coolgp::linalg::{mul, Cholesky};
@@ -59,26 +63,6 @@ fn unit_stats(v: &Vocabulary, p: &Projection, x: &Mat<f64>, y: &[f64]) -> UnitSt
 fn exact_t(v: &Vocabulary, p: &Projection, x: &Mat<f64>, y: &[f64]) -> NaturalParams {
     let st = unit_stats(v, p, x, y);
     NaturalParams::from_excess(v, &Excess::from_unit_stats(&st, p.sigma_s(), p.sigma_n()))
-}
-
-fn flat(m: &Mat<f64>) -> Vec<f64> {
-    (0..m.nrows())
-        .flat_map(|i| (0..m.ncols()).map(move |j| (i, j)))
-        .map(|(i, j)| m[(i, j)])
-        .collect()
-}
-
-/// Max-norm relative error `max|got − want| / max|want|`.
-fn rel_err(got: &[f64], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let scale = want
-        .iter()
-        .fold(0.0f64, |a, b| a.max(b.abs()))
-        .max(f64::MIN_POSITIVE);
-    got.iter()
-        .zip(want)
-        .fold(0.0f64, |a, (g, w)| a.max((g - w).abs()))
-        / scale
 }
 
 /// Running first four moments of a scalar sample (for z-scores of a mean and a variance).
