@@ -69,9 +69,16 @@ pub struct SimArgs {
     /// Probability that one transmission is lost (default 0).
     #[arg(long)]
     pub loss: Option<f64>,
-    /// Communication rounds per fusion (default: enough for the topology).
+    /// Communication rounds per fusion (default: enough for the topology; implies
+    /// --schedule rounds).
     #[arg(long)]
     pub rounds: Option<usize>,
+    /// When tree messages are sent: rounds (the paper: every agent to every neighbour each
+    /// round, `diameter` rounds), two-pass (each message once, leaves up then root down:
+    /// 2(n−1) messages per fusion, the same fused models) or auto (default: two-pass for
+    /// loss-free tree fusion, rounds otherwise).
+    #[arg(long)]
+    pub schedule: Option<String>,
     /// Batches between fusions (default: 10% of the stream).
     #[arg(long)]
     pub fuse_every: Option<usize>,
@@ -147,6 +154,7 @@ impl SimArgs {
             fusion,
             loss,
             rounds,
+            schedule,
             fuse_every,
             vocab,
             seed,

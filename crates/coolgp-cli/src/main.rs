@@ -143,6 +143,12 @@ pub fn sim_config(a: &SimArgs, n_batches: usize, groups: Option<usize>) -> Resul
         fusion,
         loss: a.loss.unwrap_or(0.0),
         rounds: a.rounds,
+        schedule: a
+            .schedule
+            .as_deref()
+            .unwrap_or("auto")
+            .parse()
+            .map_err(anyhow::Error::msg)?,
         fuse_every: a.fuse_every.unwrap_or((n_batches / 10).max(1)),
         seed: a.seed.unwrap_or(0),
         vocab,

@@ -108,11 +108,17 @@ pub fn print_report(r: &Report) {
         r.agents, r.inducing, r.points, r.batches
     );
     println!(
-        "  fusion {} on {} (diameter {}), {} rounds per fusion, loss {}",
+        "  fusion {} on {} (diameter {}), {} {} per fusion, {} messages, loss {}",
         r.fusion,
         r.topology,
         r.diameter.map_or("-".into(), |d| d.to_string()),
         r.rounds,
+        if r.schedule == "two-pass" {
+            "two-pass steps"
+        } else {
+            "rounds"
+        },
+        r.network.sent,
         r.loss
     );
     println!(

@@ -39,10 +39,10 @@ pub mod baselines;
 pub mod network;
 pub mod run;
 
-pub use network::{run_rounds, NetStats};
+pub use network::{run_rounds, run_schedule, NetStats};
 pub use run::{
-    run, AgentRow, Batch, CurvePoint, FusionChoice, Phases, Progress, Report, SimConfig, TestSet,
-    TopologyKind, Workload,
+    run, AgentRow, Batch, CurvePoint, FusionChoice, Phases, Progress, Report, Schedule, SimConfig,
+    TestSet, TopologyKind, Workload,
 };
 
 /// Errors of a simulated run.

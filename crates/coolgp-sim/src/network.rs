@@ -3,7 +3,8 @@
 //! One round: every agent ticks (in parallel), every queued message is dropped independently
 //! with probability `loss` (one seeded coin per message, in a fixed order), and the survivors
 //! are delivered grouped by receiver in (sender, round) order (in parallel over receivers).
-//! Deterministic for a seed whatever the thread count.
+//! Deterministic for a seed whatever the thread count. [`run_schedule`] drives an
+//! event-driven schedule instead of rounds (one message per listed edge and step).
 
 use coolgp::rng::Rng;
 use coolgp::{Agent, Message};
@@ -46,6 +47,49 @@ fn one_round(agents: &mut [Agent], loss: f64, rng: &mut Rng) -> NetStats {
             std::iter::from_fn(|| a.poll_transmit()).collect()
         })
         .collect();
+    deliver(agents, outgoing, loss, rng)
+}
+
+/// Runs an event-driven schedule (e.g. [`coolgp::fuse::tree::two_pass_schedule`]): at each
+/// step, every listed sender queues its one message to the listed receiver (in parallel),
+/// then the messages go through the lossy network as in a round.
+pub fn run_schedule(
+    agents: &mut [Agent],
+    steps: &[Vec<(usize, usize)>],
+    loss: f64,
+    rng: &mut Rng,
+) -> NetStats {
+    let mut total = NetStats::default();
+    let mut targets: Vec<Vec<usize>> = vec![Vec::new(); agents.len()];
+    for step in steps {
+        for &(from, to) in step {
+            if let Some(t) = targets.get_mut(from) {
+                t.push(to);
+            }
+        }
+        let outgoing: Vec<Vec<Message>> = agents
+            .par_iter_mut()
+            .zip(targets.par_iter_mut())
+            .map(|(a, to)| {
+                for j in to.drain(..) {
+                    a.handle_tick_to(j as u64);
+                }
+                std::iter::from_fn(|| a.poll_transmit()).collect()
+            })
+            .collect();
+        total.add_all(deliver(agents, outgoing, loss, rng));
+    }
+    total
+}
+
+/// Drops each message with probability `loss` (one seeded coin per message, in sender order),
+/// then delivers the survivors grouped by receiver (in parallel over receivers).
+fn deliver(
+    agents: &mut [Agent],
+    outgoing: Vec<Vec<Message>>,
+    loss: f64,
+    rng: &mut Rng,
+) -> NetStats {
     let mut stats = NetStats::default();
     let mut inboxes: Vec<Vec<Message>> = vec![Vec::new(); agents.len()];
     for msgs in outgoing {

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use coolgp::baselines::{Baseline, BaselineKernel};
 use coolgp::faer::Mat;
+use coolgp::fuse::tree::two_pass_schedule;
 use coolgp::learn::AdamConfig;
 use coolgp::model::predict::{predict_mean, predict_means};
 use coolgp::rng::Rng;
@@ -17,7 +18,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::baselines::Server;
-use crate::network::{run_rounds, NetStats};
+use crate::network::{run_rounds, run_schedule, NetStats};
 use crate::SimError;
 
 /// The communication graph (`--topology`).
@@ -112,6 +113,36 @@ impl FromStr for FusionChoice {
     }
 }
 
+/// When tree messages are sent (`--schedule`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Schedule {
+    /// Two-pass on loss-free tree fusion with the default rounds, rounds otherwise.
+    Auto,
+    /// The paper's synchronous rounds: every agent sends to every neighbour each round.
+    Rounds,
+    /// Tree fusion only: each message once, when its sender has heard from its other
+    /// neighbours (leaves up, then root down): 2(n−1) messages per fusion, the same fused
+    /// views as `diameter` rounds. A lost message is not re-sent.
+    TwoPass,
+}
+
+impl FromStr for Schedule {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "auto" => Self::Auto,
+            "rounds" => Self::Rounds,
+            "two-pass" => Self::TwoPass,
+            _ => {
+                return Err(format!(
+                    "unknown schedule '{s}': use auto, rounds or two-pass"
+                ))
+            }
+        })
+    }
+}
+
 /// Settings of a simulated run.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -133,6 +164,8 @@ pub struct SimConfig {
     pub loss: f64,
     /// Rounds per fusion (default: enough for the topology).
     pub rounds: Option<usize>,
+    /// When tree messages are sent.
+    pub schedule: Schedule,
     /// Batches between fusions (0: fuse once, at the end).
     pub fuse_every: usize,
     /// Seed of everything random in the run.
@@ -167,6 +200,7 @@ impl Default for SimConfig {
             fusion: FusionChoice::Auto,
             loss: 0.0,
             rounds: None,
+            schedule: Schedule::Auto,
             fuse_every: 0,
             seed: 0,
             vocab: None,
@@ -291,8 +325,10 @@ pub struct Report {
     pub topology: String,
     /// Diameter of the graph the fusion ran on (edges), if connected.
     pub diameter: Option<usize>,
-    /// Rounds per fusion.
+    /// Rounds per fusion (with the two-pass schedule: its steps).
     pub rounds: usize,
+    /// `rounds` or `two-pass`.
+    pub schedule: String,
     /// Transmission loss probability.
     pub loss: f64,
     /// Network counters.
@@ -367,10 +403,43 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         ),
     };
     let diameter = topo.diameter();
-    let rounds = cfg.rounds.unwrap_or(match rule {
-        FusionRule::Tree => diameter.unwrap_or(1).max(1),
-        FusionRule::PushSum { .. } => (8 * diameter.unwrap_or(1)).max(40),
-    });
+    let two_pass = match (cfg.schedule, rule) {
+        (Schedule::TwoPass, FusionRule::PushSum { .. }) => {
+            return Err(SimError::Config(
+                "--schedule two-pass needs tree fusion (push-sum runs in rounds)".into(),
+            ))
+        }
+        (Schedule::TwoPass, FusionRule::Tree) => {
+            if cfg.rounds.is_some() {
+                return Err(SimError::Config(
+                    "--rounds applies to --schedule rounds, not two-pass".into(),
+                ));
+            }
+            true
+        }
+        (Schedule::Auto, FusionRule::Tree) => cfg.loss == 0.0 && cfg.rounds.is_none(),
+        _ => false,
+    };
+    let steps = if two_pass {
+        two_pass_schedule(&topo)
+    } else {
+        Vec::new()
+    };
+    let rounds = if two_pass {
+        steps.len()
+    } else {
+        cfg.rounds.unwrap_or(match rule {
+            FusionRule::Tree => diameter.unwrap_or(1).max(1),
+            FusionRule::PushSum { .. } => (8 * diameter.unwrap_or(1)).max(40),
+        })
+    };
+    let communicate = |agents: &mut [Agent], rng: &mut Rng| {
+        if two_pass {
+            run_schedule(agents, &steps, cfg.loss, rng)
+        } else {
+            run_rounds(agents, rounds, cfg.loss, rng)
+        }
+    };
     let agent_cfg = |i: usize| AgentConfig {
         mode: cfg.mode,
         projection: cfg.projection,
@@ -472,12 +541,12 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         r2?;
         phases.learn_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        net.add_all(run_rounds(&mut agents, rounds, cfg.loss, &mut net_rng));
+        net.add_all(communicate(&mut agents, &mut net_rng));
         if cfg.projection == ProjectionMode::Shared {
             agents.par_iter_mut().for_each(|a| {
                 a.adopt_fleet_projection();
             });
-            net.add_all(run_rounds(&mut agents, rounds, cfg.loss, &mut net_rng));
+            net.add_all(communicate(&mut agents, &mut net_rng));
         }
         phases.fusion_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
@@ -641,6 +710,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         topology: format!("{:?}", cfg.topology).to_lowercase(),
         diameter,
         rounds,
+        schedule: if two_pass { "two-pass" } else { "rounds" }.into(),
         loss: cfg.loss,
         network: net,
         phases,

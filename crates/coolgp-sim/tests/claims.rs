@@ -2,7 +2,9 @@
 //! Reference: spec §7 (exactness on trees, push-sum), §8 (loss model), §13 (post < pre).
 
 use coolgp_data::{generate, SyntheticConfig};
-use coolgp_sim::{run, Batch, FusionChoice, Report, SimConfig, TestSet, TopologyKind, Workload};
+use coolgp_sim::{
+    run, Batch, FusionChoice, Report, Schedule, SimConfig, TestSet, TopologyKind, Workload,
+};
 
 /// One phenomenon, `d = d' = 2`, `batches` batches of `batch` points, 400 test points.
 fn one_phenomenon(batches: usize, batch: usize, seed: u64) -> Workload {
@@ -212,13 +214,91 @@ fn shared_projection_mode_fuses_exactly_and_differs_from_per_agent() {
 }
 
 #[test]
+fn two_pass_schedule_gives_the_same_fleet_as_rounds_with_fewer_messages() {
+    // The two-pass schedule sends each tree message once (2(n−1) per fusion); the paper's
+    // rounds send every message every round. Same fused views, bit for bit, in both
+    // projection modes (the shared mode also averages θ through the messages).
+    let w = one_phenomenon(40, 10, 9);
+    for projection in [
+        coolgp::ProjectionMode::PerAgent,
+        coolgp::ProjectionMode::Shared,
+    ] {
+        let cfg = SimConfig {
+            agents: 25,
+            inducing: 10,
+            projection,
+            fuse_every: 8,
+            baselines: false,
+            central: false,
+            ..SimConfig::default()
+        };
+        let rounds = quiet_run(
+            &SimConfig {
+                schedule: Schedule::Rounds,
+                ..cfg.clone()
+            },
+            &w,
+        );
+        let two = quiet_run(
+            &SimConfig {
+                schedule: Schedule::TwoPass,
+                ..cfg.clone()
+            },
+            &w,
+        );
+        let auto = quiet_run(&cfg, &w);
+        assert_eq!(two.schedule, "two-pass");
+        assert_eq!(auto.schedule, "two-pass");
+        assert_eq!(rounds.schedule, "rounds");
+        let per = |r: &Report| {
+            r.per_agent
+                .iter()
+                .map(|a| (a.rmse_pre.to_bits(), a.rmse_post.to_bits()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(per(&two), per(&rounds), "{projection:?}");
+        assert_eq!(per(&auto), per(&two));
+        assert!(two.fusion_max_rel_err < 1e-9);
+        let fusions = if projection == coolgp::ProjectionMode::Shared {
+            10
+        } else {
+            5
+        };
+        assert_eq!(two.network.sent, fusions * 2 * 24);
+        assert!(rounds.network.sent > 3 * two.network.sent);
+    }
+    // Two-pass cannot run push-sum, and --rounds belongs to the rounds schedule.
+    for bad in [
+        SimConfig {
+            topology: TopologyKind::Ring,
+            schedule: Schedule::TwoPass,
+            ..SimConfig::default()
+        },
+        SimConfig {
+            rounds: Some(3),
+            schedule: Schedule::TwoPass,
+            ..SimConfig::default()
+        },
+    ] {
+        assert!(run(&bad, &w, &|_, _| {}).is_err());
+    }
+}
+
+#[test]
 fn results_do_not_depend_on_the_thread_count() {
     // Parallel across agents with rayon; sums and message delivery have a fixed order.
+    // With loss the fleet runs rounds; without, the two-pass schedule.
+    for loss in [0.25, 0.0] {
+        thread_count_invariance(loss);
+    }
+}
+
+fn thread_count_invariance(loss: f64) {
     let w = one_phenomenon(24, 10, 8);
     let cfg = SimConfig {
         agents: 7,
         inducing: 10,
-        loss: 0.25,
+        loss,
         fuse_every: 6,
         ..SimConfig::default()
     };

@@ -1,5 +1,5 @@
 //! A branch-free `exp` that the compiler vectorizes, and the runtime dispatch that lets the
-//! hot loops use AVX2 where the CPU has it.
+//! hot loops use AVX-512 or AVX2 where the CPU has them.
 //!
 //! Both code paths run the same IEEE operations in the same order (Rust never contracts a
 //! multiply and an add), so results are bit-identical with or without AVX2. [`exp`] writes no
@@ -83,17 +83,58 @@ pub fn exp_fma(x: f64) -> f64 {
     }
 }
 
+/// `ln(x)` to about 1 ulp for positive normal `x` (branch-free, so loops over it vectorize).
+///
+/// `x = 2^k·f` with `f ∈ [√½, √2)`, then `ln f = 2 atanh(t)`, `t = (f − 1)/(f + 1)`,
+/// `|t| ≤ 0.1716`, by its series through `t²¹` (truncation < 3e-17), and `k ln 2` added in two
+/// parts. Not for 0, subnormals, negatives, infinities or NaN (callers pass `1 + s`, `s ≥ 0`).
+#[inline(always)]
+pub fn ln(x: f64) -> f64 {
+    const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
+    const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
+    let bits = x.to_bits();
+    let e = ((bits >> 52) & 0x7FF) as i64 - 1023;
+    let f = f64::from_bits((bits & 0x000F_FFFF_FFFF_FFFF) | 0x3FF0_0000_0000_0000);
+    let big = f > std::f64::consts::SQRT_2;
+    let f = if big { 0.5 * f } else { f };
+    let k = (e + i64::from(big)) as f64;
+    let t = (f - 1.0) / (f + 1.0);
+    let t2 = t * t;
+    let mut p = 1.0 / 21.0;
+    p = p * t2 + 1.0 / 19.0;
+    p = p * t2 + 1.0 / 17.0;
+    p = p * t2 + 1.0 / 15.0;
+    p = p * t2 + 1.0 / 13.0;
+    p = p * t2 + 1.0 / 11.0;
+    p = p * t2 + 1.0 / 9.0;
+    p = p * t2 + 1.0 / 7.0;
+    p = p * t2 + 1.0 / 5.0;
+    p = p * t2 + 1.0 / 3.0;
+    let s = 2.0 * t;
+    (k * LN2_HI + (s + s * (t2 * p))) + k * LN2_LO
+}
+
 #[cfg(test)]
 thread_local! {
-    /// Tests set this to run the baseline path of a [`dispatch`]ed function on an AVX2 CPU.
-    pub static FORCE_BASELINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Tests lower this to run a [`dispatch`]ed function's AVX2 (1) or baseline (0) path on a
+    /// CPU that has more; 2 (the default) lets the CPU decide.
+    static MAX_LEVEL: std::cell::Cell<u8> = const { std::cell::Cell::new(2) };
+}
+
+/// Runs `f` with dispatch capped at `level` (0 baseline, 1 AVX2+FMA, 2 AVX-512) on this thread.
+#[cfg(test)]
+pub fn at_level<R>(level: u8, f: impl FnOnce() -> R) -> R {
+    let old = MAX_LEVEL.with(|l| l.replace(level));
+    let r = f();
+    MAX_LEVEL.with(|l| l.set(old));
+    r
 }
 
 /// True when the running CPU has AVX2 and FMA (checked once, cached by std).
 #[inline]
 pub fn has_avx2() -> bool {
     #[cfg(test)]
-    if FORCE_BASELINE.with(std::cell::Cell::get) {
+    if MAX_LEVEL.with(std::cell::Cell::get) < 1 {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
@@ -106,18 +147,46 @@ pub fn has_avx2() -> bool {
     }
 }
 
-/// Defines `$name(args)` that runs `$body` compiled for AVX2+FMA when available and for the
-/// baseline target otherwise. The body must be `#[inline(always)]`-friendly code.
+/// True when the running CPU has AVX-512 F/DQ/VL, AVX2 and FMA (checked once, cached by std).
+#[inline]
+pub fn has_avx512() -> bool {
+    #[cfg(test)]
+    if MAX_LEVEL.with(std::cell::Cell::get) < 2 {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        has_avx2()
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Defines `$name(args)` that runs `$body` compiled for AVX-512 (F, DQ, VL) when available, else
+/// for AVX2+FMA when available, else for the baseline target. The body must be
+/// `#[inline(always)]`-friendly code whose float operations are written out in a fixed order
+/// (Rust neither reassociates nor contracts them), so every path gives the same bits.
 macro_rules! dispatch {
-    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $body:block) => {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$meta])*
-        $vis fn $name($($arg: $ty),*) {
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[inline(always)]
-            fn imp($($arg: $ty),*) $body
+            fn imp($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             {
+                #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
+                unsafe fn avx512($($arg: $ty),*) $(-> $ret)? { imp($($arg),*) }
+                if $crate::simd::has_avx512() {
+                    // SAFETY: the CPU supports avx512f/dq/vl, avx2 and fma (checked just above).
+                    return unsafe { avx512($($arg),*) };
+                }
                 #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2($($arg: $ty),*) { imp($($arg),*) }
+                unsafe fn avx2($($arg: $ty),*) $(-> $ret)? { imp($($arg),*) }
                 if $crate::simd::has_avx2() {
                     // SAFETY: the CPU supports avx2 and fma (checked just above).
                     return unsafe { avx2($($arg),*) };
@@ -145,6 +214,35 @@ mod tests {
         assert!(worst < 5e-16, "worst relative error {worst:e}");
         assert_eq!(exp(-800.0), 0.0);
         assert_eq!(exp(0.0), 1.0);
+    }
+
+    #[test]
+    fn ln_matches_std_ln() {
+        let mut worst: f64 = 0.0;
+        let mut x: f64 = 1e-300;
+        while x < 1e300 {
+            for y in [
+                x,
+                x * 1.000_001,
+                x * std::f64::consts::SQRT_2,
+                x * 1.414_3,
+                x * 1.5,
+                x * 0.999_999,
+            ] {
+                let want = y.ln();
+                let err = (ln(y) - want).abs() / want.abs().max(f64::MIN_POSITIVE);
+                let abs = (ln(y) - want).abs();
+                worst = worst.max(if want.abs() < 1.0 { abs } else { err });
+            }
+            x *= 1.37;
+        }
+        let mut y = 0.5;
+        while y < 2.0 {
+            worst = worst.max((ln(y) - y.ln()).abs());
+            y += 1e-4;
+        }
+        assert!(worst < 3e-16, "worst error {worst:e}");
+        assert_eq!(ln(1.0), 0.0);
     }
 
     #[test]

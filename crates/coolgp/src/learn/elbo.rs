@@ -12,7 +12,7 @@ use faer::{Mat, MatRef};
 
 use crate::model::natural::Posterior;
 use crate::model::projection::{Projection, ProjectionGrad};
-use crate::model::psi::{PointPsi, UnitStats};
+use crate::model::psi::{point_upper, PsiWorkspace, UnitStats};
 use crate::model::Vocabulary;
 use crate::simd::dispatch;
 
@@ -28,14 +28,18 @@ pub struct BlockElbo {
 const LOG_2PI: f64 = 1.837_877_066_409_345_5;
 
 /// Unit-scale psi statistics of every point of a block, computed once and used both to
-/// absorb the block (frozen mode) and for the gradient step that follows (spec §10).
-#[derive(Clone, Debug)]
+/// absorb the block (frozen mode) and for the gradient step that follows (spec §10). The
+/// buffers are reused from block to block ([`BlockPsi::recompute`]).
+#[derive(Clone, Debug, Default)]
 pub struct BlockPsi {
     m: usize,
     dz: usize,
+    n: usize,
+    ws: PsiWorkspace,
     /// `ψ̄1 [n, m]` row-major.
     pub psi1: Vec<f64>,
-    /// `ψ̄2 [n, m, m]` row-major, both triangles filled.
+    /// `ψ̄2 [n, m, m]` row-major, upper triangles (`k ≥ j`) only: the strict lower triangle
+    /// of each point's `[m, m]` slot is unspecified (ψ̄2 is symmetric).
     pub psi2: Vec<f64>,
     /// Moments `a [n, d']` row-major.
     pub a: Vec<f64>,
@@ -46,53 +50,68 @@ pub struct BlockPsi {
 impl BlockPsi {
     /// Evaluates every row of `x [n, d]` under `proj`. Memory `n·m²` numbers.
     pub fn compute(vocab: &Vocabulary, proj: &Projection, x: MatRef<'_, f64>) -> Self {
+        let mut out = Self::default();
+        out.recompute(vocab, proj, x);
+        out
+    }
+
+    /// As [`BlockPsi::compute`], reusing this value's buffers.
+    pub fn recompute(&mut self, vocab: &Vocabulary, proj: &Projection, x: MatRef<'_, f64>) {
         let (m, dz, d, n) = (vocab.m(), vocab.d_latent(), proj.d(), x.nrows());
-        let mut pp = PointPsi::new(vocab, d);
+        (self.m, self.dz, self.n) = (m, dz, n);
+        self.psi1.resize(n * m, 0.0);
+        self.psi2.resize(n * m * m, 0.0);
+        self.a.resize(n * dz, 0.0);
+        self.s.resize(n * dz, 0.0);
         let mut xr = vec![0.0; d];
-        let mut out = Self {
-            m,
-            dz,
-            psi1: Vec::with_capacity(n * m),
-            psi2: Vec::with_capacity(n * m * m),
-            a: Vec::with_capacity(n * dz),
-            s: Vec::with_capacity(n * dz),
-        };
         for r in 0..n {
             for (j, v) in xr.iter_mut().enumerate() {
                 *v = x[(r, j)];
             }
-            pp.eval(vocab, proj, &xr);
-            out.psi1.extend_from_slice(&pp.psi1);
-            out.psi2.extend_from_slice(&pp.psi2);
-            let (a, s) = pp.moments();
-            out.a.extend_from_slice(a);
-            out.s.extend_from_slice(s);
+            point_upper(
+                vocab,
+                proj,
+                &xr,
+                &mut self.ws,
+                &mut self.psi1[r * m..(r + 1) * m],
+                &mut self.psi2[r * m * m..(r + 1) * m * m],
+            );
+            let (a, s) = self.ws.moments();
+            self.a[r * dz..(r + 1) * dz].copy_from_slice(a);
+            self.s[r * dz..(r + 1) * dz].copy_from_slice(s);
         }
-        out
     }
 
     /// Number of points.
     pub fn n(&self) -> usize {
-        self.a.len() / self.dz.max(1)
+        self.n
     }
 
     /// Adds `Σ_n ψ̄2(x_n)`, `Ψ̄1ᵀy`, n and yᵀy to `stats` (frozen mode, spec §4c).
     pub fn accumulate_into(&self, y: &[f64], stats: &mut UnitStats) {
         let m = self.m;
         let mut sum = vec![0.0; m * m];
-        for (r, &yn) in y.iter().enumerate() {
-            for (acc, p) in sum.iter_mut().zip(&self.psi2[r * m * m..(r + 1) * m * m]) {
-                *acc += p;
+        for (r, &yn) in y.iter().enumerate().take(self.n) {
+            let p = &self.psi2[r * m * m..(r + 1) * m * m];
+            for j in 0..m {
+                let row = j * m + j..(j + 1) * m;
+                for (acc, v) in sum[row.clone()].iter_mut().zip(&p[row]) {
+                    *acc += v;
+                }
             }
             for (acc, p) in stats.psi1_y.iter_mut().zip(&self.psi1[r * m..(r + 1) * m]) {
                 *acc += p * yn;
             }
             stats.yty += yn * yn;
         }
-        stats.n += y.len();
+        stats.n += y.len().min(self.n);
         for j in 0..m {
-            for k in 0..m {
-                stats.psi2[(j, k)] += sum[j * m + k];
+            for k in j..m {
+                let v = sum[j * m + k];
+                stats.psi2[(j, k)] += v;
+                if k != j {
+                    stats.psi2[(k, j)] += v;
+                }
             }
         }
     }
@@ -121,33 +140,91 @@ fn dot4(a: &[f64], b: &[f64]) -> f64 {
 dispatch! {
     /// Per point, from the upper triangle of `ψ̄2 [m, m]` and `G [m, m]` (row-major):
     /// `h_j = Σ_k G_jk ψ̄2_jk` into `h [m]`, `q_i = Σ_jk G_jk ψ̄2_jk z_ji z_ki` into `q [d']`,
-    /// and `total = Σ_jk G_jk ψ̄2_jk`. Cost (d' + 2)·m²/2.
-    fn g_psi2_contractions(psi2: &[f64], g: &[f64], zt: &[f64], m: usize, out: &mut Contractions) {
+    /// and `total = Σ_jk G_jk ψ̄2_jk`. `zg` is Z in groups of 8 columns (see [`z_groups`]).
+    /// Cost (d'_8 + 3)·m²/2 with d'_8 = d' rounded up to a multiple of 8; every sum is taken
+    /// in a fixed order, so every dispatch path gives the same bits.
+    fn g_psi2_contractions(psi2: &[f64], g: &[f64], zg: &[f64], m: usize, out: &mut Contractions) {
         let Contractions { h, q, t, total: out_total } = out;
+        let dz = q.len();
         h[..m].fill(0.0);
         q.fill(0.0);
         let mut total = 0.0;
         for j in 0..m {
-            let len = m - j;
-            let tr = &mut t[..len];
-            for ((tk, &gk), &pk) in tr.iter_mut().zip(&g[j * m + j..(j + 1) * m]).zip(&psi2[j * m + j..(j + 1) * m]) {
+            let row = j * m + j..(j + 1) * m;
+            let tr = &mut t[..m - j];
+            for ((tk, &gk), &pk) in tr.iter_mut().zip(&g[row.clone()]).zip(&psi2[row]) {
                 *tk = gk * pk;
             }
             let diag = tr[0];
-            let off = sum4(&tr[1..]);
+            let off = sum_fixed(&tr[1..]);
             h[j] += diag + off;
             for (hk, &tk) in h[j + 1..m].iter_mut().zip(&tr[1..]) {
                 *hk += tk;
             }
             total += diag + 2.0 * off;
-            for (i, qi) in q.iter_mut().enumerate() {
-                let zi = &zt[i * m + j..(i + 1) * m];
-                let zj = zi[0];
-                *qi += zj * (zj * diag + 2.0 * dot4(&zi[1..], &tr[1..]));
+            for (grp, zgrp) in zg.chunks_exact(GROUP * m).enumerate() {
+                // v_l = Σ_{k>j} t_jk z_k,l for the 8 columns of this group.
+                let v = row_times_z(&tr[1..], &zgrp[(j + 1) * GROUP..]);
+                let zj = &zgrp[j * GROUP..(j + 1) * GROUP];
+                let lanes = GROUP.min(dz - grp * GROUP);
+                for (l, qi) in q[grp * GROUP..grp * GROUP + lanes].iter_mut().enumerate() {
+                    *qi += zj[l] * (zj[l] * diag + 2.0 * v[l]);
+                }
             }
         }
         *out_total = total;
     }
+}
+
+/// Columns of Z per group in [`z_groups`].
+const GROUP: usize = 8;
+
+/// Z `[m, d']` rearranged as `[⌈d'/8⌉, m, 8]` (column groups of 8, zero-padded), so that the
+/// 8 coordinates of one inducing input in one group are contiguous.
+fn z_groups(vocab: &Vocabulary) -> Vec<f64> {
+    let (m, dz) = (vocab.m(), vocab.d_latent());
+    let z = vocab.z();
+    let groups = dz.div_ceil(GROUP);
+    let mut out = vec![0.0; groups * m * GROUP];
+    for grp in 0..groups {
+        for k in 0..m {
+            for l in 0..GROUP.min(dz - grp * GROUP) {
+                out[(grp * m + k) * GROUP + l] = z[(k, grp * GROUP + l)];
+            }
+        }
+    }
+    out
+}
+
+/// `Σ_k t_k z_k` for rows `z_k [8]` stored contiguously in `z [len(t)·8]`: four partial sums
+/// over `k mod 4`, combined as `(s0 + s1) + (s2 + s3)`.
+#[inline(always)]
+fn row_times_z(t: &[f64], z: &[f64]) -> [f64; GROUP] {
+    let mut acc = [[0.0f64; GROUP]; 4];
+    let mut tc = t.chunks_exact(4);
+    let mut zc = z[..t.len() * GROUP].chunks_exact(4 * GROUP);
+    for (tt, zz) in (&mut tc).zip(&mut zc) {
+        for c in 0..4 {
+            for l in 0..GROUP {
+                acc[c][l] += tt[c] * zz[c * GROUP + l];
+            }
+        }
+    }
+    for (c, (&tk, zz)) in tc
+        .remainder()
+        .iter()
+        .zip(zc.remainder().chunks_exact(GROUP))
+        .enumerate()
+    {
+        for l in 0..GROUP {
+            acc[c][l] += tk * zz[l];
+        }
+    }
+    let mut v = [0.0; GROUP];
+    for l in 0..GROUP {
+        v[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
+    }
+    v
 }
 
 /// Outputs and scratch of [`g_psi2_contractions`].
@@ -162,18 +239,29 @@ struct Contractions {
     total: f64,
 }
 
-/// Sum with four fixed-order partial sums.
+/// Sum in a fixed order: sixteen partial sums over chunks of 16, then four over chunks of 4,
+/// then the last 0–3 terms (vectorizes; deterministic).
 #[inline(always)]
-fn sum4(a: &[f64]) -> f64 {
-    let mut acc = [0.0f64; 4];
-    let mut c = a.chunks_exact(4);
+fn sum_fixed(a: &[f64]) -> f64 {
+    let mut acc = [0.0f64; 16];
+    let mut c = a.chunks_exact(16);
     for x in &mut c {
-        for l in 0..4 {
+        for l in 0..16 {
             acc[l] += x[l];
         }
     }
-    let tail: f64 = c.remainder().iter().sum();
-    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+    let mut acc4 = [0.0f64; 4];
+    for l in 0..4 {
+        acc4[l] = (acc[l] + acc[l + 4]) + (acc[l + 8] + acc[l + 12]);
+    }
+    let mut c4 = c.remainder().chunks_exact(4);
+    for x in &mut c4 {
+        for l in 0..4 {
+            acc4[l] += x[l];
+        }
+    }
+    let tail: f64 = c4.remainder().iter().sum();
+    (acc4[0] + acc4[1]) + (acc4[2] + acc4[3]) + tail
 }
 
 /// `L_D` and `∇_θ L_D` for the block `(x [n, d], y [n])` under q(u) = `post`.
@@ -202,6 +290,7 @@ pub fn block_loglik_grad_with(
     let ss = proj.sigma_s();
     let sn2 = proj.sigma_n() * proj.sigma_n();
     let zt = vocab.z_dim_major();
+    let zg = z_groups(vocab);
     let alpha = &post.alpha;
     // Row-major G for the contraction kernel.
     let mut g = vec![0.0; m * m];
@@ -236,7 +325,7 @@ pub fn block_loglik_grad_with(
             w1_tot += w1[j];
         }
         y_psi_alpha += yn * ss * dot4(psi1, alpha);
-        g_psi2_contractions(psi2, &g, zt, m, &mut ct);
+        g_psi2_contractions(psi2, &g, &zg, m, &mut ct);
         let (trg, h, q) = (ct.total, &ct.h, &ct.q);
         tr_g_psi2 += ss * ss * trg;
         let htot = c * trg;
@@ -315,4 +404,87 @@ pub fn stochastic_objective(
         log_sigma_n: scale * b.grad.log_sigma_n,
     };
     BlockElbo { value, grad }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+    use crate::simd::at_level;
+
+    #[test]
+    fn contractions_agree_on_every_path_and_with_the_definition() {
+        let mut rng = Rng::new(8, 1);
+        for &(m, dz) in &[
+            (1usize, 1usize),
+            (5, 2),
+            (13, 3),
+            (33, 8),
+            (40, 9),
+            (50, 17),
+        ] {
+            let z = Mat::from_fn(m, dz, |_, _| rng.normal());
+            let vocab = Vocabulary::new(z, 1).expect("vocabulary");
+            let zg = z_groups(&vocab);
+            let sym = |rng: &mut Rng| {
+                let a = Mat::from_fn(m, m, |_, _| rng.normal());
+                Mat::from_fn(m, m, |j, k| a[(j, k)] + a[(k, j)])
+            };
+            let (p, g) = (sym(&mut rng), sym(&mut rng));
+            let g_rows: Vec<f64> = (0..m * m).map(|t| g[(t / m, t % m)]).collect();
+            // Upper triangle only; the lower holds garbage the kernel must not read.
+            let p_rows: Vec<f64> = (0..m * m)
+                .map(|t| {
+                    if t % m >= t / m {
+                        p[(t / m, t % m)]
+                    } else {
+                        f64::NAN
+                    }
+                })
+                .collect();
+            let run = |level: u8| {
+                let mut ct = Contractions {
+                    h: vec![0.0; m],
+                    q: vec![0.0; dz],
+                    t: vec![0.0; m],
+                    total: 0.0,
+                };
+                at_level(level, || {
+                    g_psi2_contractions(&p_rows, &g_rows, &zg, m, &mut ct)
+                });
+                let mut bits: Vec<u64> = ct.h.iter().chain(&ct.q).map(|v| v.to_bits()).collect();
+                bits.push(ct.total.to_bits());
+                (bits, ct.h, ct.q, ct.total)
+            };
+            let (b2, h, q, total) = run(2);
+            assert_eq!(run(1).0, b2, "AVX2 differs, m {m} d' {dz}");
+            assert_eq!(run(0).0, b2, "baseline differs, m {m} d' {dz}");
+            let z = vocab.z();
+            let mut want_total = 0.0;
+            let mut scale = 0.0;
+            for j in 0..m {
+                let hj: f64 = (0..m).map(|k| g[(j, k)] * p[(j, k)]).sum();
+                let hs: f64 = (0..m).map(|k| (g[(j, k)] * p[(j, k)]).abs()).sum();
+                assert!((h[j] - hj).abs() <= 1e-12 * hs, "h[{j}]");
+                want_total += hj;
+                scale += hs;
+            }
+            assert!((total - want_total).abs() <= 1e-12 * scale);
+            for i in 0..dz {
+                let (mut want, mut s) = (0.0, 0.0);
+                for j in 0..m {
+                    for k in 0..m {
+                        let t = g[(j, k)] * p[(j, k)] * z[(j, i)] * z[(k, i)];
+                        want += t;
+                        s += t.abs();
+                    }
+                }
+                assert!(
+                    (q[i] - want).abs() <= 1e-12 * s,
+                    "q[{i}] {} vs {want}",
+                    q[i]
+                );
+            }
+        }
+    }
 }

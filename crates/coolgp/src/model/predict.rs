@@ -7,11 +7,14 @@
 //! ```
 //! The predictive is a mixture over W; these are its first two moments. Cost O(m² d') per point.
 
-use faer::MatRef;
+use faer::{Mat, MatRef};
+
+use crate::linalg::{mul, mul_add};
+use crate::simd::{dispatch, exp, ln};
 
 use crate::model::natural::Posterior;
 use crate::model::projection::Projection;
-use crate::model::psi::PointPsi;
+use crate::model::psi::{point_upper, PsiWorkspace};
 use crate::model::Vocabulary;
 
 /// Predictive moments for a set of inputs, each `[n]`.
@@ -69,7 +72,9 @@ pub fn predict(
     let m = vocab.m();
     let d = proj.d();
     let (ss, sn2) = (proj.sigma_s(), proj.sigma_n() * proj.sigma_n());
-    let mut pp = PointPsi::new(vocab, d);
+    let mut ws = PsiWorkspace::default();
+    let mut psi1 = vec![0.0; m];
+    let mut upper = vec![0.0; m * m];
     let mut xr = vec![0.0; d];
     let n = x.nrows();
     let mut out = Prediction {
@@ -77,27 +82,57 @@ pub fn predict(
         var_f: Vec::with_capacity(n),
         var_y: Vec::with_capacity(n),
     };
-    // Row-major copies of B and ααᵀ − B for one fused pass over ψ̄2.
+    // W = ααᵀ − B (symmetrized), row-major upper triangle with the off-diagonal doubled, so
+    // that tr(W ψ̄2) is one dot product over the upper triangle of ψ̄2.
     let mut w = vec![0.0; m * m];
     for j in 0..m {
-        for k in 0..m {
-            w[j * m + k] = post.alpha[j] * post.alpha[k] - post.b[(j, k)];
+        for k in j..m {
+            let v = post.alpha[j] * post.alpha[k] - 0.5 * (post.b[(j, k)] + post.b[(k, j)]);
+            w[j * m + k] = if k == j { v } else { 2.0 * v };
         }
     }
     for r in 0..n {
         for (j, v) in xr.iter_mut().enumerate() {
             *v = x[(r, j)];
         }
-        pp.eval(vocab, proj, &xr);
-        let mean = ss * crate::linalg::dot(&pp.psi1, &post.alpha);
+        point_upper(vocab, proj, &xr, &mut ws, &mut psi1, &mut upper);
+        let mean = ss * crate::linalg::dot(&psi1, &post.alpha);
         // tr((ααᵀ − B) ψ2) with ψ2 = σ_s² ψ̄2
-        let q: f64 = pp.psi2.iter().zip(&w).map(|(p, c)| p * c).sum::<f64>() * ss * ss;
+        let q = upper_dot(&upper, &w, m) * ss * ss;
         let var_f = (ss * ss + q - mean * mean).max(0.0);
         out.mean.push(mean);
         out.var_f.push(var_f);
         out.var_y.push(var_f + sn2);
     }
     out
+}
+
+dispatch! {
+    /// `Σ_{j ≤ k} a_jk b_jk` over the upper triangles of two row-major `[m, m]` matrices, with
+    /// sixteen partial sums in a fixed order.
+    fn upper_dot(a: &[f64], b: &[f64], m: usize) -> f64 {
+        let mut acc = [0.0f64; 16];
+        let mut tail = 0.0;
+        for j in 0..m {
+            let row = j * m + j..(j + 1) * m;
+            let (ra, rb) = (&a[row.clone()], &b[row]);
+            let mut ca = ra.chunks_exact(16);
+            let mut cb = rb.chunks_exact(16);
+            for (x, y) in (&mut ca).zip(&mut cb) {
+                for l in 0..16 {
+                    acc[l] += x[l] * y[l];
+                }
+            }
+            for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+                tail += x * y;
+            }
+        }
+        let mut s = 0.0;
+        for v in acc {
+            s += v;
+        }
+        s + tail
+    }
 }
 
 /// Predictive means only, `ψ1(x*) α`, at O(m d') per point (no ψ2): for RMSE evaluation.
@@ -112,34 +147,168 @@ pub fn predict_mean(
         .unwrap_or_default()
 }
 
+/// Rows per chunk of [`predict_means`] (bounds its scratch to `ROWS·m` numbers).
+const ROWS: usize = 256;
+
 /// Predictive means `ψ1(x*) α_v` for several q(u) (e.g. own and fused) under one q(W),
 /// computing ψ1 once per point. Returns one `[n]` vector per α.
+///
+/// Batched by chunks of rows, in the expanded form of the ψ̄1 exponent (spec §2):
+/// `log ψ̄1_nj = −½ log Π_i c_ni − ½ Σ_i a_ni²/c_ni + Σ_i (a_ni/c_ni) z_ji − ½ Σ_i z_ji²/c_ni`
+/// with `c = 1 + s`, so the (n, j) part is one product `[n, 2d'] × [2d', m]`, then one
+/// exponential per entry and one product `Ψ̄1 [n, m] × [α_v] [m, V]`. Agrees with the
+/// per-point form of [`crate::model::psi::psi1_point`] to rounding (the tests check 1e-12).
 pub fn predict_means(
     vocab: &Vocabulary,
     proj: &Projection,
     alphas: &[&[f64]],
     x: MatRef<'_, f64>,
 ) -> Vec<Vec<f64>> {
-    let m = vocab.m();
-    let d = proj.d();
-    let dz = vocab.d_latent();
+    let (m, dz, n) = (vocab.m(), vocab.d_latent(), x.nrows());
     let ss = proj.sigma_s();
-    let (mut a, mut s) = (vec![0.0; dz], vec![0.0; dz]);
-    let mut xr = vec![0.0; d];
-    let mut psi1 = vec![0.0; m];
-    let mut out: Vec<Vec<f64>> = alphas
-        .iter()
-        .map(|_| Vec::with_capacity(x.nrows()))
-        .collect();
-    for r in 0..x.nrows() {
-        for (j, v) in xr.iter_mut().enumerate() {
-            *v = x[(r, j)];
+    let z = vocab.z();
+    // Q = [Zᵀ; −½ (Z∘Z)ᵀ]  [2d', m]
+    let q = Mat::from_fn(2 * dz, m, |i, j| {
+        if i < dz {
+            z[(j, i)]
+        } else {
+            -0.5 * z[(j, i - dz)] * z[(j, i - dz)]
         }
-        proj.moments_into(&xr, &mut a, &mut s);
-        crate::model::psi::psi1_point(vocab, &a, &s, &mut psi1);
-        for (o, alpha) in out.iter_mut().zip(alphas) {
-            o.push(ss * crate::linalg::dot(&psi1, alpha));
+    });
+    let alpha = Mat::from_fn(m, alphas.len(), |j, v| ss * alphas[v][j]);
+    let mu_t = proj.mu().transpose();
+    let s2_t = proj.sigma2().transpose();
+    let mut out = Mat::<f64>::zeros(n, alphas.len());
+    let mut start = 0;
+    while start < n {
+        let rows = ROWS.min(n - start);
+        let xc = x.subrows(start, rows);
+        let x2 = Mat::from_fn(rows, x.ncols(), |r, j| xc[(r, j)] * xc[(r, j)]);
+        let a = mul(xc, mu_t);
+        let s = mul(x2.as_ref(), s2_t);
+        // P = [a/c, 1/c]  [rows, 2d'] and the row constants.
+        let mut p = Mat::<f64>::zeros(rows, 2 * dz);
+        let mut row_const = vec![0.0; rows];
+        let mut prods = vec![0.0; rows];
+        for (r, rc) in row_const.iter_mut().enumerate() {
+            let (mut prod, mut quad) = (1.0, 0.0);
+            for i in 0..dz {
+                let c = 1.0 + s[(r, i)];
+                let ai = a[(r, i)];
+                prod *= c;
+                quad += ai * ai / c;
+                p[(r, i)] = ai / c;
+                p[(r, dz + i)] = 1.0 / c;
+            }
+            *rc = -0.5 * quad;
+            prods[r] = prod;
+        }
+        minus_half_ln_add(&mut row_const, &prods[..rows]);
+        let mut e = mul(p.as_ref(), q.as_ref());
+        for j in 0..m {
+            exp_shifted(e.col_as_slice_mut(j), &row_const);
+        }
+        mul_add(
+            out.as_mut().subrows_mut(start, rows),
+            e.as_ref(),
+            alpha.as_ref(),
+            1.0,
+        );
+        start += rows;
+    }
+    (0..alphas.len())
+        .map(|v| out.col_as_slice(v).to_vec())
+        .collect()
+}
+
+dispatch! {
+    /// `v_r −= ½ ln p_r` in place.
+    fn minus_half_ln_add(v: &mut [f64], p: &[f64]) {
+        for (x, &pr) in v.iter_mut().zip(p) {
+            *x -= 0.5 * ln(pr);
         }
     }
-    out
+}
+
+dispatch! {
+    /// `v_r = exp(v_r + c_r)` in place.
+    fn exp_shifted(v: &mut [f64], c: &[f64]) {
+        for (x, &cr) in v.iter_mut().zip(c) {
+            *x = exp(*x + cr);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::psi::psi1_point;
+    use crate::rng::Rng;
+
+    #[test]
+    fn upper_dot_is_the_same_on_every_path() {
+        let mut rng = Rng::new(2, 2);
+        for m in [1usize, 3, 16, 17, 40] {
+            let a: Vec<f64> = (0..m * m).map(|_| rng.normal()).collect();
+            let b: Vec<f64> = (0..m * m).map(|_| rng.normal()).collect();
+            let want: f64 = (0..m)
+                .flat_map(|j| (j..m).map(move |k| j * m + k))
+                .map(|t| a[t] * b[t])
+                .sum();
+            let got: Vec<u64> = [2, 1, 0]
+                .iter()
+                .map(|&l| crate::simd::at_level(l, || upper_dot(&a, &b, m)).to_bits())
+                .collect();
+            assert_eq!(got[0], got[1]);
+            assert_eq!(got[0], got[2]);
+            assert!((f64::from_bits(got[0]) - want).abs() < 1e-12 * m as f64 * m as f64);
+        }
+    }
+
+    #[test]
+    fn batched_means_match_the_per_point_form() {
+        let mut rng = Rng::new(21, 4);
+        for &(m, dz, d, n) in &[
+            (7usize, 2usize, 3usize, 5usize),
+            (30, 4, 6, 300),
+            (50, 8, 8, 600),
+        ] {
+            let vocab = Vocabulary::default_design(m, dz, 3).expect("design");
+            let proj = Projection::new(
+                Mat::from_fn(dz, d, |_, _| 0.6 * rng.normal()),
+                Mat::from_fn(dz, d, |_, _| -1.0 + 0.5 * rng.normal()),
+                0.3,
+                -1.0,
+            );
+            let x = Mat::from_fn(n, d, |_, _| 1.5 * rng.normal());
+            let a1: Vec<f64> = (0..m).map(|_| rng.normal()).collect();
+            let a2: Vec<f64> = (0..m).map(|_| rng.normal()).collect();
+            let got = predict_means(&vocab, &proj, &[&a1, &a2], x.as_ref());
+            let (mut a, mut s) = (vec![0.0; dz], vec![0.0; dz]);
+            let mut psi1 = vec![0.0; m];
+            let mut scale: f64 = 0.0;
+            let mut worst: f64 = 0.0;
+            for r in 0..n {
+                let xr: Vec<f64> = (0..d).map(|j| x[(r, j)]).collect();
+                proj.moments_into(&xr, &mut a, &mut s);
+                psi1_point(&vocab, &a, &s, &mut psi1);
+                for (v, alpha) in [&a1, &a2].iter().enumerate() {
+                    let want = proj.sigma_s() * crate::linalg::dot(&psi1, alpha);
+                    let norm: f64 = psi1
+                        .iter()
+                        .zip(alpha.iter())
+                        .map(|(p, a)| (p * a).abs())
+                        .sum();
+                    scale = scale.max(norm * proj.sigma_s());
+                    worst =
+                        worst.max((got[v][r] - want).abs() / (norm * proj.sigma_s()).max(1e-300));
+                }
+            }
+            assert!(scale > 0.0);
+            assert!(
+                worst < 1e-12,
+                "m {m} d' {dz}: worst relative error {worst:e}"
+            );
+        }
+    }
 }

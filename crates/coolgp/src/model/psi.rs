@@ -298,6 +298,39 @@ pub fn accumulate_block(
     }
 }
 
+/// One point's moments `(a, s) [d']` (kept in `ws`, see [`PsiWorkspace::moments`]), its
+/// unit-scale `ψ̄1(x)` into `psi1 [m]` and the upper triangle (`k ≥ j`) of its `ψ̄2(x)` into
+/// `psi2_upper [m, m]` row-major; the strict lower triangle is not touched.
+pub fn point_upper(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    x: &[f64],
+    ws: &mut PsiWorkspace,
+    psi1: &mut [f64],
+    psi2_upper: &mut [f64],
+) {
+    let (m, dz) = (vocab.m(), vocab.d_latent());
+    ws.prepare(m, dz, x.len());
+    proj.moments_into(x, &mut ws.a, &mut ws.s);
+    psi1_point(vocab, &ws.a, &ws.s, psi1);
+    psi2_point_upper(
+        vocab.z_dim_major(),
+        m,
+        &ws.a,
+        &ws.s,
+        &mut ws.k,
+        psi2_upper,
+        Write::Overwrite,
+    );
+}
+
+impl PsiWorkspace {
+    /// Moments `(a, s) [d']` of the last point evaluated with this workspace.
+    pub fn moments(&self) -> (&[f64], &[f64]) {
+        (&self.a, &self.s)
+    }
+}
+
 /// Unit-scale `Ψ̄1 [n, m]` of a set of inputs.
 pub fn psi1_matrix(vocab: &Vocabulary, proj: &Projection, x: MatRef<'_, f64>) -> Mat<f64> {
     let (m, dz, d) = (vocab.m(), vocab.d_latent(), proj.d());
@@ -375,7 +408,7 @@ impl PointPsi {
 mod tests {
     use super::*;
     use crate::rng::Rng;
-    use crate::simd::FORCE_BASELINE;
+    use crate::simd::at_level;
 
     fn vocab(m: usize, dz: usize, seed: u64) -> Vocabulary {
         let mut rng = Rng::new(seed, 1);
@@ -441,13 +474,13 @@ mod tests {
                 let s: Vec<f64> = (0..dz).map(|_| 0.3 * rng.uniform()).collect();
                 let want = reference_upper(v.z_dim_major(), m, &a, &s);
                 let prior: Vec<f64> = (0..m * m).map(|_| rng.uniform()).collect();
-                for force in [false, true] {
-                    FORCE_BASELINE.with(|f| f.set(force));
+                for level in [2, 1, 0] {
                     let mut over = vec![f64::NAN; m * m];
-                    kernel(&v, &a, &s, &mut over, Write::Overwrite);
                     let mut acc = prior.clone();
-                    kernel(&v, &a, &s, &mut acc, Write::Accumulate);
-                    FORCE_BASELINE.with(|f| f.set(false));
+                    at_level(level, || {
+                        kernel(&v, &a, &s, &mut over, Write::Overwrite);
+                        kernel(&v, &a, &s, &mut acc, Write::Accumulate);
+                    });
                     for j in 0..m {
                         for k in 0..m {
                             let t = j * m + k;
@@ -474,15 +507,16 @@ mod tests {
             let v = vocab(m, dz, 3);
             let a: Vec<f64> = (0..dz).map(|_| rng.normal()).collect();
             let s: Vec<f64> = (0..dz).map(|_| 0.3 * rng.uniform()).collect();
-            let mut fast = vec![0.0; m];
-            let mut base = vec![0.0; m];
-            psi1_point(&v, &a, &s, &mut fast);
-            FORCE_BASELINE.with(|f| f.set(true));
-            psi1_point(&v, &a, &s, &mut base);
-            FORCE_BASELINE.with(|f| f.set(false));
-            let fb: Vec<u64> = fast.iter().map(|x| x.to_bits()).collect();
-            let bb: Vec<u64> = base.iter().map(|x| x.to_bits()).collect();
-            assert_eq!(fb, bb);
+            let bits: Vec<Vec<u64>> = [2, 1, 0]
+                .iter()
+                .map(|&level| {
+                    let mut out = vec![0.0; m];
+                    at_level(level, || psi1_point(&v, &a, &s, &mut out));
+                    out.iter().map(|x| x.to_bits()).collect()
+                })
+                .collect();
+            assert_eq!(bits[0], bits[2]);
+            assert_eq!(bits[1], bits[2]);
         }
     }
 }

@@ -146,6 +146,13 @@ pub struct Agent {
     pub(crate) sent_cache: BTreeMap<AgentId, TreeMessage>,
 }
 
+thread_local! {
+    /// ψ buffers of the block being absorbed (`n·m²` numbers), reused from block to block by
+    /// every agent that runs on this thread: a fleet of agents holds one per thread, not one
+    /// per agent.
+    static BLOCK_PSI: std::cell::RefCell<BlockPsi> = std::cell::RefCell::new(BlockPsi::default());
+}
+
 impl Agent {
     /// A new agent of input dimension `d`, starting from the vocabulary's shared initial q(W).
     ///
@@ -366,7 +373,10 @@ impl Agent {
         }
         // ψ of the block under the current q(W), computed once: absorbed (frozen mode) and
         // reused by the gradient step, which runs under the same θ.
-        let bp = BlockPsi::compute(&self.vocab, &self.proj, x);
+        // Taken out of the thread's slot for the call (a nested call would find it empty and
+        // allocate its own).
+        let mut bp = BLOCK_PSI.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        bp.recompute(&self.vocab, &self.proj, x);
         match &mut self.learner {
             Learner::Frozen(stats) => bp.accumulate_into(y, stats),
             other => other.absorb(&self.vocab, &self.proj, x, y, &mut self.ws),
@@ -379,6 +389,7 @@ impl Agent {
             self.optimizer_step(x, y, &bp);
             self.refresh_own(0.0);
         }
+        BLOCK_PSI.with(|b| *b.borrow_mut() = bp);
         Ok(())
     }
 
@@ -439,13 +450,6 @@ impl Agent {
     /// the running total after keeping one share).
     pub fn handle_tick(&mut self) {
         self.round += 1;
-        let header = |to: AgentId, s: &Self| Header {
-            fingerprint: s.vocab.fingerprint(),
-            sender: s.id,
-            receiver: to,
-            round: s.round,
-            version: s.version,
-        };
         match self.config.fusion {
             FusionRule::Tree => {
                 let missing: Vec<AgentId> = self
@@ -465,7 +469,7 @@ impl Agent {
                     .collect();
                 for (j, excess, points, projection) in out {
                     self.outbox.push_back(Message {
-                        header: header(j, self),
+                        header: self.header(j),
                         body: Body::Tree { excess, points },
                         projection,
                     });
@@ -475,7 +479,7 @@ impl Agent {
                 let total = self.pushsum.step(self.neighbors.len());
                 for &j in &self.neighbors {
                     self.outbox.push_back(Message {
-                        header: header(j, self),
+                        header: self.header(j),
                         body: Body::PushSum {
                             total: total.clone(),
                         },
@@ -484,6 +488,45 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// The header of a message sent now to `to`.
+    fn header(&self, to: AgentId) -> Header {
+        Header {
+            fingerprint: self.vocab.fingerprint(),
+            sender: self.id,
+            receiver: to,
+            round: self.round,
+            version: self.version,
+        }
+    }
+
+    /// One message to one neighbour `to` under the tree rule (`D_ij`, as in a round of
+    /// [`Agent::handle_tick`]), for event-driven schedules such as the two-pass schedule on a
+    /// tree: i sends `D_ij` once it has heard from all its other neighbours, so each edge
+    /// carries one message each way per fusion. Returns false (and sends nothing) under
+    /// push-sum or when `to` is not a neighbour.
+    pub fn handle_tick_to(&mut self, to: AgentId) -> bool {
+        if self.config.fusion != FusionRule::Tree || !self.neighbors.contains(&to) {
+            return false;
+        }
+        self.round += 1;
+        if !self.sent_cache.contains_key(&to) {
+            let m = self.tree_message(to);
+            self.sent_cache.insert(to, m);
+        }
+        if let Some((excess, points, projection)) = self.sent_cache.get(&to) {
+            let msg = Message {
+                header: self.header(to),
+                body: Body::Tree {
+                    excess: Arc::clone(excess),
+                    points: *points,
+                },
+                projection: projection.clone(),
+            };
+            self.outbox.push_back(msg);
+        }
+        true
     }
 
     /// `D_ij = E_i + Σ_{k≠j} D_ki` for neighbour j, with the points it represents and, in
