@@ -2,6 +2,7 @@
 
 mod args;
 mod experiments;
+mod export;
 mod node_cmd;
 mod output;
 mod plot;
@@ -57,6 +58,9 @@ enum Command {
     },
     /// Reproduce a figure of the paper end to end (results folder with CSV, JSON, PNG and SVG).
     Experiment(experiments::ExperimentArgs),
+    /// Write the standardized train/test split that `simulate` streams (CSV), so that a peer
+    /// method or a notebook uses exactly the same rows.
+    Export(export::ExportArgs),
     /// Choose inducing inputs Z for (m, d') and save them as a vocabulary file.
     Vocab(vocab_file::VocabArgs),
     /// Run one agent as its own networked process (zenoh peer): learn online from a data
@@ -81,6 +85,7 @@ fn main() -> ExitCode {
         } => demo(out, seed),
         Command::Simulate { args, out, quiet } => simulate(*args, out, quiet),
         Command::Vocab(v) => vocab_file::run(&v),
+        Command::Export(e) => export::run(&e),
         Command::Node { args } => node_cmd::node(*args),
         Command::Query(a) => node_cmd::query(a),
         Command::Status(a) => node_cmd::status(a),

@@ -318,3 +318,90 @@ fn vocabulary_from_data_is_deterministic_and_usable() {
     ]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--target"));
 }
+
+#[test]
+fn export_writes_the_split_that_simulate_streams() {
+    let dir = tmp("export");
+    let csv = write_csv(&dir, None);
+    let out_dir = dir.join("split");
+    let args = [
+        "--data",
+        csv.to_str().expect("utf8"),
+        "--target",
+        "y",
+        "--inputs",
+        "a,b",
+        "--test-fraction",
+        "0.2",
+        "--batch",
+        "7",
+    ];
+    let mut export = vec!["export", "--out", out_dir.to_str().expect("utf8")];
+    export.extend_from_slice(&args);
+    let out = coolgp(&export);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join("split.json")).expect("split.json"),
+    )
+    .expect("json");
+    let train = std::fs::read_to_string(out_dir.join("train.csv")).expect("train.csv");
+    let test = std::fs::read_to_string(out_dir.join("test.csv")).expect("test.csv");
+    let (n_train, n_test) = (train.lines().count() - 1, test.lines().count() - 1);
+    assert_eq!(train.lines().next(), Some("x0,x1,y"));
+    assert_eq!(test.lines().next(), Some("x0,x1,y,set"));
+    assert_eq!(meta["train_rows"].as_u64(), Some(n_train as u64));
+    assert_eq!(meta["test_rows"].as_u64(), Some(n_test as u64));
+    assert_eq!(n_train + n_test, 300);
+    // Standardized from the training rows: each input column has mean ≈ 0 over train.csv.
+    for col in 0..2 {
+        let mean: f64 = train
+            .lines()
+            .skip(1)
+            .map(|l| {
+                l.split(',')
+                    .nth(col)
+                    .expect("column")
+                    .parse::<f64>()
+                    .expect("number")
+            })
+            .sum::<f64>()
+            / n_train as f64;
+        assert!(mean.abs() < 1e-9, "column {col} mean {mean}");
+    }
+    // The same flags in `simulate` stream the same number of points.
+    let sim_dir = dir.join("sim");
+    let mut sim = vec![
+        "simulate",
+        "--quiet",
+        "--agents",
+        "3",
+        "--out",
+        sim_dir.to_str().expect("utf8"),
+    ];
+    sim.extend_from_slice(&args);
+    let out = coolgp(&sim);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(summary(&sim_dir)["points"].as_u64(), Some(n_train as u64));
+    // A missing target is an error that names the flag.
+    let out = coolgp(&[
+        "export",
+        "--out",
+        out_dir.to_str().expect("utf8"),
+        "--data",
+        csv.to_str().expect("utf8"),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--target"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
