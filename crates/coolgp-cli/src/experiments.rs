@@ -340,6 +340,9 @@ fn loss(a: &ExperimentArgs, dir: &Path) -> Result<()> {
             agents: Some(if a.quick { 20 } else { 100 }),
             inducing: Some(if a.quick { 30 } else { 50 }),
             loss: Some(p),
+            // The paper's protocol at every ρ, 0 included (re-sending each round is what
+            // makes the fleet robust to loss).
+            schedule: Some("rounds".into()),
             seed: Some(a.seed),
             max_train: Some(if a.quick { 5_000 } else { 50_000 }),
             max_test: Some(if a.quick { 1000 } else { 5000 }),

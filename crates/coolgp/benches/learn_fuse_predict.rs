@@ -8,7 +8,8 @@
 //!   `agents_tick_deliver` drives the `Agent`s — `handle_tick` on every agent, then every
 //!   queued message through `poll_transmit` → `handle_message` (validation included);
 //!   `run_synchronous_updates0` is `fuse::tree::run_synchronous(topo, own, 0)` on the same
-//!   excesses (its inboxes start empty, so it only forms and stores the initial messages).
+//!   excesses (its inboxes start empty, so it only forms and stores the initial messages);
+//!   `two_pass_fusion` is a whole fusion with `fuse::tree::two_pass_schedule` (1998 messages).
 //! - `predict_10k`: `model::predict::predict` (mean and variances) and `predict_mean` for
 //!   10 000 points, m = 100, d = d' = 8.
 //!
@@ -19,12 +20,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coolgp::faer::Mat;
-use coolgp::fuse::{fuse_pair, tree::run_synchronous};
+use coolgp::fuse::fuse_pair;
+use coolgp::fuse::tree::{run_synchronous, two_pass_schedule};
 use coolgp::learn::block_loglik_grad;
 use coolgp::model::predict::{predict, predict_mean};
 use coolgp::rng::Rng;
 use coolgp::{Agent, AgentConfig, Excess, Topology, View, Vocabulary};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 
 fn block(d: usize, n: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
     let mut rng = Rng::new(seed, 0xB10C);
@@ -117,7 +119,10 @@ fn bench_tree(c: &mut Criterion) {
             while a.poll_event().is_some() {}
         }
     };
-    // Fill every inbox so the timed rounds are in steady state.
+    let fresh = agents.clone();
+    let steps = two_pass_schedule(&topo);
+    // Three rounds first: every inbox is full, and the 4th round's messages still change
+    // (the tree's diameter is 27), so each timed round validates fresh content.
     for _ in 0..3 {
         round(&mut agents);
     }
@@ -125,10 +130,36 @@ fn bench_tree(c: &mut Criterion) {
     let mut g = c.benchmark_group("tree_round");
     g.throughput(Throughput::Elements(2 * topo.edge_count() as u64));
     g.bench_function("agents_tick_deliver/1000_m100", |b| {
-        b.iter(|| round(&mut agents))
+        b.iter_batched(
+            || agents.clone(),
+            |mut a| round(&mut a),
+            BatchSize::LargeInput,
+        )
     });
     g.bench_function("run_synchronous_updates0/1000_m100", |b| {
         b.iter(|| run_synchronous(&topo, black_box(&own), 0))
+    });
+    // A whole fusion with the two-pass schedule from agents that have not fused yet: each of
+    // the 1998 messages sent once, formed, validated and absorbed.
+    g.bench_function("two_pass_fusion/1000_m100", |b| {
+        b.iter_batched(
+            || fresh.clone(),
+            |mut a| {
+                for step in &steps {
+                    for &(from, to) in step {
+                        a[from].handle_tick_to(to as u64);
+                    }
+                    for &(from, _) in step {
+                        while let Some(msg) = a[from].poll_transmit() {
+                            let to = msg.header.receiver as usize;
+                            a[to].handle_message(msg).expect("accepted");
+                        }
+                    }
+                }
+                a
+            },
+            BatchSize::LargeInput,
+        )
     });
     g.finish();
 }
