@@ -176,7 +176,9 @@ pub struct SimConfig {
     pub central: bool,
     /// Run dDTC and dPITC.
     pub baselines: bool,
-    /// Test points per agent used for the learning curves (the last point uses all).
+    /// Test points per agent used for the learning curves (the last point uses all); with the
+    /// default, every test point of a capped test set, so the curves end where the final
+    /// evaluation does.
     pub curve_points: usize,
     /// Agents evaluated for the learning curves (evenly spaced ids; the last point uses all).
     pub curve_agents: usize,
@@ -206,7 +208,7 @@ impl Default for SimConfig {
             vocab: None,
             central: true,
             baselines: true,
-            curve_points: 2_000,
+            curve_points: 10_000,
             curve_agents: 50,
             learn: true,
             adam: AdamConfig::default(),
@@ -305,7 +307,8 @@ pub struct Report {
     pub rmse_dpitc: Option<f64>,
     /// RMSE of the constant (training-mean) predictor.
     pub rmse_constant: f64,
-    /// Mean Gaussian NLPD of the fused models (original units).
+    /// Mean Gaussian NLPD of the fused models (original units), over up to 50 agents × 1,000
+    /// test points.
     pub nlpd_post: f64,
     /// Agents.
     pub agents: usize,
@@ -359,6 +362,9 @@ pub struct Phases {
     /// dDTC and dPITC.
     pub baselines_s: f64,
 }
+
+/// Test points per agent for the NLPD (full predictive variance, O(m² d') per point).
+const NLPD_POINTS: usize = 1_000;
 
 /// Progress callback: (batches done, batches total).
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
@@ -616,7 +622,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         .par_iter()
         .map(|&i| {
             let t = test_of(i);
-            let n = t.y.len().min(cfg.curve_points);
+            let n = t.y.len().min(NLPD_POINTS);
             agents[i]
                 .predict(t.x.as_ref().subrows(0, n), View::Fused)
                 .map_or(f64::NAN, |p| p.nlpd(&t.y[..n]) + work.y_scale.ln())
@@ -783,8 +789,8 @@ fn server_rmse(
     x: coolgp::faer::MatRef<'_, f64>,
     y: &[f64],
 ) -> f64 {
-    kern.predict(vocab, model, x)
-        .map_or(f64::NAN, |p| rmse(&p.mean, y))
+    kern.predict_mean(vocab, model, x)
+        .map_or(f64::NAN, |mean| rmse(&mean, y))
 }
 
 /// Mean of `f` over the test sets, each capped at `cap` points.

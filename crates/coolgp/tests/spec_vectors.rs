@@ -516,6 +516,15 @@ fn spec_vectors_baselines() {
                 &w[name]["mean"],
                 TOL,
             );
+            let batched = kern
+                .predict_mean(&vocab, &server, xs.as_ref())
+                .expect("predict_mean");
+            close_vec(
+                &format!("{key}.{name}.mean (batched)"),
+                &batched,
+                &w[name]["mean"],
+                TOL,
+            );
             close_vec(
                 &format!("{key}.{name}.var_f"),
                 &p.var_f,

@@ -13,6 +13,7 @@ use faer::{Mat, MatRef};
 use crate::error::Result;
 use crate::linalg::{mul, symmetrize, Cholesky};
 use crate::model::kernel::sqdist;
+use crate::model::predict::kernel_means;
 use crate::model::{Excess, NaturalParams, Prediction, Vocabulary};
 
 /// Which server-based baseline.
@@ -110,6 +111,26 @@ impl BaselineKernel {
         };
         symmetrize(&mut d1);
         Ok(Excess { d1, d2 })
+    }
+
+    /// The predictive mean `K_fu β`, `β = Σ̈⁻¹ ÿ`, of the server's model at `x [n, d]` (batched,
+    /// for RMSE; the same numbers as [`BaselineKernel::predict`]'s mean to rounding).
+    ///
+    /// # Errors
+    /// [`crate::Error::NotPositiveDefinite`] if Σ̈ does not factor.
+    pub fn predict_mean(
+        &self,
+        vocab: &Vocabulary,
+        server: &NaturalParams,
+        x: MatRef<'_, f64>,
+    ) -> Result<Vec<f64>> {
+        let cs = Cholesky::new(server.t1.as_ref(), "Σ̈")?;
+        let beta = cs.solve_vec(&server.t2);
+        Ok(
+            kernel_means(vocab, self.w0.as_ref(), None, self.sigma_s, &[&beta], x)
+                .pop()
+                .unwrap_or_default(),
+        )
     }
 
     /// The shared predictive from the server's sums `Σ̈ = K + Σ Σ̇`, `ÿ = Σ ẏ`.

@@ -164,8 +164,29 @@ pub fn predict_means(
     alphas: &[&[f64]],
     x: MatRef<'_, f64>,
 ) -> Vec<Vec<f64>> {
+    kernel_means(
+        vocab,
+        proj.mu(),
+        Some(proj.sigma2()),
+        proj.sigma_s(),
+        alphas,
+        x,
+    )
+}
+
+/// `scale · ψ̄1(x) α_v` for each α, with the inputs mapped to `N(W x, diag(S (x∘x)))`:
+/// `w` = W `[d', d]`, `s2` = S `[d', d]` (elementwise variances), or `None` for a fixed W, when
+/// `ψ̄1_j(x) = exp(−½‖W x − z_j‖²)` is the unit SE kernel `k(Wx, z_j)` (the server baselines'
+/// K_fu). Batched as documented on [`predict_means`].
+pub fn kernel_means(
+    vocab: &Vocabulary,
+    w: MatRef<'_, f64>,
+    s2: Option<MatRef<'_, f64>>,
+    scale: f64,
+    alphas: &[&[f64]],
+    x: MatRef<'_, f64>,
+) -> Vec<Vec<f64>> {
     let (m, dz, n) = (vocab.m(), vocab.d_latent(), x.nrows());
-    let ss = proj.sigma_s();
     let z = vocab.z();
     // Q = [Zᵀ; −½ (Z∘Z)ᵀ]  [2d', m]
     let q = Mat::from_fn(2 * dz, m, |i, j| {
@@ -175,17 +196,17 @@ pub fn predict_means(
             -0.5 * z[(j, i - dz)] * z[(j, i - dz)]
         }
     });
-    let alpha = Mat::from_fn(m, alphas.len(), |j, v| ss * alphas[v][j]);
-    let mu_t = proj.mu().transpose();
-    let s2_t = proj.sigma2().transpose();
+    let alpha = Mat::from_fn(m, alphas.len(), |j, v| scale * alphas[v][j]);
     let mut out = Mat::<f64>::zeros(n, alphas.len());
     let mut start = 0;
     while start < n {
         let rows = ROWS.min(n - start);
         let xc = x.subrows(start, rows);
-        let x2 = Mat::from_fn(rows, x.ncols(), |r, j| xc[(r, j)] * xc[(r, j)]);
-        let a = mul(xc, mu_t);
-        let s = mul(x2.as_ref(), s2_t);
+        let a = mul(xc, w.transpose());
+        let s = s2.map(|s2| {
+            let x2 = Mat::from_fn(rows, x.ncols(), |r, j| xc[(r, j)] * xc[(r, j)]);
+            mul(x2.as_ref(), s2.transpose())
+        });
         // P = [a/c, 1/c]  [rows, 2d'] and the row constants.
         let mut p = Mat::<f64>::zeros(rows, 2 * dz);
         let mut row_const = vec![0.0; rows];
@@ -193,7 +214,7 @@ pub fn predict_means(
         for (r, rc) in row_const.iter_mut().enumerate() {
             let (mut prod, mut quad) = (1.0, 0.0);
             for i in 0..dz {
-                let c = 1.0 + s[(r, i)];
+                let c = 1.0 + s.as_ref().map_or(0.0, |s| s[(r, i)]);
                 let ai = a[(r, i)];
                 prod *= c;
                 quad += ai * ai / c;
@@ -203,7 +224,9 @@ pub fn predict_means(
             *rc = -0.5 * quad;
             prods[r] = prod;
         }
-        minus_half_ln_add(&mut row_const, &prods[..rows]);
+        if s.is_some() {
+            minus_half_ln_add(&mut row_const, &prods[..rows]);
+        }
         let mut e = mul(p.as_ref(), q.as_ref());
         for j in 0..m {
             exp_shifted(e.col_as_slice_mut(j), &row_const);
