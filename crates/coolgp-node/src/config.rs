@@ -129,7 +129,7 @@ pub struct NodeArgs {
     /// Bound of each per-sender inbound queue, in messages [default: 16].
     #[arg(long)]
     pub queue: Option<usize>,
-    /// Log format: text or json [default: text]; the level comes from RUST_LOG [info].
+    /// Log format: text or json [default: text]; the level comes from RUST_LOG (default info).
     #[arg(long)]
     pub log_format: Option<String>,
     #[command(flatten)]

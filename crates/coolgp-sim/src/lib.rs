@@ -35,6 +35,8 @@
 //! # Ok::<(), coolgp_sim::SimError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod baselines;
 pub mod network;
 pub mod run;

@@ -146,6 +146,9 @@ pub struct Agent {
     pub(crate) sent_cache: BTreeMap<AgentId, TreeMessage>,
 }
 
+/// Largest ψ̄2 buffer (numbers) kept per thread between blocks: 8 MiB, e.g. n = 100 at m = 100.
+const MAX_KEPT_BLOCK_PSI: usize = 1 << 20;
+
 thread_local! {
     /// ψ buffers of the block being absorbed (`n·m²` numbers), reused from block to block by
     /// every agent that runs on this thread: a fleet of agents holds one per thread, not one
@@ -389,7 +392,11 @@ impl Agent {
             self.optimizer_step(x, y, &bp);
             self.refresh_own(0.0);
         }
-        BLOCK_PSI.with(|b| *b.borrow_mut() = bp);
+        // Kept for the next block unless it is large (a big block's n·m² would otherwise stay
+        // allocated for the thread's lifetime).
+        if bp.psi2.capacity() <= MAX_KEPT_BLOCK_PSI {
+            BLOCK_PSI.with(|b| *b.borrow_mut() = bp);
+        }
         Ok(())
     }
 
