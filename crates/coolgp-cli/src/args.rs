@@ -57,7 +57,9 @@ pub struct SimArgs {
     /// Importance weights: unnormalized (the paper) or self-normalized.
     #[arg(long)]
     pub normalization: Option<String>,
-    /// per-agent (default, the paper) or shared (one fleet-wide q(W)).
+    /// per-agent (default, the paper) or shared (one fleet-wide q(W), federated averaging
+    /// weighted by points); spec §13's proxies for comparison: shared-plain-proxy (plain
+    /// average of θ), shared-product-proxy (product of the agents' q(W)).
     #[arg(long)]
     pub projection: Option<String>,
     /// path, star, random-tree (default), mst, ring, grid, complete, geometric.
@@ -185,7 +187,11 @@ impl SimArgs {
         Ok(match self.projection.as_deref().unwrap_or("per-agent") {
             "per-agent" => coolgp::ProjectionMode::PerAgent,
             "shared" => coolgp::ProjectionMode::Shared,
-            other => bail!("unknown --projection '{other}': use per-agent or shared"),
+            "shared-plain-proxy" => coolgp::ProjectionMode::SharedPlainProxy,
+            "shared-product-proxy" => coolgp::ProjectionMode::SharedProductProxy,
+            other => bail!(
+                "unknown --projection '{other}': use per-agent or shared (or, to compare, spec §13's shared-plain-proxy or shared-product-proxy)"
+            ),
         })
     }
 }

@@ -27,6 +27,20 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
+impl Series {
+    /// One series per label, in order, from parallel lists of labels and points.
+    pub fn labeled(labels: &[&str], points: Vec<Vec<(f64, f64)>>) -> Vec<Series> {
+        labels
+            .iter()
+            .zip(points)
+            .map(|(l, p)| Series {
+                label: (*l).into(),
+                points: p,
+            })
+            .collect()
+    }
+}
+
 const COLORS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),

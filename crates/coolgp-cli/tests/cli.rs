@@ -259,22 +259,60 @@ fn vocabulary_file_round_trips_and_detects_edits() {
 
 #[test]
 fn quick_experiment_leaves_a_results_folder() {
-    let dir = tmp("exp");
-    let out = coolgp(&[
-        "experiment",
-        "bound",
-        "--quick",
-        "--quiet",
-        "--out",
-        dir.to_str().expect("utf8"),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    for (name, files) in [
+        ("bound", ["bound.csv", "bound.png", "bound.svg"]),
+        (
+            "projection",
+            ["projection.csv", "projection.png", "projection.svg"],
+        ),
+    ] {
+        let dir = tmp(&format!("exp-{name}"));
+        let out = coolgp(&[
+            "experiment",
+            name,
+            "--quick",
+            "--quiet",
+            "--out",
+            dir.to_str().expect("utf8"),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for f in files {
+            assert!(dir.join(f).exists(), "{name}: {f} missing");
+        }
+    }
+    // The projection comparison has one row per mode, each with finite RMSEs.
+    let csv = std::fs::read_to_string(
+        std::env::temp_dir()
+            .join(format!(
+                "coolgp-cli-test-{}-exp-projection",
+                std::process::id()
+            ))
+            .join("projection.csv"),
+    )
+    .expect("projection.csv");
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    let modes: Vec<&str> = rows.iter().map(|r| r[1]).collect();
+    assert_eq!(
+        modes,
+        [
+            "per-agent",
+            "shared",
+            "shared-plain-proxy",
+            "shared-product-proxy"
+        ]
     );
-    for f in ["bound.csv", "bound.png", "bound.svg"] {
-        assert!(dir.join(f).exists(), "{f} missing");
+    for r in &rows {
+        for v in &r[2..] {
+            assert!(v.parse::<f64>().expect("number").is_finite(), "{r:?}");
+        }
     }
 }
 

@@ -548,7 +548,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         phases.learn_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
         net.add_all(communicate(&mut agents, &mut net_rng));
-        if cfg.projection == ProjectionMode::Shared {
+        if cfg.projection.is_shared() {
             agents.par_iter_mut().for_each(|a| {
                 a.adopt_fleet_projection();
             });

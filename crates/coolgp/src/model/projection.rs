@@ -172,6 +172,52 @@ impl Projection {
     }
 }
 
+impl Projection {
+    /// q(W) in natural form, flattened like [`Projection::to_flat`]:
+    /// `[vec(M/Σ²), vec(1/Σ²), log σ_s, log σ_n]` (precision-weighted means and precisions; the
+    /// scales as they are). Summed over agents it gives the product `Π_i q_i(W)` (spec §13,
+    /// proxy 2 of the shared projection).
+    pub fn to_natural_flat(&self) -> Vec<f64> {
+        let mut v = Vec::with_capacity(self.n_params());
+        for j in 0..self.d() {
+            for i in 0..self.d_latent() {
+                v.push(self.mu[(i, j)] / self.sigma2[(i, j)]);
+            }
+        }
+        for j in 0..self.d() {
+            for i in 0..self.d_latent() {
+                v.push(1.0 / self.sigma2[(i, j)]);
+            }
+        }
+        v.push(self.log_sigma_s);
+        v.push(self.log_sigma_n);
+        v
+    }
+
+    /// Sets q(W) to the product whose natural parameters sum to `sum` (a sum of `count`
+    /// [`Projection::to_natural_flat`] vectors): precision `P = Σ 1/σ²`, mean `Σ(μ/σ²)/P`,
+    /// `log σ = −½ log P` (clamped); `log σ_s`, `log σ_n` are averaged over the `count` agents.
+    /// Returns false and changes nothing if a precision is not positive and finite.
+    pub fn set_from_natural_sum(&mut self, sum: &[f64], count: f64) -> bool {
+        let nm = self.d() * self.d_latent();
+        if sum.len() != self.n_params()
+            || count.is_nan()
+            || count <= 0.0
+            || sum[nm..2 * nm].iter().any(|&p| p.is_nan() || p <= 0.0)
+            || sum.iter().any(|v| !v.is_finite())
+        {
+            return false;
+        }
+        let mut theta = Vec::with_capacity(self.n_params());
+        theta.extend((0..nm).map(|k| sum[k] / sum[nm + k]));
+        theta.extend((0..nm).map(|k| -0.5 * sum[nm + k].ln()));
+        theta.push(sum[2 * nm] / count);
+        theta.push(sum[2 * nm + 1] / count);
+        self.set_flat(&theta);
+        true
+    }
+}
+
 /// Gradient of an objective with respect to θ, in the same shapes as [`Projection`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProjectionGrad {

@@ -60,6 +60,22 @@ pub enum ProjectionMode {
     /// `N_own/N_fleet` in local steps, and θ and the Adam moments are averaged with weights
     /// `N_own` at each fusion ([`Agent::adopt_fleet_projection`]). Tree fusion only.
     Shared,
+    /// Spec §13's proxy 1, for comparison: local steps as in `PerAgent` (KL weighted as if
+    /// the agent were alone), and at each fusion the plain average of θ and of the Adam moments
+    /// over the agents that have data. Tree fusion only.
+    SharedPlainProxy,
+    /// Spec §13's proxy 2, for comparison: local steps as in `PerAgent`, and at each fusion
+    /// q(W) becomes the product `Π_i q_i(W)` of the agents' projections (natural parameters
+    /// summed: it counts the prior once per agent and is overconfident); σ_s, σ_n and the Adam
+    /// moments plainly averaged. Tree fusion only.
+    SharedProductProxy,
+}
+
+impl ProjectionMode {
+    /// True for the modes with a fleet-wide q(W) adopted at each fusion.
+    pub fn is_shared(self) -> bool {
+        self != Self::PerAgent
+    }
 }
 
 /// Per-agent settings.
@@ -171,7 +187,7 @@ impl Agent {
                 "importance mode needs at least 1 sample".into(),
             ));
         }
-        if config.projection == ProjectionMode::Shared && config.fusion != FusionRule::Tree {
+        if config.projection.is_shared() && config.fusion != FusionRule::Tree {
             return Err(Error::InvalidConfig(
                 "the shared projection mode needs tree fusion".into(),
             ));
@@ -420,8 +436,8 @@ impl Agent {
         let kl = ProjectionGrad::kl(&self.proj);
         let n = y.len() as f64;
         let kl_den = match self.config.projection {
-            ProjectionMode::PerAgent => self.n_own as f64,
             ProjectionMode::Shared => self.fleet_points().max(self.n_own as f64),
+            _ => self.n_own as f64,
         };
         let gl = b.grad.to_flat();
         let gk = kl.to_flat();
@@ -556,22 +572,29 @@ impl Agent {
         }
     }
 
+    /// This agent's term of the fleet sums behind the shared projection: weight `w` (N_own,
+    /// or 1 for an agent with data under the proxies), `w·θ` (under the product proxy, the
+    /// natural form of q(W)), `w·m1`, `w·m2`.
     fn own_projection_share(&self) -> Option<ProjectionShare> {
-        if self.config.projection != ProjectionMode::Shared {
-            return None;
-        }
-        let w = self.n_own as f64;
+        let has_data = if self.n_own > 0 { 1.0 } else { 0.0 };
+        let (w, theta) = match self.config.projection {
+            ProjectionMode::PerAgent => return None,
+            ProjectionMode::Shared => (self.n_own as f64, self.proj.to_flat()),
+            ProjectionMode::SharedPlainProxy => (has_data, self.proj.to_flat()),
+            ProjectionMode::SharedProductProxy => (has_data, self.proj.to_natural_flat()),
+        };
         Some(ProjectionShare {
             weight: w,
-            theta: self.proj.to_flat().iter().map(|v| w * v).collect(),
+            theta: theta.iter().map(|v| w * v).collect(),
             m1: self.adam.m1.iter().map(|v| w * v).collect(),
             m2: self.adam.m2.iter().map(|v| w * v).collect(),
         })
     }
 
-    /// Shared projection mode: replaces θ and the Adam moments by the fleet's `N`-weighted
-    /// averages carried in the latest messages (federated averaging, spec §13). Returns false
-    /// (and changes nothing) in per-agent mode or before any data.
+    /// Shared projection modes: replaces θ and the Adam moments by the fleet's `N`-weighted
+    /// averages carried in the latest messages (federated averaging, spec §13), or by the
+    /// proxies' plain average or product ([`ProjectionMode`]). Returns false (and changes
+    /// nothing) in per-agent mode, before any data, or if the fleet's sums are unusable.
     pub fn adopt_fleet_projection(&mut self) -> bool {
         let Some(mut total) = self.own_projection_share() else {
             return false;
@@ -585,8 +608,14 @@ impl Agent {
             return false;
         }
         let inv = 1.0 / total.weight;
-        let theta: Vec<f64> = total.theta.iter().map(|v| v * inv).collect();
-        self.proj.set_flat(&theta);
+        if self.config.projection == ProjectionMode::SharedProductProxy {
+            if !self.proj.set_from_natural_sum(&total.theta, total.weight) {
+                return false;
+            }
+        } else {
+            let theta: Vec<f64> = total.theta.iter().map(|v| v * inv).collect();
+            self.proj.set_flat(&theta);
+        }
         self.adam.m1 = total.m1.iter().map(|v| v * inv).collect();
         self.adam.m2 = total.m2.iter().map(|v| v * inv).collect();
         self.refresh_own(0.0);

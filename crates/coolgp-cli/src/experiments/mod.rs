@@ -12,6 +12,8 @@ use coolgp::model::{Excess, Projection, Vocabulary};
 use coolgp::rng::Rng;
 use coolgp_sim::{Batch, Report, Workload};
 
+mod projection;
+
 use crate::args::SimArgs;
 use crate::output;
 use crate::plot::{self, Series};
@@ -35,6 +37,9 @@ pub enum Name {
     Bound,
     /// Wall time and peak memory vs agents (10 → 10,000) and vs data size.
     Scaling,
+    /// Spec §13: per-agent vs shared q(W) vs the spec's two proxies vs the central learner,
+    /// 100 agents on 50,000 flights, three seeds.
+    Projection,
 }
 
 /// Flags of `coolgp experiment`.
@@ -74,6 +79,7 @@ pub fn run(a: &ExperimentArgs) -> Result<()> {
         Name::Loss => loss(a, &dir),
         Name::Bound => bound(a, &dir),
         Name::Scaling => scaling(a, &dir),
+        Name::Projection => projection::run(a, &dir),
     }
 }
 
@@ -296,14 +302,7 @@ fn disparity(a: &ExperimentArgs, dir: &Path) -> Result<()> {
             "A2 pre-fusion (keeps learning)",
             "A2 post-fusion",
         ];
-        let series: Vec<Series> = labels
-            .iter()
-            .zip(s)
-            .map(|(l, p)| Series {
-                label: (*l).into(),
-                points: p,
-            })
-            .collect();
+        let series = Series::labeled(&labels, s);
         plot::lines(
             dir,
             &format!("disparity{suffix}"),
@@ -373,14 +372,10 @@ fn loss(a: &ExperimentArgs, dir: &Path) -> Result<()> {
         "loss,coolgp_post,coolgp_pre,ddtc,dpitc",
         &rows,
     )?;
-    let series: Vec<Series> = ["COOL-GP (post-fusion)", "dDTC (server)", "dPITC (server)"]
-        .iter()
-        .zip(s)
-        .map(|(l, p)| Series {
-            label: (*l).into(),
-            points: p,
-        })
-        .collect();
+    let series = Series::labeled(
+        &["COOL-GP (post-fusion)", "dDTC (server)", "dPITC (server)"],
+        s,
+    );
     plot::lines(
         dir,
         "loss",
