@@ -7,7 +7,8 @@ use coolgp::model::Excess;
 use coolgp::rng::Rng;
 use coolgp::{NaturalParams, Vocabulary};
 
-use crate::run::Batch;
+use crate::eval::{mean_over, server_rmse};
+use crate::workload::{Batch, Workload};
 
 /// The server's running sums for one baseline.
 #[derive(Clone, Debug)]
@@ -69,4 +70,36 @@ impl Server {
     pub fn model(&self, vocab: &Vocabulary) -> NaturalParams {
         NaturalParams::from_excess(vocab, &self.received)
     }
+}
+
+/// One baseline replayed over the run's stream (in the run's order, fused every `chunk`
+/// batches): its RMSE on the test sets (each capped at `curve_points`) after each chunk, and on
+/// the whole test sets at the end (standardized units).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn replay(
+    which: Baseline,
+    kern: &BaselineKernel,
+    vocab: &Vocabulary,
+    work: &Workload,
+    order: &[usize],
+    chunk: usize,
+    loss: f64,
+    curve_points: usize,
+    mut rng: Rng,
+) -> (Vec<Option<f64>>, Option<f64>) {
+    let mut server = Server::new(which, vocab.m());
+    let mut curve = Vec::new();
+    for part in order.chunks(chunk.max(1)) {
+        let bs: Vec<&Batch> = part.iter().map(|&b| &work.batches[b]).collect();
+        server.upload(vocab, kern, &bs, loss, &mut rng);
+        let model = server.model(vocab);
+        curve.push(Some(mean_over(&work.tests, curve_points, |x, y| {
+            server_rmse(vocab, kern, &model, x, y)
+        })));
+    }
+    let model = server.model(vocab);
+    let fin = Some(mean_over(&work.tests, usize::MAX, |x, y| {
+        server_rmse(vocab, kern, &model, x, y)
+    }));
+    (curve, fin)
 }

@@ -38,14 +38,18 @@
 #![warn(missing_docs)]
 
 pub mod baselines;
+pub mod config;
+mod eval;
 pub mod network;
+pub mod report;
 pub mod run;
+pub mod workload;
 
+pub use config::{FusionChoice, Schedule, SimConfig, TopologyKind};
 pub use network::{run_rounds, run_schedule, NetStats};
-pub use run::{
-    run, AgentRow, Batch, CurvePoint, FusionChoice, Phases, Progress, Report, Schedule, SimConfig,
-    TestSet, TopologyKind, Workload,
-};
+pub use report::{AgentRow, CurvePoint, Phases, Report};
+pub use run::{run, Progress};
+pub use workload::{Batch, TestSet, Workload};
 
 /// Errors of a simulated run.
 #[derive(Debug, thiserror::Error)]

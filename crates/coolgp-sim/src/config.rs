@@ -1,0 +1,205 @@
+//! Settings of a simulated run: the communication graph, the fusion rule and schedule, and
+//! everything else a run needs besides its data.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use coolgp::learn::AdamConfig;
+use coolgp::{ProjectionMode, Topology, UpdateMode, Vocabulary};
+use serde::Serialize;
+
+/// The communication graph (`--topology`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopologyKind {
+    /// A path.
+    Path,
+    /// A star centred on agent 0.
+    Star,
+    /// A uniformly random recursive tree.
+    RandomTree,
+    /// Minimum spanning tree of random points (geometric MST).
+    Mst,
+    /// A ring (has a cycle).
+    Ring,
+    /// A near-square grid (cycles).
+    Grid,
+    /// The complete graph.
+    Complete,
+    /// A connected random geometric graph (cycles).
+    Geometric,
+}
+
+impl FromStr for TopologyKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "path" => Self::Path,
+            "star" => Self::Star,
+            "random-tree" | "tree" => Self::RandomTree,
+            "mst" => Self::Mst,
+            "ring" => Self::Ring,
+            "grid" => Self::Grid,
+            "complete" => Self::Complete,
+            "geometric" | "rgg" => Self::Geometric,
+            _ => {
+                return Err(format!(
+                    "unknown topology '{s}': use path, star, random-tree, mst, ring, grid, complete or geometric"
+                ))
+            }
+        })
+    }
+}
+
+impl TopologyKind {
+    /// Builds the graph for `n` agents.
+    pub fn build(self, n: usize, seed: u64) -> Topology {
+        match self {
+            Self::Path => Topology::path(n),
+            Self::Star => Topology::star(n),
+            Self::RandomTree => Topology::random_tree(n, seed),
+            Self::Mst => Topology::geometric_mst(n, seed),
+            Self::Ring => Topology::ring(n),
+            Self::Grid => Topology::grid(n),
+            Self::Complete => Topology::complete(n),
+            Self::Geometric => {
+                Topology::random_geometric(n, (2.0 / n.max(1) as f64).sqrt().min(1.0), seed)
+            }
+        }
+    }
+}
+
+/// How the fleet fuses (`--fusion`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FusionChoice {
+    /// Tree message passing on trees, push-sum on graphs with cycles.
+    Auto,
+    /// Tree message passing (refused on graphs with cycles: it double counts).
+    Tree,
+    /// Running-sum push-sum.
+    PushSum,
+    /// Tree message passing on the BFS spanning tree of the graph.
+    SpanningTree,
+}
+
+impl FromStr for FusionChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "auto" => Self::Auto,
+            "tree" => Self::Tree,
+            "push-sum" | "pushsum" => Self::PushSum,
+            "spanning-tree" => Self::SpanningTree,
+            _ => {
+                return Err(format!(
+                    "unknown fusion '{s}': use auto, tree, push-sum or spanning-tree"
+                ))
+            }
+        })
+    }
+}
+
+/// When tree messages are sent (`--schedule`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Schedule {
+    /// Two-pass on loss-free tree fusion with the default rounds, rounds otherwise.
+    Auto,
+    /// The paper's synchronous rounds: every agent sends to every neighbour each round.
+    Rounds,
+    /// Tree fusion only: each message once, when its sender has heard from its other
+    /// neighbours (leaves up, then root down): 2(n−1) messages per fusion, the same fused
+    /// views as `diameter` rounds. A lost message is not re-sent.
+    TwoPass,
+}
+
+impl FromStr for Schedule {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "auto" => Self::Auto,
+            "rounds" => Self::Rounds,
+            "two-pass" => Self::TwoPass,
+            _ => {
+                return Err(format!(
+                    "unknown schedule '{s}': use auto, rounds or two-pass"
+                ))
+            }
+        })
+    }
+}
+
+/// Settings of a simulated run.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Number of agents.
+    pub agents: usize,
+    /// Inducing inputs m (ignored when `vocab` is given).
+    pub inducing: usize,
+    /// Standardized dimension d' (default: the input dimension).
+    pub d_latent: Option<usize>,
+    /// Online update mode.
+    pub mode: UpdateMode,
+    /// Projection mode.
+    pub projection: ProjectionMode,
+    /// Communication graph.
+    pub topology: TopologyKind,
+    /// Fusion rule.
+    pub fusion: FusionChoice,
+    /// Probability that one transmission is lost.
+    pub loss: f64,
+    /// Rounds per fusion (default: enough for the topology).
+    pub rounds: Option<usize>,
+    /// When tree messages are sent.
+    pub schedule: Schedule,
+    /// Batches between fusions (0: fuse once, at the end).
+    pub fuse_every: usize,
+    /// Seed of everything random in the run.
+    pub seed: u64,
+    /// A vocabulary to use instead of the default design.
+    pub vocab: Option<Arc<Vocabulary>>,
+    /// Run the central learner.
+    pub central: bool,
+    /// Run dDTC and dPITC.
+    pub baselines: bool,
+    /// Test points per agent used for the learning curves (the last point uses all); with the
+    /// default, every test point of a capped test set, so the curves end where the final
+    /// evaluation does.
+    pub curve_points: usize,
+    /// Agents evaluated for the learning curves (evenly spaced ids; the last point uses all).
+    pub curve_agents: usize,
+    /// Learn θ online.
+    pub learn: bool,
+    /// Optimizer.
+    pub adam: AdamConfig,
+    /// Shuffle the stream (the paper's protocol); false keeps the workload's order.
+    pub shuffle: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            agents: 10,
+            inducing: 50,
+            d_latent: None,
+            mode: UpdateMode::Frozen,
+            projection: ProjectionMode::PerAgent,
+            topology: TopologyKind::RandomTree,
+            fusion: FusionChoice::Auto,
+            loss: 0.0,
+            rounds: None,
+            schedule: Schedule::Auto,
+            fuse_every: 0,
+            seed: 0,
+            vocab: None,
+            central: true,
+            baselines: true,
+            curve_points: 10_000,
+            curve_agents: 50,
+            learn: true,
+            adam: AdamConfig::default(),
+            shuffle: true,
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Evaluation helpers of a run: RMSE of agents and servers on the test sets, distances
+//! between natural parameters.
+
+use coolgp::baselines::BaselineKernel;
+use coolgp::model::predict::{predict_mean, predict_means};
+use coolgp::{Agent, NaturalParams, View, Vocabulary};
+
+use crate::workload::TestSet;
+
+pub(crate) fn rmse(p: &[f64], y: &[f64]) -> f64 {
+    coolgp::model::predict::rmse(p, y)
+}
+
+/// RMSE of the own and of the fused q(u) under the agent's q(W), sharing ψ1.
+pub(crate) fn eval_both(a: &Agent, x: coolgp::faer::MatRef<'_, f64>, y: &[f64]) -> (f64, f64) {
+    match (a.posterior(View::Own), a.posterior(View::Fused)) {
+        (Ok(own), Ok(fused)) => {
+            let m = predict_means(
+                a.vocabulary(),
+                a.projection(),
+                &[&own.alpha, &fused.alpha],
+                x,
+            );
+            (rmse(&m[0], y), rmse(&m[1], y))
+        }
+        _ => (
+            eval_rmse(a, View::Own, x, y),
+            eval_rmse(a, View::Fused, x, y),
+        ),
+    }
+}
+
+pub(crate) fn eval_rmse(a: &Agent, view: View, x: coolgp::faer::MatRef<'_, f64>, y: &[f64]) -> f64 {
+    match a.posterior(view) {
+        Ok(p) => rmse(
+            &predict_mean(a.vocabulary(), a.projection(), &p.alpha, x),
+            y,
+        ),
+        Err(_) => f64::NAN,
+    }
+}
+
+pub(crate) fn server_rmse(
+    vocab: &Vocabulary,
+    kern: &BaselineKernel,
+    model: &NaturalParams,
+    x: coolgp::faer::MatRef<'_, f64>,
+    y: &[f64],
+) -> f64 {
+    kern.predict_mean(vocab, model, x)
+        .map_or(f64::NAN, |mean| rmse(&mean, y))
+}
+
+/// Mean of `f` over the test sets, each capped at `cap` points.
+pub(crate) fn mean_over(
+    tests: &[TestSet],
+    cap: usize,
+    f: impl Fn(coolgp::faer::MatRef<'_, f64>, &[f64]) -> f64,
+) -> f64 {
+    let k = tests.len().max(1) as f64;
+    tests
+        .iter()
+        .map(|t| {
+            let n = t.y.len().min(cap);
+            f(t.x.as_ref().subrows(0, n), &t.y[..n])
+        })
+        .sum::<f64>()
+        / k
+}
+
+pub(crate) fn frob(t: &NaturalParams, minus: Option<&NaturalParams>) -> f64 {
+    let m = t.t2.len();
+    let mut s = 0.0;
+    for j in 0..m {
+        for i in 0..m {
+            let v = t.t1[(i, j)] - minus.map_or(0.0, |o| o.t1[(i, j)]);
+            s += v * v;
+        }
+        let v = t.t2[j] - minus.map_or(0.0, |o| o.t2[j]);
+        s += v * v;
+    }
+    s.sqrt()
+}

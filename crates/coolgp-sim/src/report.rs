@@ -1,0 +1,112 @@
+//! What a run reports: headline figures, learning curves, per-agent rows, phase timings.
+
+use serde::Serialize;
+
+use crate::network::NetStats;
+
+/// A point of the learning curves (mean RMSE over evaluated agents, original units).
+#[derive(Clone, Debug, Serialize)]
+pub struct CurvePoint {
+    /// Batches seen by the fleet.
+    pub batches: usize,
+    /// Data points seen.
+    pub points: usize,
+    /// Mean own-model RMSE.
+    pub rmse_pre: f64,
+    /// Mean fused-model RMSE.
+    pub rmse_post: f64,
+    /// Central learner RMSE.
+    pub rmse_central: Option<f64>,
+    /// dDTC server RMSE.
+    pub rmse_ddtc: Option<f64>,
+    /// dPITC server RMSE.
+    pub rmse_dpitc: Option<f64>,
+    /// `(agent, pre, post)` RMSE of each evaluated agent.
+    pub per_agent: Vec<(usize, f64, f64)>,
+}
+
+/// Per-agent final figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct AgentRow {
+    /// Agent id.
+    pub id: usize,
+    /// Blocks absorbed.
+    pub blocks: u64,
+    /// Own points.
+    pub points: usize,
+    /// Own-model RMSE.
+    pub rmse_pre: f64,
+    /// Fused-model RMSE.
+    pub rmse_post: f64,
+}
+
+/// The outcome of a run (`summary.json`, `curves.csv`, `agents.csv`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Mean own-model RMSE over agents (original units).
+    pub rmse_pre: f64,
+    /// Mean fused-model RMSE over agents.
+    pub rmse_post: f64,
+    /// Central learner RMSE.
+    pub rmse_central: Option<f64>,
+    /// dDTC RMSE.
+    pub rmse_ddtc: Option<f64>,
+    /// dPITC RMSE.
+    pub rmse_dpitc: Option<f64>,
+    /// RMSE of the constant (training-mean) predictor.
+    pub rmse_constant: f64,
+    /// Mean Gaussian NLPD of the fused models (original units), over up to 50 agents × 1,000
+    /// test points.
+    pub nlpd_post: f64,
+    /// Agents.
+    pub agents: usize,
+    /// Inducing inputs m.
+    pub inducing: usize,
+    /// Training points streamed.
+    pub points: usize,
+    /// Batches streamed.
+    pub batches: usize,
+    /// Wall time of the run in seconds (everything but loading).
+    pub wall_s: f64,
+    /// Largest `‖T_fused,i − T_g‖_F / ‖T_g‖_F` over agents after the last fusion.
+    pub fusion_max_rel_err: f64,
+    /// Fusion rule used.
+    pub fusion: String,
+    /// Topology.
+    pub topology: String,
+    /// Diameter of the graph the fusion ran on (edges), if connected.
+    pub diameter: Option<usize>,
+    /// Rounds per fusion (with the two-pass schedule: its steps).
+    pub rounds: usize,
+    /// `rounds` or `two-pass`.
+    pub schedule: String,
+    /// Transmission loss probability.
+    pub loss: f64,
+    /// Network counters.
+    pub network: NetStats,
+    /// Wall seconds spent per phase.
+    pub phases: Phases,
+    /// Seed.
+    pub seed: u64,
+    /// Vocabulary fingerprint.
+    pub fingerprint: String,
+    /// Learning curves.
+    #[serde(skip)]
+    pub curves: Vec<CurvePoint>,
+    /// Per-agent rows.
+    #[serde(skip)]
+    pub per_agent: Vec<AgentRow>,
+}
+
+/// Wall seconds per phase of a run (the fleet's blocks run alongside the central learner).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Phases {
+    /// Agents absorbing blocks (and, concurrently, the central learner).
+    pub learn_s: f64,
+    /// Fusion rounds.
+    pub fusion_s: f64,
+    /// Learning-curve and final evaluation of every agent.
+    pub eval_s: f64,
+    /// dDTC and dPITC.
+    pub baselines_s: f64,
+}

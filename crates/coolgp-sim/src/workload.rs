@@ -1,0 +1,42 @@
+//! The data of a run: the stream of batches and the test sets.
+
+use coolgp::faer::Mat;
+
+/// One arriving batch. With `group = Some(g)` it goes to a random agent of group g (agent i
+/// belongs to group `i % groups`; with fewer agents than groups, to agent `g % agents`);
+/// otherwise to a uniformly random agent.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    /// Routing group (a phenomenon, a station).
+    pub group: Option<usize>,
+    /// Inputs `[n, d]` (standardized).
+    pub x: Mat<f64>,
+    /// Targets `[n]` (on the fleet-wide scale).
+    pub y: Vec<f64>,
+}
+
+/// A test set.
+#[derive(Clone, Debug)]
+pub struct TestSet {
+    /// Inputs `[n, d]`.
+    pub x: Mat<f64>,
+    /// Targets `[n]`.
+    pub y: Vec<f64>,
+}
+
+/// The data of a run.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// Input dimension d.
+    pub d: usize,
+    /// The stream (shuffled by the run).
+    pub batches: Vec<Batch>,
+    /// Test sets.
+    pub tests: Vec<TestSet>,
+    /// Number of routing groups (0 when batches carry none).
+    pub groups: usize,
+    /// Agent i is tested on `tests[(i % groups) % tests.len()]` (else every agent on test 0).
+    pub test_by_group: bool,
+    /// Multiply RMSE by this to report it in original units (the y standard deviation).
+    pub y_scale: f64,
+}
