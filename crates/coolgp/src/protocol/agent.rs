@@ -29,9 +29,7 @@ use crate::model::{
     Excess, NaturalParams, Posterior, Prediction, Projection, ProjectionGrad, Vocabulary,
 };
 use crate::protocol::event::Event;
-use crate::protocol::message::{
-    validate_excess, AgentId, Body, Header, Message, ProjectionShare, RejectReason,
-};
+use crate::protocol::message::{AgentId, Body, Header, Message, ProjectionShare};
 
 /// Most events kept when the driver does not poll; the oldest are dropped first.
 const MAX_EVENTS: usize = 4096;
@@ -118,14 +116,6 @@ pub(crate) struct Inbound {
 
 /// A tree message's payload: `D_ij`, the points it represents, the projection sums.
 pub(crate) type TreeMessage = (Arc<Excess>, f64, Option<ProjectionShare>);
-
-/// Outcome of validating a message.
-enum Verdict {
-    /// New content: absorb it.
-    Fresh,
-    /// Bit-identical to the last accepted message from this sender.
-    Repeat,
-}
 
 /// Which q(u) to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -455,7 +445,7 @@ impl Agent {
     }
 
     /// Recomputes `E_i` under the current θ; in push-sum, injects the change into the mass.
-    fn refresh_own(&mut self, new_points: f64) {
+    pub(crate) fn refresh_own(&mut self, new_points: f64) {
         let (e, diag) = self.learner.excess(&self.vocab, &self.proj, &mut self.ws);
         if let Some(d) = diag {
             self.push_event(Event::ImportanceWeights(d));
@@ -572,182 +562,6 @@ impl Agent {
         }
     }
 
-    /// This agent's term of the fleet sums behind the shared projection: weight `w` (N_own,
-    /// or 1 for an agent with data under the proxies), `w·θ` (under the product proxy, the
-    /// natural form of q(W)), `w·m1`, `w·m2`.
-    fn own_projection_share(&self) -> Option<ProjectionShare> {
-        let has_data = if self.n_own > 0 { 1.0 } else { 0.0 };
-        let (w, theta) = match self.config.projection {
-            ProjectionMode::PerAgent => return None,
-            ProjectionMode::Shared => (self.n_own as f64, self.proj.to_flat()),
-            ProjectionMode::SharedPlainProxy => (has_data, self.proj.to_flat()),
-            ProjectionMode::SharedProductProxy => (has_data, self.proj.to_natural_flat()),
-        };
-        Some(ProjectionShare {
-            weight: w,
-            theta: theta.iter().map(|v| w * v).collect(),
-            m1: self.adam.m1.iter().map(|v| w * v).collect(),
-            m2: self.adam.m2.iter().map(|v| w * v).collect(),
-        })
-    }
-
-    /// Shared projection modes: replaces θ and the Adam moments by the fleet's `N`-weighted
-    /// averages carried in the latest messages (federated averaging, spec §13), or by the
-    /// proxies' plain average or product ([`ProjectionMode`]). Returns false (and changes
-    /// nothing) in per-agent mode, before any data, or if the fleet's sums are unusable.
-    pub fn adopt_fleet_projection(&mut self) -> bool {
-        let Some(mut total) = self.own_projection_share() else {
-            return false;
-        };
-        for v in self.inbox.values() {
-            if let Some(p) = &v.projection {
-                total.add_in_place(p);
-            }
-        }
-        if total.weight <= 0.0 {
-            return false;
-        }
-        let inv = 1.0 / total.weight;
-        if self.config.projection == ProjectionMode::SharedProductProxy {
-            if !self.proj.set_from_natural_sum(&total.theta, total.weight) {
-                return false;
-            }
-        } else {
-            let theta: Vec<f64> = total.theta.iter().map(|v| v * inv).collect();
-            self.proj.set_flat(&theta);
-        }
-        self.adam.m1 = total.m1.iter().map(|v| v * inv).collect();
-        self.adam.m2 = total.m2.iter().map(|v| v * inv).collect();
-        self.refresh_own(0.0);
-        true
-    }
-
-    /// Validates and absorbs a neighbour's message (spec §9). A rejected message leaves the
-    /// agent unchanged and is reported as [`Event::Rejected`].
-    ///
-    /// # Errors
-    /// The [`RejectReason`].
-    pub fn handle_message(&mut self, msg: Message) -> std::result::Result<(), RejectReason> {
-        let from = msg.header.sender;
-        match self.validate(&msg) {
-            Ok(Verdict::Repeat) => {
-                // Same content as the last accepted message: only the round advances.
-                self.last_round.insert(from, msg.header.round);
-                Ok(())
-            }
-            Ok(Verdict::Fresh) => {
-                self.accept(msg);
-                Ok(())
-            }
-            Err(reason) => {
-                self.push_event(Event::Rejected {
-                    from,
-                    reason: reason.clone(),
-                });
-                Err(reason)
-            }
-        }
-    }
-
-    fn validate(&self, msg: &Message) -> std::result::Result<Verdict, RejectReason> {
-        let h = &msg.header;
-        if h.fingerprint != self.vocab.fingerprint() {
-            return Err(RejectReason::Fingerprint(h.fingerprint.short()));
-        }
-        if h.receiver != self.id {
-            return Err(RejectReason::WrongReceiver(h.receiver));
-        }
-        if !self.neighbors.contains(&h.sender) {
-            return Err(RejectReason::UnknownSender(h.sender));
-        }
-        if let Some(&last) = self.last_round.get(&h.sender) {
-            if h.round <= last {
-                return Err(RejectReason::Stale {
-                    round: h.round,
-                    last,
-                });
-            }
-        }
-        match (&msg.body, self.config.fusion) {
-            (Body::Tree { excess, points }, FusionRule::Tree) => {
-                // Messages are re-sent every round and, once the fleet has converged, repeat
-                // the last accepted one bit for bit: that content was validated already.
-                let unchanged = self.inbox.get(&h.sender).is_some_and(|ib| {
-                    ib.points.to_bits() == points.to_bits()
-                        && (Arc::ptr_eq(&ib.excess, excess) || ib.excess.exact_eq(excess))
-                });
-                if unchanged {
-                    let same_projection = self
-                        .inbox
-                        .get(&h.sender)
-                        .is_some_and(|ib| ib.projection == msg.projection);
-                    if same_projection {
-                        return Ok(Verdict::Repeat);
-                    }
-                } else {
-                    validate_excess(&self.vocab, excess, *points)?
-                }
-            }
-            (Body::PushSum { total }, FusionRule::PushSum { .. }) => {
-                if !(total.w.is_finite() && total.points.is_finite()) {
-                    return Err(RejectReason::NonFinite);
-                }
-                if total.w < 0.0 {
-                    return Err(RejectReason::Implausible("negative push-sum weight"));
-                }
-                validate_excess(&self.vocab, &total.x, total.points)?;
-            }
-            _ => return Err(RejectReason::WrongKind),
-        }
-        if let Some(p) = &msg.projection {
-            let n = self.proj.n_params();
-            let ok = p.theta.len() == n
-                && p.m1.len() == n
-                && p.m2.len() == n
-                && p.weight.is_finite()
-                && p.weight >= 0.0
-                && p.theta
-                    .iter()
-                    .chain(&p.m1)
-                    .chain(&p.m2)
-                    .all(|v| v.is_finite())
-                && p.m2.iter().all(|v| *v >= 0.0);
-            if !ok {
-                return Err(RejectReason::BadProjection);
-            }
-        }
-        Ok(Verdict::Fresh)
-    }
-
-    fn accept(&mut self, msg: Message) {
-        let from = msg.header.sender;
-        // D_ij for j ≠ from includes what `from` sent; the message back to `from` does not.
-        self.sent_cache.retain(|k, _| *k == from);
-        self.last_round.insert(from, msg.header.round);
-        match msg.body {
-            Body::Tree { mut excess, points } => {
-                // Validation allows asymmetry up to 1e-9·scale; stored state is exactly symmetric.
-                if !excess.is_exactly_symmetric() {
-                    Arc::make_mut(&mut excess).symmetrize_in_place();
-                }
-                self.inbox.insert(
-                    from,
-                    Inbound {
-                        excess,
-                        points,
-                        projection: msg.projection,
-                    },
-                );
-            }
-            Body::PushSum { mut total } => {
-                total.x.symmetrize_in_place();
-                self.pushsum.receive(from, total)
-            }
-        }
-        let fleet_points = self.fleet_points();
-        self.push_event(Event::FusedUpdated { fleet_points });
-    }
-
     /// The next message to transmit, if any.
     pub fn poll_transmit(&mut self) -> Option<Message> {
         self.outbox.pop_front()
@@ -758,7 +572,7 @@ impl Agent {
         self.events.pop_front()
     }
 
-    fn push_event(&mut self, e: Event) {
+    pub(crate) fn push_event(&mut self, e: Event) {
         if self.events.len() >= MAX_EVENTS {
             self.events.pop_front();
         }

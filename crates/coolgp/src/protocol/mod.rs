@@ -3,6 +3,8 @@
 pub mod agent;
 pub mod codec;
 pub mod event;
+mod fleet_projection;
+mod inbound;
 pub mod message;
 pub mod snapshot;
 

@@ -1,0 +1,144 @@
+//! A neighbour's message arriving at an agent: validation (spec §9) and absorption. A rejected
+//! message leaves the agent unchanged.
+
+use std::sync::Arc;
+
+use crate::protocol::agent::{Agent, FusionRule, Inbound};
+use crate::protocol::event::Event;
+use crate::protocol::message::{validate_excess, Body, Message, RejectReason};
+
+/// Outcome of validating a message.
+enum Verdict {
+    /// New content: absorb it.
+    Fresh,
+    /// Bit-identical to the last accepted message from this sender.
+    Repeat,
+}
+
+impl Agent {
+    /// Validates and absorbs a neighbour's message (spec §9). A rejected message leaves the
+    /// agent unchanged and is reported as [`Event::Rejected`].
+    ///
+    /// # Errors
+    /// The [`RejectReason`].
+    pub fn handle_message(&mut self, msg: Message) -> std::result::Result<(), RejectReason> {
+        let from = msg.header.sender;
+        match self.validate(&msg) {
+            Ok(Verdict::Repeat) => {
+                // Same content as the last accepted message: only the round advances.
+                self.last_round.insert(from, msg.header.round);
+                Ok(())
+            }
+            Ok(Verdict::Fresh) => {
+                self.accept(msg);
+                Ok(())
+            }
+            Err(reason) => {
+                self.push_event(Event::Rejected {
+                    from,
+                    reason: reason.clone(),
+                });
+                Err(reason)
+            }
+        }
+    }
+
+    fn validate(&self, msg: &Message) -> std::result::Result<Verdict, RejectReason> {
+        let h = &msg.header;
+        if h.fingerprint != self.vocab.fingerprint() {
+            return Err(RejectReason::Fingerprint(h.fingerprint.short()));
+        }
+        if h.receiver != self.id {
+            return Err(RejectReason::WrongReceiver(h.receiver));
+        }
+        if !self.neighbors.contains(&h.sender) {
+            return Err(RejectReason::UnknownSender(h.sender));
+        }
+        if let Some(&last) = self.last_round.get(&h.sender) {
+            if h.round <= last {
+                return Err(RejectReason::Stale {
+                    round: h.round,
+                    last,
+                });
+            }
+        }
+        match (&msg.body, self.config.fusion) {
+            (Body::Tree { excess, points }, FusionRule::Tree) => {
+                // Messages are re-sent every round and, once the fleet has converged, repeat
+                // the last accepted one bit for bit: that content was validated already.
+                let unchanged = self.inbox.get(&h.sender).is_some_and(|ib| {
+                    ib.points.to_bits() == points.to_bits()
+                        && (Arc::ptr_eq(&ib.excess, excess) || ib.excess.exact_eq(excess))
+                });
+                if unchanged {
+                    let same_projection = self
+                        .inbox
+                        .get(&h.sender)
+                        .is_some_and(|ib| ib.projection == msg.projection);
+                    if same_projection {
+                        return Ok(Verdict::Repeat);
+                    }
+                } else {
+                    validate_excess(&self.vocab, excess, *points)?
+                }
+            }
+            (Body::PushSum { total }, FusionRule::PushSum { .. }) => {
+                if !(total.w.is_finite() && total.points.is_finite()) {
+                    return Err(RejectReason::NonFinite);
+                }
+                if total.w < 0.0 {
+                    return Err(RejectReason::Implausible("negative push-sum weight"));
+                }
+                validate_excess(&self.vocab, &total.x, total.points)?;
+            }
+            _ => return Err(RejectReason::WrongKind),
+        }
+        if let Some(p) = &msg.projection {
+            let n = self.proj.n_params();
+            let ok = p.theta.len() == n
+                && p.m1.len() == n
+                && p.m2.len() == n
+                && p.weight.is_finite()
+                && p.weight >= 0.0
+                && p.theta
+                    .iter()
+                    .chain(&p.m1)
+                    .chain(&p.m2)
+                    .all(|v| v.is_finite())
+                && p.m2.iter().all(|v| *v >= 0.0);
+            if !ok {
+                return Err(RejectReason::BadProjection);
+            }
+        }
+        Ok(Verdict::Fresh)
+    }
+
+    fn accept(&mut self, msg: Message) {
+        let from = msg.header.sender;
+        // D_ij for j ≠ from includes what `from` sent; the message back to `from` does not.
+        self.sent_cache.retain(|k, _| *k == from);
+        self.last_round.insert(from, msg.header.round);
+        match msg.body {
+            Body::Tree { mut excess, points } => {
+                // Validation allows asymmetry up to 1e-9·scale; stored state is exactly symmetric.
+                if !excess.is_exactly_symmetric() {
+                    Arc::make_mut(&mut excess).symmetrize_in_place();
+                }
+                self.inbox.insert(
+                    from,
+                    Inbound {
+                        excess,
+                        points,
+                        projection: msg.projection,
+                    },
+                );
+            }
+            Body::PushSum { mut total } => {
+                total.x.symmetrize_in_place();
+                self.pushsum.receive(from, total)
+            }
+        }
+        let fleet_points = self.fleet_points();
+        self.push_event(Event::FusedUpdated { fleet_points });
+    }
+}
