@@ -110,16 +110,18 @@ where
     Ok(chart)
 }
 
-/// Draws the legend and writes the file.
+/// Draws the legend at `pos` and writes the file.
 fn finish<'a, DB: DrawingBackend + 'a>(
     mut chart: Chart<'a, DB>,
     root: &'a DrawingArea<DB, Shift>,
+    pos: SeriesLabelPosition,
 ) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
     chart
         .configure_series_labels()
+        .position(pos)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
@@ -139,6 +141,10 @@ where
     DB::ErrorType: 'static,
 {
     let (x0, x1, y0, y1) = bounds(series);
+    // Headroom above the data for the legend (≈ 20 px per entry of a ≈ 440 px plot area), so
+    // that it never hides a line.
+    let f = ((series.len() as f64 * 20.0 + 24.0) / 440.0).min(0.6);
+    let y1 = y1 + (y1 - y0) * f / (1.0 - f);
     let mut chart = frame(&root, title, (xlabel, ylabel), x0..x1, y0..y1)?;
     for (i, s) in series.iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
@@ -157,7 +163,7 @@ where
             .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
             .map_err(err)?;
     }
-    finish(chart, &root)
+    finish(chart, &root, SeriesLabelPosition::UpperRight)
 }
 
 /// Writes `STEM.png` and `STEM.svg` with line series.
@@ -223,7 +229,7 @@ where
         .map_err(err)?
         .label("agent")
         .legend(|(x, y)| Circle::new((x + 9, y), 3, COLORS[0].filled()));
-    finish(chart, &root)
+    finish(chart, &root, SeriesLabelPosition::UpperLeft)
 }
 
 /// Writes `STEM.png` and `STEM.svg`: one point per agent, pre vs post, with the diagonal.
