@@ -126,3 +126,24 @@ fn proxies_need_tree_fusion_like_the_shared_mode() {
         assert!(Agent::new(0, vocab.clone(), 1, cfg).is_err(), "{mode:?}");
     }
 }
+
+#[test]
+fn product_proxy_refuses_a_fleet_sum_with_a_negative_precision() {
+    // A neighbour's share passes validation (finite numbers) but carries negative precisions:
+    // the product would be meaningless, so adoption refuses and q(W) is left as it was.
+    let (mut agents, _, _) = fleet(ProjectionMode::SharedProductProxy);
+    agents[0].handle_tick();
+    let mut msg = agents[0].poll_transmit().expect("a message to agent 1");
+    while agents[0].poll_transmit().is_some() {}
+    let share = msg.projection.as_mut().expect("a projection share");
+    let k = (share.theta.len() - 2) / 2;
+    for p in &mut share.theta[k..2 * k] {
+        *p = -1e9;
+    }
+    agents[1]
+        .handle_message(msg)
+        .expect("finite content is accepted");
+    let before = agents[1].projection().clone();
+    assert!(!agents[1].adopt_fleet_projection());
+    assert_eq!(agents[1].projection(), &before);
+}
