@@ -31,9 +31,9 @@ pub struct PsiWorkspace {
 }
 
 /// Lanes of one ψ̄2 chunk: the kernel evaluates `LANES` consecutive `k` of one row `j` in
-/// registers (four AVX2 vectors: four independent dependency chains through the exponential),
-/// so no exponent row goes through memory. A row's last 1–16 entries take one chunk of 16, 8
-/// or 4 lanes.
+/// registers (four AVX2 or two AVX-512 vectors: independent dependency chains through the
+/// exponential), so no exponent row goes through memory. A row's last 1–16 entries take one
+/// chunk of 16, 8 or 4 lanes.
 const LANES: usize = 16;
 
 /// Scratch of the ψ̄2 kernel: `β [d']`, `φ [m + LANES]`, the per-row coefficients `z_j∘β [d']`
@@ -99,9 +99,9 @@ dispatch! {
     /// Every entry is `exp_fma(fma(…fma(z_j0 β_0, z_k0, (base + φ_j) + φ_k)…))`, the d'-sum
     /// fused and taken in order `i = 0, 1, …`: the same IEEE operations in the same order on
     /// every code path, whatever the chunk an entry falls in (the unit tests check this bit for
-    /// bit, AVX2 against baseline and against an entry-by-entry reference). Row `j` is
-    /// processed in chunks of [`LANES`] consecutive `k`, each kept in registers from the
-    /// d'-sum through the exponential to the store.
+    /// bit, AVX-512 and AVX2 against baseline and against an entry-by-entry reference). Row
+    /// `j` is processed in chunks of [`LANES`] consecutive `k`, each kept in registers from
+    /// the d'-sum through the exponential to the store.
     fn psi2_point_upper(
         zt: &[f64],
         m: usize,
