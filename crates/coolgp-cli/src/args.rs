@@ -58,8 +58,9 @@ pub struct SimArgs {
     #[arg(long)]
     pub normalization: Option<String>,
     /// per-agent (default, the paper) or shared (one fleet-wide q(W), federated averaging
-    /// weighted by points); spec §13's proxies for comparison: shared-plain-proxy (plain
-    /// average of θ), shared-product-proxy (product of the agents' q(W)).
+    /// weighted by points); both (simulate only: the two side by side, references computed
+    /// once); spec §13's proxies for comparison: shared-plain-proxy (plain average of θ),
+    /// shared-product-proxy (product of the agents' q(W)).
     #[arg(long)]
     pub projection: Option<String>,
     /// path, star, random-tree (default), mst, ring, grid, complete, geometric.

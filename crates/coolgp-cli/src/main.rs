@@ -182,6 +182,17 @@ fn run_sim(
 
 fn simulate(args: SimArgs, out: Option<PathBuf>, quiet: bool) -> Result<()> {
     let args = args.with_config_file()?;
+    if args.projection.as_deref() == Some("both") {
+        println!("coolgp simulate — both projection modes side by side");
+        experiments::both_modes(&args, quiet, out.as_deref(), "coolgp simulate")?;
+        if let Some(dir) = out {
+            println!(
+                "  results in {} (per-agent/, shared/, summary.csv)",
+                dir.display()
+            );
+        }
+        return Ok(());
+    }
     let (report, cfg, desc) = run_sim(&args, quiet, "simulate")?;
     println!("coolgp simulate — {desc}");
     output::print_report(&report);

@@ -10,6 +10,32 @@ fn coolgp(args: &[&str]) -> Output {
         .expect("the coolgp binary runs")
 }
 
+/// Runs the binary and fails the test with its stderr unless it succeeded.
+fn coolgp_ok(args: &[&str]) -> Output {
+    let out = coolgp(args);
+    assert!(
+        out.status.success(),
+        "coolgp {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `cmd` on the CSV of [`write_csv`] (target y, inputs a and b), then `extra`.
+fn on_csv<'a>(cmd: &'a str, csv: &'a std::path::Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        cmd,
+        "--data",
+        csv.to_str().expect("utf8"),
+        "--target",
+        "y",
+        "--inputs",
+        "a,b",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("coolgp-cli-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -43,12 +69,7 @@ fn write_csv(dir: &std::path::Path, bad_line: Option<&str>) -> PathBuf {
 #[test]
 fn demo_writes_the_documented_summary() {
     let dir = tmp("demo");
-    let out = coolgp(&["demo", "--quiet", "--out", dir.to_str().expect("utf8")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = coolgp_ok(&["demo", "--quiet", "--out", dir.to_str().expect("utf8")]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("RMSE pre-fusion") && text.contains("central learner"),
@@ -95,7 +116,7 @@ fn csv_errors_name_file_and_line_and_skip_bad_rows_counts() {
         err.contains("data.csv:102") && err.contains("oops"),
         "{err}"
     );
-    let out = coolgp(&[
+    let out = coolgp_ok(&[
         "simulate",
         "--data",
         path,
@@ -111,11 +132,6 @@ fn csv_errors_name_file_and_line_and_skip_bad_rows_counts() {
         "--quiet",
         "--no-baselines",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("skipped 1 malformed rows"));
     let out = coolgp(&["simulate", "--data", path, "--target", "nope", "--quiet"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
@@ -127,33 +143,25 @@ fn same_seed_twice_gives_identical_summary_numbers() {
     let csv = write_csv(&dir, None);
     let run = |name: &str| {
         let out_dir = dir.join(name);
-        let out = coolgp(&[
+        coolgp_ok(&on_csv(
             "simulate",
-            "--data",
-            csv.to_str().expect("utf8"),
-            "--target",
-            "y",
-            "--inputs",
-            "a,b",
-            "--agent-by",
-            "station",
-            "--inducing",
-            "10",
-            "--batch",
-            "10",
-            "--loss",
-            "0.2",
-            "--seed",
-            "5",
-            "--quiet",
-            "--out",
-            out_dir.to_str().expect("utf8"),
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            &csv,
+            &[
+                "--agent-by",
+                "station",
+                "--inducing",
+                "10",
+                "--batch",
+                "10",
+                "--loss",
+                "0.2",
+                "--seed",
+                "5",
+                "--quiet",
+                "--out",
+                out_dir.to_str().expect("utf8"),
+            ],
+        ));
         let mut s = summary(&out_dir);
         let o = s.as_object_mut().expect("object");
         o.remove("wall_s");
@@ -177,7 +185,7 @@ fn config_file_fills_flags_and_bad_values_are_explained() {
     )
     .expect("write config");
     let out_dir = dir.join("out");
-    let out = coolgp(&[
+    coolgp_ok(&[
         "simulate",
         "--config",
         cfg.to_str().expect("utf8"),
@@ -187,11 +195,6 @@ fn config_file_fills_flags_and_bad_values_are_explained() {
         "--out",
         out_dir.to_str().expect("utf8"),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(
         summary(&out_dir)["agents"],
         2,
@@ -227,21 +230,18 @@ fn vocabulary_file_round_trips_and_detects_edits() {
     ]);
     assert!(out.status.success());
     let csv = write_csv(&dir, None);
-    let run = coolgp(&[
+    let run = coolgp(&on_csv(
         "simulate",
-        "--data",
-        csv.to_str().expect("utf8"),
-        "--target",
-        "y",
-        "--inputs",
-        "a,b",
-        "--vocab",
-        f.to_str().expect("utf8"),
-        "--agents",
-        "2",
-        "--quiet",
-        "--no-baselines",
-    ]);
+        &csv,
+        &[
+            "--vocab",
+            f.to_str().expect("utf8"),
+            "--agents",
+            "2",
+            "--quiet",
+            "--no-baselines",
+        ],
+    ));
     assert!(
         run.status.success(),
         "{}",
@@ -267,7 +267,7 @@ fn quick_experiment_leaves_a_results_folder() {
         ),
     ] {
         let dir = tmp(&format!("exp-{name}"));
-        let out = coolgp(&[
+        coolgp_ok(&[
             "experiment",
             name,
             "--quick",
@@ -275,11 +275,6 @@ fn quick_experiment_leaves_a_results_folder() {
             "--out",
             dir.to_str().expect("utf8"),
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         for f in files {
             assert!(dir.join(f).exists(), "{name}: {f} missing");
         }
@@ -322,26 +317,18 @@ fn vocabulary_from_data_is_deterministic_and_usable() {
     let csv = write_csv(&dir, None);
     let make = |name: &str| {
         let f = dir.join(name);
-        let out = coolgp(&[
+        coolgp_ok(&on_csv(
             "vocab",
-            "--inducing",
-            "10",
-            "--dim",
-            "2",
-            "--data",
-            csv.to_str().expect("utf8"),
-            "--target",
-            "y",
-            "--inputs",
-            "a,b",
-            "--save",
-            f.to_str().expect("utf8"),
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            &csv,
+            &[
+                "--inducing",
+                "10",
+                "--dim",
+                "2",
+                "--save",
+                f.to_str().expect("utf8"),
+            ],
+        ));
         std::fs::read_to_string(&f).expect("saved")
     };
     assert_eq!(make("v1.json"), make("v2.json"));
@@ -362,26 +349,10 @@ fn export_writes_the_split_that_simulate_streams() {
     let dir = tmp("export");
     let csv = write_csv(&dir, None);
     let out_dir = dir.join("split");
-    let args = [
-        "--data",
-        csv.to_str().expect("utf8"),
-        "--target",
-        "y",
-        "--inputs",
-        "a,b",
-        "--test-fraction",
-        "0.2",
-        "--batch",
-        "7",
-    ];
-    let mut export = vec!["export", "--out", out_dir.to_str().expect("utf8")];
-    export.extend_from_slice(&args);
-    let out = coolgp(&export);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args = ["--test-fraction", "0.2", "--batch", "7"];
+    let mut export = on_csv("export", &csv, &args);
+    export.extend_from_slice(&["--out", out_dir.to_str().expect("utf8")]);
+    coolgp_ok(&export);
     let meta: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(out_dir.join("split.json")).expect("split.json"),
     )
@@ -412,21 +383,15 @@ fn export_writes_the_split_that_simulate_streams() {
     }
     // The same flags in `simulate` stream the same number of points.
     let sim_dir = dir.join("sim");
-    let mut sim = vec![
-        "simulate",
+    let mut sim = on_csv("simulate", &csv, &args);
+    sim.extend_from_slice(&[
         "--quiet",
         "--agents",
         "3",
         "--out",
         sim_dir.to_str().expect("utf8"),
-    ];
-    sim.extend_from_slice(&args);
-    let out = coolgp(&sim);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ]);
+    coolgp_ok(&sim);
     assert_eq!(summary(&sim_dir)["points"].as_u64(), Some(n_train as u64));
     // A missing target is an error that names the flag.
     let out = coolgp(&[
@@ -442,4 +407,38 @@ fn export_writes_the_split_that_simulate_streams() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn simulate_reports_both_projection_modes_side_by_side_on_any_csv() {
+    let dir = tmp("both");
+    let csv = write_csv(&dir, None);
+    let out_dir = dir.join("both");
+    let out = coolgp_ok(&on_csv(
+        "simulate",
+        &csv,
+        &[
+            "--quiet",
+            "--agents",
+            "4",
+            "--projection",
+            "both",
+            "--out",
+            out_dir.to_str().expect("utf8"),
+        ],
+    ));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("per-agent") && text.contains("shared"),
+        "{text}"
+    );
+    let per = summary(&out_dir.join("per-agent"));
+    let shared = summary(&out_dir.join("shared"));
+    // The references are computed once and reported for both modes.
+    assert_eq!(per["rmse_central"], shared["rmse_central"]);
+    assert_eq!(per["rmse_ddtc"], shared["rmse_ddtc"]);
+    assert!(per["rmse_post"].as_f64().expect("number").is_finite());
+    assert_ne!(per["rmse_pre"], shared["rmse_pre"], "the modes must differ");
+    let table = std::fs::read_to_string(out_dir.join("summary.csv")).expect("summary.csv");
+    assert_eq!(table.lines().count(), 3, "{table}");
 }

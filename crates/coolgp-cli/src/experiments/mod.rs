@@ -166,51 +166,68 @@ fn synthetic(a: &ExperimentArgs, dir: &Path) -> Result<()> {
 /// Fig. 4a (airline) or Fig. 2 in spirit (stations): both projection modes side by side.
 fn single_phenomenon(a: &ExperimentArgs, dir: &Path, dataset: &str) -> Result<()> {
     let stations = dataset != "airline";
+    let base = SimArgs {
+        dataset: Some(dataset.into()),
+        agents: if stations {
+            None
+        } else {
+            Some(if a.quick { 100 } else { 1000 })
+        },
+        agent_by: stations.then(|| "station".to_string()),
+        inducing: Some(if a.quick {
+            30
+        } else if stations {
+            50
+        } else {
+            100
+        }),
+        batch: Some(if stations { 10 } else { 20 }),
+        topology: Some("random-tree".into()),
+        seed: Some(a.seed),
+        max_train: a.quick.then_some(20_000),
+        max_test: Some(if a.quick { 2000 } else { 10_000 }),
+        no_baselines: a.quick,
+        ..SimArgs::default()
+    };
+    both_modes(&base, a.quiet, Some(dir), dataset)
+}
+
+/// Runs `base` in the per-agent and in the shared projection mode and reports them side by
+/// side (`coolgp simulate --projection both` and the single-phenomenon experiments). The
+/// references (central learner, dDTC, dPITC) do not depend on the fleet's projection mode:
+/// computed in the first run and reused for the second. With `dir`: `DIR/per-agent/`,
+/// `DIR/shared/` (each a full run folder), `summary.json` and `summary.csv`.
+pub(crate) fn both_modes(
+    base: &SimArgs,
+    quiet: bool,
+    dir: Option<&Path>,
+    title: &str,
+) -> Result<()> {
     let mut rows = Vec::new();
     let mut summary = serde_json::Map::new();
-    // The references (central learner, dDTC, dPITC) do not depend on the fleet's projection
-    // mode: computed in the first run and reused for the second.
     let mut refs: Option<(Option<f64>, Option<f64>, Option<f64>)> = None;
     for projection in ["per-agent", "shared"] {
         let args = SimArgs {
-            dataset: Some(dataset.into()),
-            agents: if stations {
-                None
-            } else {
-                Some(if a.quick { 100 } else { 1000 })
-            },
-            agent_by: stations.then(|| "station".to_string()),
-            inducing: Some(if a.quick {
-                30
-            } else if stations {
-                50
-            } else {
-                100
-            }),
-            batch: Some(if stations { 10 } else { 20 }),
             projection: Some(projection.into()),
-            topology: Some("random-tree".into()),
-            seed: Some(a.seed),
-            max_train: a.quick.then_some(20_000),
-            max_test: Some(if a.quick { 2000 } else { 10_000 }),
-            no_baselines: a.quick || refs.is_some(),
-            no_central: refs.is_some(),
-            ..SimArgs::default()
+            no_baselines: base.no_baselines || refs.is_some(),
+            no_central: base.no_central || refs.is_some(),
+            ..base.clone()
         };
-        let mut r = sim(&args, a.quiet, projection)?;
+        let mut r = sim(&args, quiet, projection)?;
         match refs {
             None => refs = Some((r.rmse_central, r.rmse_ddtc, r.rmse_dpitc)),
             Some((c, d, p)) => {
                 (r.rmse_central, r.rmse_ddtc, r.rmse_dpitc) = (c, d, p);
             }
         }
-        let sub = dir.join(projection);
-        output::write_run(
-            &sub,
-            &r,
-            &format!("{dataset}, {projection} projection"),
-            serde_json::json!({}),
-        )?;
+        if let Some(dir) = dir {
+            output::write_run(
+                &dir.join(projection),
+                &r,
+                &format!("{title}, {projection} projection"),
+                serde_json::json!({}),
+            )?;
+        }
         println!("  {projection:<9}");
         output::print_report(&r);
         rows.push(format!(
@@ -227,6 +244,9 @@ fn single_phenomenon(a: &ExperimentArgs, dir: &Path, dataset: &str) -> Result<()
         ));
         summary.insert(projection.into(), serde_json::to_value(&r)?);
     }
+    let Some(dir) = dir else {
+        return Ok(());
+    };
     std::fs::write(
         dir.join("summary.json"),
         serde_json::to_string_pretty(&summary)? + "\n",
