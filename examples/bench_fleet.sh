@@ -6,7 +6,8 @@
 #   - bytes sent per node per round (payload bytes, from status: bytes_sent / rounds_run).
 #
 # Usage:   examples/bench_fleet.sh                 (N = 20, MS = "100 200")
-# Env:     COOLGP, N, MS, ROWS (200), BATCH (50), ROUND_MS (100), BASE_PORT (17447)
+# Env:     COOLGP, N, MS, ROWS (200), BATCH (50), ROUND_MS (100), BASE_PORT (17447),
+#          RESEND (1: every message every round; N: unchanged messages every N rounds)
 # Needs:   python3 (for JSON), awk.
 set -euo pipefail
 N=${N:-20}
@@ -14,6 +15,7 @@ MS=${MS:-"100 200"}
 ROWS=${ROWS:-200}
 BATCH=${BATCH:-50}
 ROUND_MS=${ROUND_MS:-100}
+RESEND=${RESEND:-1}
 BASE_PORT=${BASE_PORT:-17447}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COOLGP=${COOLGP:-$ROOT/target/release/coolgp}
@@ -36,7 +38,7 @@ for i in $(seq 0 $((N - 1))); do
   }' > "$WORK/data$i.csv"
 done
 
-echo "N = $N nodes (binary tree), $ROWS rows each in blocks of $BATCH, round $ROUND_MS ms, $(nproc) cores"
+echo "N = $N nodes (binary tree), $ROWS rows each in blocks of $BATCH, round $ROUND_MS ms, resend every $RESEND, $(nproc) cores"
 for M in $MS; do
   FLEET="bench-m$M"
   rm -f "$WORK/pids"
@@ -49,7 +51,7 @@ for M in $MS; do
     connect=()
     [ "$i" -gt 0 ] && connect=(--connect "tcp/127.0.0.1:$((BASE_PORT + (i - 1) / 2))")
     "$COOLGP" node --id "$i" --fleet "$FLEET" --inducing "$M" --neighbors "$nbs" \
-      --data "$WORK/data$i.csv" --batch "$BATCH" --round-ms "$ROUND_MS" \
+      --data "$WORK/data$i.csv" --batch "$BATCH" --round-ms "$ROUND_MS" --resend-every "$RESEND" \
       --state "$WORK/m$M-state$i" --listen "tcp/127.0.0.1:$((BASE_PORT + i))" "${connect[@]}" \
       > "$WORK/m$M-node$i.log" 2>&1 &
     echo $! >> "$WORK/pids"
@@ -79,9 +81,10 @@ settled = max(s["fused_changed_unix_ms"] for s in st)
 per_round = [s["bytes_sent"] / max(s["rounds_run"], 1) for s in st]
 per_msg = sum(s["bytes_sent"] for s in st) / max(sum(s["messages_sent"] for s in st), 1)
 ckpt = sum(s["checkpoint_bytes"] for s in st) / n
+held = sum(s.get("messages_unchanged_held", 0) for s in st)
 print(f"m = {m}: converged {settled - last_block} ms after the last block; "
       f"bytes/node/round mean {sum(per_round)/n:,.0f} (min {min(per_round):,.0f}, max {max(per_round):,.0f}); "
-      f"{per_msg:,.0f} bytes/message; checkpoint {ckpt:,.0f} bytes")
+      f"{per_msg:,.0f} bytes/message; {held:,} unchanged messages held; checkpoint {ckpt:,.0f} bytes")
 PY
   kill -TERM $(cat "$WORK/pids") 2>/dev/null || true
   wait 2>/dev/null || true

@@ -346,13 +346,15 @@ fn path_neighbors(i: usize, n: usize) -> Vec<usize> {
     v
 }
 
-/// Starts a path 0-1-…-(n−1), node i connecting to i−1, each with its own CSV share.
+/// Starts a path 0-1-…-(n−1), node i connecting to i−1, each with its own CSV share and the
+/// `extra` flags.
 fn start_path(
     fleet: &mut Fleet,
     shares: &[Vec<(Vec<f64>, f64)>],
     batch: usize,
     round_ms: u64,
     state: bool,
+    extra: &[&str],
 ) -> Vec<Vec<String>> {
     let n = shares.len();
     let mut all_args = Vec::new();
@@ -370,6 +372,7 @@ fn start_path(
         if i > 0 {
             args.extend(["--connect".into(), endpoint(fleet.ports[i - 1])]);
         }
+        args.extend(extra.iter().map(|a| a.to_string()));
         fleet.start(args.clone());
         all_args.push(args);
     }
@@ -389,7 +392,7 @@ fn path_cluster_of_five_matches_the_central_model_and_answers_queries() {
     let vocab = vocab();
     let want = reference(&vocab, &shares, batch);
     let mut fleet = Fleet::new("path", n);
-    start_path(&mut fleet, &shares, batch, 40, true);
+    start_path(&mut fleet, &shares, batch, 40, true, &[]);
     // Reference: spec §7 — on a tree every agent holds T_g = T0 + Σ E_i after diam − 1 rounds.
     let sts = fleet.wait_all("the path to converge", Duration::from_secs(60), |i, s| {
         s.stream_ended
@@ -527,7 +530,7 @@ fn a_node_killed_mid_stream_resumes_from_its_checkpoint() {
     let vocab = vocab();
     let want = reference(&vocab, &shares, batch);
     let mut fleet = Fleet::new("crash", n);
-    let args = start_path(&mut fleet, &shares, batch, 50, true);
+    let args = start_path(&mut fleet, &shares, batch, 50, true, &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut killed_at = None;
     while Instant::now() < deadline {
@@ -601,7 +604,7 @@ fn a_hostile_peer_is_rejected_counted_and_harmless() {
     let vocab = vocab();
     let want = reference(&vocab, &shares, batch);
     let mut fleet = Fleet::new("hostile", n);
-    start_path(&mut fleet, &shares, batch, 40, false);
+    start_path(&mut fleet, &shares, batch, 40, false, &[]);
     let fleet_name = fleet.name.clone();
     // The hostile process side: a zenoh session in the fleet's key space. Capture honest
     // messages 0 → 1 for replays.
@@ -912,4 +915,50 @@ fn with_learning_every_fused_model_is_the_prior_plus_all_own_excesses() {
         "learning identity test: {:.1} s",
         t0.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn holding_unchanged_messages_keeps_fusion_exact_and_sends_less() {
+    // --resend-every 8: a node publishes a changed tree message at once and an unchanged one
+    // only every 8th round; the fleet still reaches T_g exactly, with fewer messages.
+    let _g = serial();
+    let (n, batch) = (3, 10);
+    let shares: Vec<_> = (0..n).map(|i| make_rows(300 + i as u64, 30)).collect();
+    let total_points: usize = shares.iter().map(Vec::len).sum();
+    let vocab = vocab();
+    let want = reference(&vocab, &shares, batch);
+    let mut fleet = Fleet::new("resend", n);
+    start_path(
+        &mut fleet,
+        &shares,
+        batch,
+        30,
+        false,
+        &["--resend-every", "8"],
+    );
+    let sts = fleet.wait_all("the path to converge", Duration::from_secs(60), |i, s| {
+        s.stream_ended
+            && s.points as usize == shares[i].len()
+            && s.fleet_points == total_points as f64
+            && fused_err(s, &want) <= 1e-9
+            && s.messages_unchanged_held > 0
+    });
+    for s in &sts {
+        assert!(s.rejected.is_empty(), "{:?}", s.rejected);
+        // Without holding, a node sends one message per neighbour per round: each message was
+        // published or held (or had no publisher yet, at start-up).
+        let every_round = s.neighbors.len() as u64 * s.rounds_run;
+        assert!(
+            s.messages_sent + s.messages_unchanged_held <= every_round,
+            "sent {} held {} rounds {}",
+            s.messages_sent,
+            s.messages_unchanged_held,
+            s.rounds_run
+        );
+        assert!(
+            s.messages_sent < every_round,
+            "sent {} of {every_round}",
+            s.messages_sent
+        );
+    }
 }

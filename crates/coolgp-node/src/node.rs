@@ -13,6 +13,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use coolgp::faer::Mat;
 use coolgp::protocol::codec;
+use coolgp::protocol::{Body, Message};
 use coolgp::{Agent, Event, Excess, FusionRule, View, Vocabulary};
 use coolgp_data::Standardizer;
 use tokio::sync::mpsc;
@@ -82,6 +83,10 @@ struct Node {
     rounds_run: u64,
     messages_sent: u64,
     bytes_sent: u64,
+    /// Unchanged tree messages not published (`--resend-every`).
+    messages_unchanged_held: u64,
+    /// Per neighbour: the payload last published and the round it went out.
+    last_published: BTreeMap<u64, (Arc<Excess>, u64)>,
     messages_received: u64,
     bytes_received: u64,
     messages_accepted: u64,
@@ -371,6 +376,8 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
         rounds_run: 0,
         messages_sent: 0,
         bytes_sent: 0,
+        messages_unchanged_held: 0,
+        last_published: BTreeMap::new(),
         messages_received: 0,
         bytes_received: 0,
         messages_accepted: 0,
@@ -560,6 +567,10 @@ impl Node {
         self.rounds_run += 1;
         while let Some(msg) = self.agent.poll_transmit() {
             let to = msg.header.receiver;
+            if self.hold_unchanged(&msg) {
+                self.messages_unchanged_held += 1;
+                continue;
+            }
             let bytes = codec::encode(&msg);
             let Some(p) = self.publishers.get(&to) else {
                 continue;
@@ -575,6 +586,25 @@ impl Node {
         }
         self.drain_events();
         Ok(())
+    }
+
+    /// True when `msg` is a tree message with the same payload as the last one published to
+    /// its receiver, fewer than `resend_every` rounds ago (the agent keeps an unchanged
+    /// payload in the same `Arc`). Otherwise records it as published now. Push-sum messages
+    /// always go out: each carries a share of the mass.
+    fn hold_unchanged(&mut self, msg: &Message) -> bool {
+        let Body::Tree { excess, .. } = &msg.body else {
+            return false;
+        };
+        let to = msg.header.receiver;
+        let now = self.rounds_run;
+        if let Some((prev, at)) = self.last_published.get(&to) {
+            if Arc::ptr_eq(prev, excess) && now - at < self.s.resend_every {
+                return true;
+            }
+        }
+        self.last_published.insert(to, (Arc::clone(excess), now));
+        false
     }
 
     /// Pulls rows from the stream and absorbs up to `blocks_per_round` blocks.
@@ -807,6 +837,7 @@ impl Node {
             inbound_dropped: dropped,
             messages_sent: self.messages_sent,
             bytes_sent: self.bytes_sent,
+            messages_unchanged_held: self.messages_unchanged_held,
             checkpoints: self.checkpoints,
             checkpoint_bytes: self.checkpoint_bytes,
             last_block_unix_ms: self.last_block_unix_ms,

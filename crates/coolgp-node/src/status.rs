@@ -115,6 +115,9 @@ pub struct Status {
     pub messages_sent: u64,
     /// Payload bytes sent.
     pub bytes_sent: u64,
+    /// Unchanged tree messages held back by `--resend-every` (not in `messages_sent`).
+    #[serde(default)]
+    pub messages_unchanged_held: u64,
     /// Checkpoints written by this process.
     pub checkpoints: u64,
     /// Size of the last checkpoint in bytes.
