@@ -155,6 +155,38 @@ pub struct Agent {
 /// Largest ψ̄2 buffer (numbers) kept per thread between blocks: 8 MiB, e.g. n = 100 at m = 100.
 const MAX_KEPT_BLOCK_PSI: usize = 1 << 20;
 
+/// Largest ψ̄2 buffer (numbers) of one chunk of a block: 32 MiB (e.g. 419 rows at m = 100);
+/// larger blocks are processed in chunks of rows, so memory does not grow with the block.
+const MAX_BLOCK_PSI: usize = 1 << 22;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests set this to force small chunks.
+    static ROWS_PER_CHUNK: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Rows of a block per ψ chunk at m inducing inputs.
+fn block_rows(m: usize) -> usize {
+    #[cfg(test)]
+    if let Some(r) = ROWS_PER_CHUNK.with(std::cell::Cell::get) {
+        return r;
+    }
+    (MAX_BLOCK_PSI / (m * m).max(1)).max(1)
+}
+
+/// The block `(x [n, d], y [n])` as consecutive chunks of at most `rows` rows.
+fn row_chunks<'a>(
+    x: MatRef<'a, f64>,
+    y: &'a [f64],
+    rows: usize,
+) -> impl Iterator<Item = (MatRef<'a, f64>, &'a [f64])> + 'a {
+    let rows = rows.max(1);
+    (0..y.len()).step_by(rows).map(move |start| {
+        let len = rows.min(y.len() - start);
+        (x.subrows(start, len), &y[start..start + len])
+    })
+}
+
 thread_local! {
     /// ψ buffers of the block being absorbed (`n·m²` numbers), reused from block to block by
     /// every agent that runs on this thread: a fleet of agents holds one per thread, not one
@@ -381,21 +413,25 @@ impl Agent {
             return Ok(());
         }
         // ψ of the block under the current q(W), computed once: absorbed (frozen mode) and
-        // reused by the gradient step, which runs under the same θ.
-        // Taken out of the thread's slot for the call (a nested call would find it empty and
-        // allocate its own).
+        // reused by the gradient step, which runs under the same θ. A block too large for one
+        // ψ buffer is processed in chunks of rows (and its ψ recomputed for the gradient).
+        // The buffer is taken out of the thread's slot for the call (a nested call would find
+        // it empty and allocate its own).
+        let rows = block_rows(self.vocab.m());
         let mut bp = BLOCK_PSI.with(|b| std::mem::take(&mut *b.borrow_mut()));
-        bp.recompute(&self.vocab, &self.proj, x);
-        match &mut self.learner {
-            Learner::Frozen(stats) => bp.accumulate_into(y, stats),
-            other => other.absorb(&self.vocab, &self.proj, x, y, &mut self.ws),
+        for (xs, ys) in row_chunks(x, y, rows) {
+            bp.recompute(&self.vocab, &self.proj, xs);
+            match &mut self.learner {
+                Learner::Frozen(stats) => bp.accumulate_into(ys, stats),
+                other => other.absorb(&self.vocab, &self.proj, xs, ys, &mut self.ws),
+            }
         }
         self.n_own += y.len();
         self.blocks += 1;
         self.version += 1;
         self.refresh_own(y.len() as f64);
         if self.config.learn {
-            self.optimizer_step(x, y, &bp);
+            self.optimizer_step(x, y, &mut bp, rows);
             self.refresh_own(0.0);
         }
         // Kept for the next block unless it is large (a big block's n·m² would otherwise stay
@@ -407,8 +443,9 @@ impl Agent {
     }
 
     /// One Adam step on the per-datum gradient `∇L_D/n − w·∇KL_W/N_own` (spec §6), against
-    /// the fused q(u). In shared mode the KL weight is `N_own/N_fleet` (spec §13).
-    fn optimizer_step(&mut self, x: MatRef<'_, f64>, y: &[f64], bp: &BlockPsi) {
+    /// the fused q(u). In shared mode the KL weight is `N_own/N_fleet` (spec §13). `bp` holds
+    /// the ψ of the block's last chunk of `rows` rows (all of it for a one-chunk block).
+    fn optimizer_step(&mut self, x: MatRef<'_, f64>, y: &[f64], bp: &mut BlockPsi, rows: usize) {
         let post = match self.posterior(View::Fused) {
             Ok(p) => p,
             Err(_) => match self.posterior(View::Own) {
@@ -422,14 +459,28 @@ impl Agent {
                 jitter: post.jitter(),
             });
         }
-        let b = block_loglik_grad_with(&self.vocab, &self.proj, &post, x, y, bp);
+        let gl: Vec<f64> = if y.len() <= rows {
+            block_loglik_grad_with(&self.vocab, &self.proj, &post, x, y, bp)
+                .grad
+                .to_flat()
+        } else {
+            // ∇L_D is a sum over points: summed chunk by chunk.
+            let mut acc = vec![0.0; self.proj.n_params()];
+            for (xs, ys) in row_chunks(x, y, rows) {
+                bp.recompute(&self.vocab, &self.proj, xs);
+                let g = block_loglik_grad_with(&self.vocab, &self.proj, &post, xs, ys, bp);
+                for (a, v) in acc.iter_mut().zip(g.grad.to_flat()) {
+                    *a += v;
+                }
+            }
+            acc
+        };
         let kl = ProjectionGrad::kl(&self.proj);
         let n = y.len() as f64;
         let kl_den = match self.config.projection {
             ProjectionMode::Shared => self.fleet_points().max(self.n_own as f64),
             _ => self.n_own as f64,
         };
-        let gl = b.grad.to_flat();
         let gk = kl.to_flat();
         let g: Vec<f64> = gl
             .iter()
@@ -582,5 +633,57 @@ impl Agent {
     /// Push-sum state (tests, checkpoints).
     pub fn pushsum_mass(&self) -> &Mass {
         &self.pushsum.mass
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+    use faer::Mat;
+
+    #[test]
+    fn a_block_in_chunks_equals_the_block_at_once() {
+        // Blocks larger than one ψ buffer are absorbed and differentiated chunk by chunk: the
+        // same statistics and the same gradient step, to rounding, in every mode.
+        let vocab = Arc::new(Vocabulary::default_design(9, 2, 4).expect("design"));
+        let mut rng = Rng::new(3, 1);
+        let x = Mat::from_fn(53, 2, |_, _| rng.normal());
+        let y: Vec<f64> = (0..53)
+            .map(|r| x[(r, 0)].sin() + 0.1 * rng.normal())
+            .collect();
+        for mode in [
+            UpdateMode::Frozen,
+            UpdateMode::parse(Some("importance"), Some(6), None).expect("mode"),
+            UpdateMode::parse(Some("exact"), None, None).expect("mode"),
+        ] {
+            let cfg = AgentConfig {
+                mode,
+                ..AgentConfig::default()
+            };
+            let run = |rows: Option<usize>| {
+                ROWS_PER_CHUNK.with(|c| c.set(rows));
+                let mut a = Agent::new(1, vocab.clone(), 2, cfg.clone()).expect("agent");
+                a.handle_block(x.as_ref(), &y).expect("block");
+                a.handle_block(x.subrows(0, 20), &y[..20]).expect("block");
+                ROWS_PER_CHUNK.with(|c| c.set(None));
+                a
+            };
+            let (whole, chunked) = (run(None), run(Some(7)));
+            let e = chunked.own_excess().rel_dist(whole.own_excess());
+            assert!(e < 1e-12, "{mode:?}: excess off by {e:e}");
+            let (tw, tc) = (whole.projection().to_flat(), chunked.projection().to_flat());
+            for (a, b) in tw.iter().zip(&tc) {
+                assert!(
+                    (a - b).abs() <= 1e-12 * a.abs().max(1.0),
+                    "{mode:?}: θ {a} vs {b}"
+                );
+            }
+            assert_ne!(
+                whole.projection(),
+                &vocab.initial_projection(2),
+                "the step must have moved θ"
+            );
+        }
     }
 }
