@@ -21,19 +21,27 @@ pub struct ExportArgs {
     pub out: PathBuf,
 }
 
-/// Writes `train.csv` (`x0..x{d−1},y` in stream order before the run's shuffle),
-/// `test.csv` (`x0..,y,set`) and `split.json` (rows, d, `y_scale`: multiply an RMSE on
-/// this y by it to get original units).
+/// Writes `train.csv` (`x0..x{d−1},y` in stream order before the run's shuffle, plus
+/// `group` for routed data: one group per `--agent-by` key), `test.csv` (`x0..,y,set`) and
+/// `split.json` (rows, d, groups, `y_scale`: multiply an RMSE on this y by it to get original
+/// units).
 pub fn run(e: &ExportArgs) -> Result<()> {
     let args = e.args.as_ref().clone().with_config_file()?;
     let prep = workload::prepare(&args)?;
     let work = &prep.work;
     std::fs::create_dir_all(&e.out).with_context(|| format!("creating {}", e.out.display()))?;
     let header: Vec<String> = (0..work.d).map(|j| format!("x{j}")).collect();
-    let mut train = csv_file(&e.out.join("train.csv"), &format!("{},y", header.join(",")))?;
+    // Routed data (--agent-by, stations) keep their routing group: one per key.
+    let grouped = work.batches.iter().any(|b| b.group.is_some());
+    let train_header = if grouped {
+        format!("{},y,group", header.join(","))
+    } else {
+        format!("{},y", header.join(","))
+    };
+    let mut train = csv_file(&e.out.join("train.csv"), &train_header)?;
     let mut train_rows = 0;
     for b in &work.batches {
-        write_rows(&mut train, b.x.as_ref(), &b.y, None)?;
+        write_rows(&mut train, b.x.as_ref(), &b.y, b.group.filter(|_| grouped))?;
         train_rows += b.y.len();
     }
     train.flush()?;
@@ -53,6 +61,7 @@ pub fn run(e: &ExportArgs) -> Result<()> {
         "train_rows": train_rows,
         "test_rows": test_rows,
         "test_sets": work.tests.len(),
+        "groups": work.groups,
         "y_scale": work.y_scale,
     });
     std::fs::write(

@@ -393,6 +393,19 @@ fn export_writes_the_split_that_simulate_streams() {
     ]);
     coolgp_ok(&sim);
     assert_eq!(summary(&sim_dir)["points"].as_u64(), Some(n_train as u64));
+    // Routed by a key column, every training row carries its group (one per station).
+    let keyed = dir.join("keyed");
+    let mut export = on_csv("export", &csv, &["--agent-by", "station"]);
+    export.extend_from_slice(&["--out", keyed.to_str().expect("utf8")]);
+    coolgp_ok(&export);
+    let train = std::fs::read_to_string(keyed.join("train.csv")).expect("train.csv");
+    assert_eq!(train.lines().next(), Some("x0,x1,y,group"));
+    let groups: std::collections::BTreeSet<&str> = train
+        .lines()
+        .skip(1)
+        .map(|l| l.rsplit(',').next().expect("group"))
+        .collect();
+    assert_eq!(groups.len(), 3, "{groups:?}");
     // A missing target is an error that names the flag.
     let out = coolgp(&[
         "export",
