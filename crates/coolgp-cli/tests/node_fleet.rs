@@ -335,6 +335,15 @@ fn fused_err(s: &Status, want: &Excess) -> f64 {
         .map_or(f64::INFINITY, |e| e.rel_dist(want))
 }
 
+/// The node read its whole share, its fused model counts every point of the fleet, and it is
+/// the exact T_g − T0 (spec §7: exact on trees) to 1e-9.
+fn done_and_exact(s: &Status, share: usize, total_points: usize, want: &Excess) -> bool {
+    s.stream_ended
+        && s.points as usize == share
+        && s.fleet_points == total_points as f64
+        && fused_err(s, want) <= 1e-9
+}
+
 fn path_neighbors(i: usize, n: usize) -> Vec<usize> {
     let mut v = Vec::new();
     if i > 0 {
@@ -395,10 +404,7 @@ fn path_cluster_of_five_matches_the_central_model_and_answers_queries() {
     start_path(&mut fleet, &shares, batch, 40, true, &[]);
     // Reference: spec §7 — on a tree every agent holds T_g = T0 + Σ E_i after diam − 1 rounds.
     let sts = fleet.wait_all("the path to converge", Duration::from_secs(60), |i, s| {
-        s.stream_ended
-            && s.points as usize == shares[i].len()
-            && s.fleet_points == total_points as f64
-            && fused_err(s, &want) <= 1e-9
+        done_and_exact(s, shares[i].len(), total_points, &want)
     });
     for s in &sts {
         assert_eq!(s.fingerprint, vocab.fingerprint().to_string());
@@ -551,12 +557,7 @@ fn a_node_killed_mid_stream_resumes_from_its_checkpoint() {
     let sts = fleet.wait_all(
         "the restarted path to converge",
         Duration::from_secs(60),
-        |i, s| {
-            s.stream_ended
-                && s.points as usize == shares[i].len()
-                && s.fleet_points == total_points as f64
-                && fused_err(s, &want) <= 1e-9
-        },
+        |i, s| done_and_exact(s, shares[i].len(), total_points, &want),
     );
     assert!(sts[1].points >= killed_at);
     let log = std::fs::read_to_string(fleet.dir.join("node1.log")).unwrap_or_default();
@@ -685,10 +686,7 @@ fn a_hostile_peer_is_rejected_counted_and_harmless() {
         "convergence despite the hostile peer",
         Duration::from_secs(60),
         |i, s| {
-            s.stream_ended
-                && s.points as usize == shares[i].len()
-                && s.fleet_points == total_points as f64
-                && fused_err(s, &want) <= 1e-9
+            done_and_exact(s, shares[i].len(), total_points, &want)
                 && (i != 1
                     || s.rejected.get("stale").copied().unwrap_or(0)
                         + s.rejected.get("duplicate").copied().unwrap_or(0)
@@ -937,11 +935,7 @@ fn holding_unchanged_messages_keeps_fusion_exact_and_sends_less() {
         &["--resend-every", "8"],
     );
     let sts = fleet.wait_all("the path to converge", Duration::from_secs(60), |i, s| {
-        s.stream_ended
-            && s.points as usize == shares[i].len()
-            && s.fleet_points == total_points as f64
-            && fused_err(s, &want) <= 1e-9
-            && s.messages_unchanged_held > 0
+        done_and_exact(s, shares[i].len(), total_points, &want) && s.messages_unchanged_held > 0
     });
     for s in &sts {
         assert!(s.rejected.is_empty(), "{:?}", s.rejected);

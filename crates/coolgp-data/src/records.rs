@@ -138,6 +138,22 @@ impl<R: BufRead> RecordReader<R> {
             let mut consumed = buf.len();
             let mut record_done = false;
             for (i, &b) in buf.iter().enumerate() {
+                // Outside quotes, a newline ends the record and a comma ends the field.
+                if state != State::Quoted {
+                    if b == b'\n' {
+                        self.lines += 1;
+                        consumed = i + 1;
+                        record_done = true;
+                        break;
+                    }
+                    if b == b',' {
+                        end_field(rec, field_start, quoted);
+                        field_start = rec.data.len();
+                        quoted = false;
+                        state = State::Start;
+                        continue;
+                    }
+                }
                 match state {
                     State::Start => match b {
                         b'"' => {
@@ -145,38 +161,13 @@ impl<R: BufRead> RecordReader<R> {
                             quoted = true;
                             any_quoted = true;
                         }
-                        b',' => {
-                            end_field(rec, field_start, quoted);
-                            field_start = rec.data.len();
-                            quoted = false;
-                        }
-                        b'\n' => {
-                            self.lines += 1;
-                            consumed = i + 1;
-                            record_done = true;
-                            break;
-                        }
                         _ if is_blank_byte(b) => {}
                         _ => {
                             rec.data.push(b);
                             state = State::Unquoted;
                         }
                     },
-                    State::Unquoted => match b {
-                        b',' => {
-                            end_field(rec, field_start, quoted);
-                            field_start = rec.data.len();
-                            quoted = false;
-                            state = State::Start;
-                        }
-                        b'\n' => {
-                            self.lines += 1;
-                            consumed = i + 1;
-                            record_done = true;
-                            break;
-                        }
-                        _ => rec.data.push(b),
-                    },
+                    State::Unquoted => rec.data.push(b),
                     State::Quoted => {
                         if b == b'"' {
                             state = State::QuoteSeen;
@@ -191,18 +182,6 @@ impl<R: BufRead> RecordReader<R> {
                         b'"' => {
                             rec.data.push(b'"');
                             state = State::Quoted;
-                        }
-                        b',' => {
-                            end_field(rec, field_start, quoted);
-                            field_start = rec.data.len();
-                            quoted = false;
-                            state = State::Start;
-                        }
-                        b'\n' => {
-                            self.lines += 1;
-                            consumed = i + 1;
-                            record_done = true;
-                            break;
                         }
                         _ if is_blank_byte(b) => {}
                         _ => {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use coolgp::faer::Mat;
 use coolgp::learn::IsNormalization;
+use coolgp::protocol::memory;
 use coolgp::protocol::AgentSnapshot;
 use coolgp::{Agent, AgentConfig, FusionRule, UpdateMode, View, Vocabulary};
 use coolgp_node::checkpoint::{self, NodeMeta, StreamPos};
@@ -75,14 +76,7 @@ fn trained(cfg: AgentConfig, vocab: &Arc<Vocabulary>) -> Agent {
             a.handle_block(x.as_ref(), &y).expect("block");
             a.handle_tick();
         }
-        let msgs: Vec<_> = agents
-            .iter_mut()
-            .flat_map(|a| std::iter::from_fn(|| a.poll_transmit()).collect::<Vec<_>>())
-            .collect();
-        for m in msgs {
-            let to = m.header.receiver as usize;
-            agents[to].handle_message(m).expect("valid");
-        }
+        memory::deliver_all(&mut agents).expect("valid");
     }
     agents.swap_remove(1)
 }

@@ -24,6 +24,7 @@ use coolgp::fuse::fuse_pair;
 use coolgp::fuse::tree::{run_synchronous, two_pass_schedule};
 use coolgp::learn::block_loglik_grad;
 use coolgp::model::predict::{predict, predict_mean};
+use coolgp::protocol::memory;
 use coolgp::rng::Rng;
 use coolgp::{Agent, AgentConfig, Excess, Topology, View, Vocabulary};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
@@ -106,15 +107,7 @@ fn bench_tree(c: &mut Criterion) {
         })
         .collect();
     let round = |agents: &mut Vec<Agent>| {
-        for a in agents.iter_mut() {
-            a.handle_tick();
-        }
-        for i in 0..agents.len() {
-            while let Some(msg) = agents[i].poll_transmit() {
-                let to = msg.header.receiver as usize;
-                agents[to].handle_message(msg).expect("accepted");
-            }
-        }
+        memory::round(agents).expect("accepted");
         for a in agents.iter_mut() {
             while a.poll_event().is_some() {}
         }

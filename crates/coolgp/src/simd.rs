@@ -9,6 +9,27 @@
 //! runtime (the hardware instruction where the CPU has it, a correctly rounded software
 //! emulation where it does not): about 12× slower there, but the same bits.
 
+const LOG2E: f64 = std::f64::consts::LOG2_E;
+/// ln 2 in two parts (Cody–Waite): the high part has trailing zero bits, so `n·LN2_HI` is exact.
+const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
+const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
+/// 1.5 · 2^52: adding it rounds to the nearest integer, held in the low mantissa bits.
+const SHIFT: f64 = 6_755_399_441_055_744.0;
+
+/// The last step of [`exp`] and [`exp_fma`]: `p · 2^n` with `n` read from the low bits of
+/// `kf = x·log2 e + SHIFT`, and exactly 0 for `x < −708`.
+#[inline(always)]
+fn scale_by_2n(p: f64, kf: f64, x: f64) -> f64 {
+    let ni = (kf.to_bits() as i64).wrapping_sub(SHIFT.to_bits() as i64);
+    let scale = f64::from_bits(((ni + 1023) as u64) << 52);
+    let v = p * scale;
+    if x < -708.0 {
+        0.0
+    } else {
+        v
+    }
+}
+
 /// `exp(x)` to about 2 ulp for `x ≤ 709`; returns exactly 0 below −708 (where the true value
 /// is subnormal) and is meant for the psi-statistic loops, whose exponents are ≤ 0.
 ///
@@ -16,11 +37,6 @@
 /// (truncation error < 2e-16), then scaling by `2^n` through the exponent bits.
 #[inline(always)]
 pub fn exp(x: f64) -> f64 {
-    const LOG2E: f64 = std::f64::consts::LOG2_E;
-    const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
-    const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
-    // 1.5 · 2^52: adding it rounds to the nearest integer, held in the low mantissa bits.
-    const SHIFT: f64 = 6_755_399_441_055_744.0;
     let xc = x.clamp(-708.0, 709.0);
     let kf = xc * LOG2E + SHIFT;
     let n = kf - SHIFT;
@@ -38,14 +54,7 @@ pub fn exp(x: f64) -> f64 {
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    let ni = (kf.to_bits() as i64).wrapping_sub(SHIFT.to_bits() as i64);
-    let scale = f64::from_bits(((ni + 1023) as u64) << 52);
-    let v = p * scale;
-    if x < -708.0 {
-        0.0
-    } else {
-        v
-    }
+    scale_by_2n(p, kf, x)
 }
 
 /// As [`exp`] (the same reduction and degree-12 Taylor polynomial, the same range handling),
@@ -53,10 +62,6 @@ pub fn exp(x: f64) -> f64 {
 /// 23 vector operations instead of 36, and one rounding less per step.
 #[inline(always)]
 pub fn exp_fma(x: f64) -> f64 {
-    const LOG2E: f64 = std::f64::consts::LOG2_E;
-    const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
-    const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
-    const SHIFT: f64 = 6_755_399_441_055_744.0;
     let xc = x.clamp(-708.0, 709.0);
     let kf = xc.mul_add(LOG2E, SHIFT);
     let n = kf - SHIFT;
@@ -73,14 +78,7 @@ pub fn exp_fma(x: f64) -> f64 {
     p = p.mul_add(r, 0.5);
     p = p.mul_add(r, 1.0);
     p = p.mul_add(r, 1.0);
-    let ni = (kf.to_bits() as i64).wrapping_sub(SHIFT.to_bits() as i64);
-    let scale = f64::from_bits(((ni + 1023) as u64) << 52);
-    let v = p * scale;
-    if x < -708.0 {
-        0.0
-    } else {
-        v
-    }
+    scale_by_2n(p, kf, x)
 }
 
 /// `ln(x)` to about 1 ulp for positive normal `x` (branch-free, so loops over it vectorize).
@@ -90,8 +88,6 @@ pub fn exp_fma(x: f64) -> f64 {
 /// parts. Not for 0, subnormals, negatives, infinities or NaN (callers pass `1 + s`, `s ≥ 0`).
 #[inline(always)]
 pub fn ln(x: f64) -> f64 {
-    const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
-    const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
     let bits = x.to_bits();
     let e = ((bits >> 52) & 0x7FF) as i64 - 1023;
     let f = f64::from_bits((bits & 0x000F_FFFF_FFFF_FFFF) | 0x3FF0_0000_0000_0000);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use coolgp::faer::Mat;
 use coolgp::learn::{ImportanceCache, IsNormalization};
 use coolgp::linalg::min_eigenvalue;
-use coolgp::protocol::{Body, Message};
+use coolgp::protocol::{memory, Body, Message};
 use coolgp::rng::Rng;
 use coolgp::{
     Agent, AgentConfig, Error, Event, Excess, NaturalParams, Topology, UpdateMode, View, Vocabulary,
@@ -339,15 +339,7 @@ fn run_fleet(mode: UpdateMode, agent_seed: u64) -> Vec<Agent> {
         let (x, y) = block(&mut rng, n, 2);
         agents[who].handle_block(x.as_ref(), &y).expect("block");
         if step % 3 == 2 {
-            let mut msgs = Vec::new();
-            for a in agents.iter_mut() {
-                a.handle_tick();
-                msgs.extend(std::iter::from_fn(|| a.poll_transmit()));
-            }
-            for msg in msgs {
-                let to = msg.header.receiver as usize;
-                agents[to].handle_message(msg).expect("valid message");
-            }
+            memory::round(&mut agents).expect("valid message");
         }
     }
     agents

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use coolgp::faer::Mat;
+use coolgp::protocol::memory;
 use coolgp::rng::Rng;
 use coolgp::{Agent, AgentConfig, FusionRule, ProjectionMode, Vocabulary};
 
@@ -42,17 +43,7 @@ fn fleet(mode: ProjectionMode) -> (Vec<Agent>, Vec<Vec<f64>>, Vec<f64>) {
     );
     // diameter 2: initial messages + 1 update
     for _ in 0..2 {
-        let msgs: Vec<_> = agents
-            .iter_mut()
-            .flat_map(|a| {
-                a.handle_tick();
-                std::iter::from_fn(|| a.poll_transmit()).collect::<Vec<_>>()
-            })
-            .collect();
-        for m in msgs {
-            let to = m.header.receiver as usize;
-            agents[to].handle_message(m).expect("valid");
-        }
+        memory::round(&mut agents).expect("valid");
     }
     (agents, thetas, n)
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use coolgp::faer::Mat;
 use coolgp::learn::IsNormalization;
+use coolgp::protocol::memory;
 use coolgp::{Agent, AgentConfig, FusionRule, UpdateMode, View, Vocabulary};
 
 fn block(seed: usize, n: usize, d: usize) -> (Mat<f64>, Vec<f64>) {
@@ -50,14 +51,7 @@ fn step(agents: &mut [Agent], r: usize) {
         a.handle_block(x.as_ref(), &y).expect("block");
         a.handle_tick();
     }
-    let msgs: Vec<_> = agents
-        .iter_mut()
-        .flat_map(|a| std::iter::from_fn(|| a.poll_transmit()).collect::<Vec<_>>())
-        .collect();
-    for m in msgs {
-        let to = m.header.receiver as usize;
-        agents[to].handle_message(m).expect("valid message");
-    }
+    memory::deliver_all(agents).expect("valid message");
     for a in agents.iter_mut() {
         while a.poll_event().is_some() {}
     }
