@@ -15,31 +15,19 @@
 
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::Duration;
 
-use coolgp::faer::Mat;
 use coolgp::learn::{IsNormalization, Learner};
 use coolgp::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
-use coolgp::rng::Rng;
 use coolgp::{Agent, AgentConfig, UpdateMode, Vocabulary};
+mod common;
+
+use common::block;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 
 const MS: [usize; 3] = [50, 100, 200];
 const NS: [usize; 2] = [20, 100];
 const DS: [usize; 3] = [2, 6, 8];
 const PRIOR_BLOCKS: usize = 10;
-
-fn block(d: usize, n: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
-    let mut rng = Rng::new(seed, 0xB10C);
-    let x = Mat::from_fn(n, d, |_, _| rng.normal());
-    let y = (0..n)
-        .map(|i| {
-            let s: f64 = (0..d).map(|j| x[(i, j)]).sum();
-            s.sin() + 0.1 * rng.normal()
-        })
-        .collect();
-    (x, y)
-}
 
 fn modes() -> [(&'static str, UpdateMode); 3] {
     [
@@ -155,10 +143,7 @@ fn bench_learner(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_millis(1000));
+    config = common::config(1000);
     targets = bench_accumulate, bench_handle_block, bench_learner
 }
 criterion_main!(benches);

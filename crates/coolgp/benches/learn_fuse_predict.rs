@@ -17,29 +17,17 @@
 
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::Duration;
 
-use coolgp::faer::Mat;
 use coolgp::fuse::fuse_pair;
 use coolgp::fuse::tree::{run_synchronous, two_pass_schedule};
 use coolgp::learn::block_loglik_grad;
 use coolgp::model::predict::{predict, predict_mean};
 use coolgp::protocol::memory;
-use coolgp::rng::Rng;
 use coolgp::{Agent, AgentConfig, Excess, Topology, View, Vocabulary};
-use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+mod common;
 
-fn block(d: usize, n: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
-    let mut rng = Rng::new(seed, 0xB10C);
-    let x = Mat::from_fn(n, d, |_, _| rng.normal());
-    let y = (0..n)
-        .map(|i| {
-            let s: f64 = (0..d).map(|j| x[(i, j)]).sum();
-            s.sin() + 0.1 * rng.normal()
-        })
-        .collect();
-    (x, y)
-}
+use common::block;
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 
 /// A frozen-mode agent that has learned from `blocks` blocks of `n` points.
 fn trained(vocab: &Arc<Vocabulary>, id: u64, d: usize, n: usize, blocks: usize) -> Agent {
@@ -177,10 +165,7 @@ fn bench_predict(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_millis(1500));
+    config = common::config(1500);
     targets = bench_grad, bench_fuse, bench_tree, bench_predict
 }
 criterion_main!(benches);

@@ -10,13 +10,11 @@
 //! same figures as a table with best and median).
 
 use std::hint::black_box;
-use std::time::Duration;
 
-use coolgp::faer::linalg::matmul::matmul;
-use coolgp::faer::{Accum, Mat, Par};
+mod common;
+
+use coolgp::faer::Mat;
 use coolgp::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
-use coolgp::rng::Rng;
-use coolgp::Vocabulary;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 fn bench_terms(c: &mut Criterion) {
@@ -24,11 +22,7 @@ fn bench_terms(c: &mut Criterion) {
     let mut g = c.benchmark_group("psi2_terms");
     for &dz in &[2usize, 6, 8] {
         for &m in &[100usize, 200] {
-            let vocab = Vocabulary::default_design(m, dz, 7).expect("vocabulary");
-            let proj = vocab.initial_projection(dz);
-            let mut rng = Rng::new(11, dz as u64);
-            let x = Mat::from_fn(n, dz, |_, _| rng.normal());
-            let y: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
+            let (vocab, proj, x, y) = common::psi_case(m, dz, n);
             let mut acc = UnitStats::zeros(m);
             let mut ws = PsiWorkspace::default();
             g.throughput(Throughput::Elements((n * m * (m + 1) / 2) as u64));
@@ -45,22 +39,11 @@ fn bench_terms(c: &mut Criterion) {
 fn bench_gemm(c: &mut Criterion) {
     let mut g = c.benchmark_group("faer_gemm");
     for &s in &[200usize, 1000] {
-        let mut rng = Rng::new(3, s as u64);
-        let a = Mat::from_fn(s, s, |_, _| rng.normal());
-        let b = Mat::from_fn(s, s, |_, _| rng.normal());
+        let (a, b) = common::gemm_case(s);
         let mut out = Mat::<f64>::zeros(s, s);
         g.throughput(Throughput::Elements(2 * (s * s * s) as u64));
         g.bench_function(BenchmarkId::from_parameter(s), |bn| {
-            bn.iter(|| {
-                matmul(
-                    out.as_mut(),
-                    Accum::Replace,
-                    black_box(a.as_ref()),
-                    black_box(b.as_ref()),
-                    1.0,
-                    Par::Seq,
-                )
-            })
+            bn.iter(|| common::gemm(&mut out, black_box(a.as_ref()), black_box(b.as_ref())))
         });
     }
     g.finish();
@@ -68,10 +51,7 @@ fn bench_gemm(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_millis(1500));
+    config = common::config(1500);
     targets = bench_terms, bench_gemm
 }
 criterion_main!(benches);

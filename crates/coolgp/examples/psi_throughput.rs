@@ -13,11 +13,11 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use coolgp::faer::linalg::matmul::matmul;
-use coolgp::faer::{Accum, Mat, Par};
+use coolgp::faer::Mat;
 use coolgp::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
-use coolgp::rng::Rng;
-use coolgp::Vocabulary;
+
+#[path = "../benches/common/mod.rs"]
+mod common;
 
 /// Times `f` (which does `work` units) `samples` times, each sample repeated until it lasts
 /// about `target`; returns (best, median) units per second.
@@ -51,11 +51,7 @@ fn main() {
     println!("|---|---|---|---|---|---|");
     for &dz in &[2usize, 6, 8] {
         for &m in &[100usize, 200] {
-            let vocab = Vocabulary::default_design(m, dz, 7).expect("vocabulary");
-            let proj = vocab.initial_projection(dz);
-            let mut rng = Rng::new(11, dz as u64);
-            let x = Mat::from_fn(n, dz, |_, _| rng.normal());
-            let y: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
+            let (vocab, proj, x, y) = common::psi_case(m, dz, n);
             let mut acc = UnitStats::zeros(m);
             let mut ws = PsiWorkspace::default();
             let terms = (n * m * (m + 1) / 2) as f64;
@@ -76,20 +72,11 @@ fn main() {
     println!("| m = n = k | best GFLOP/s | median GFLOP/s |");
     println!("|---|---|---|");
     for &s in &[200usize, 1000] {
-        let mut rng = Rng::new(3, s as u64);
-        let a = Mat::from_fn(s, s, |_, _| rng.normal());
-        let b = Mat::from_fn(s, s, |_, _| rng.normal());
+        let (a, b) = common::gemm_case(s);
         let mut c = Mat::<f64>::zeros(s, s);
         let flops = 2.0 * (s * s * s) as f64;
         let (best, med) = rate(samples, target, flops, || {
-            matmul(
-                c.as_mut(),
-                Accum::Replace,
-                a.as_ref(),
-                b.as_ref(),
-                1.0,
-                Par::Seq,
-            );
+            common::gemm(&mut c, a.as_ref(), b.as_ref());
         });
         black_box(&c);
         println!("| {s} | {:.1} | {:.1} |", best / 1e9, med / 1e9);
