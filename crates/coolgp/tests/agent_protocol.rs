@@ -3,9 +3,11 @@
 //! Reference: spec §7 (message header and payload), §9 (validation of every received
 //! message), §4b (IS diagnostics, degeneracy), §10 (per-agent algorithm).
 
+mod common;
+
 use std::sync::Arc;
 
-use coolgp::faer::Mat;
+use common::block;
 use coolgp::learn::{ImportanceCache, IsNormalization};
 use coolgp::linalg::min_eigenvalue;
 use coolgp::protocol::{memory, Body, Message};
@@ -16,19 +18,6 @@ use coolgp::{
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-fn block(rng: &mut Rng, n: usize, d: usize) -> (Mat<f64>, Vec<f64>) {
-    let mut x = Mat::zeros(n, d);
-    for i in 0..n {
-        for j in 0..d {
-            x[(i, j)] = rng.normal();
-        }
-    }
-    let y = (0..n)
-        .map(|i| (x[(i, 0)] - 0.5 * x[(i, d - 1)]).sin() + 0.1 * rng.normal())
-        .collect();
-    (x, y)
-}
 
 fn bits_t(t: &NaturalParams) -> Vec<u64> {
     let m = t.t2.len();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{mat_flat as flat, rel_err};
+use common::{block, mat_flat as flat, rel_err};
 
 use std::sync::Arc;
 
@@ -50,20 +50,6 @@ fn random_excess(rng: &mut Rng, m: usize, scale: f64) -> Excess {
         d1,
         d2: (0..m).map(|_| scale * rng.normal()).collect(),
     }
-}
-
-/// A random data block `(x [n, d], y [n])`.
-fn block(rng: &mut Rng, n: usize, d: usize) -> (Mat<f64>, Vec<f64>) {
-    let mut x = Mat::zeros(n, d);
-    for i in 0..n {
-        for j in 0..d {
-            x[(i, j)] = rng.normal();
-        }
-    }
-    let y = (0..n)
-        .map(|i| (x[(i, 0)] + 0.5 * x[(i, d - 1)]).sin() + 0.1 * rng.normal())
-        .collect();
-    (x, y)
 }
 
 /// A fleet on `topo`, every agent with input dimension d.

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{mat_flat as flat, rel_err};
+use common::{exact_t, mat_flat as flat, rel_err, unit_stats};
 
 use coolgp::faer::Mat;
 use coolgp::learn::{stochastic_objective, ImportanceCache, IsNormalization};
@@ -51,18 +51,6 @@ fn projection(rng: &mut Rng, dz: usize, d: usize, sigma_s: f64, sigma_n: f64) ->
         }
     }
     Projection::new(mu, ls, sigma_s.ln(), sigma_n.ln())
-}
-
-fn unit_stats(v: &Vocabulary, p: &Projection, x: &Mat<f64>, y: &[f64]) -> UnitStats {
-    let mut st = UnitStats::zeros(v.m());
-    accumulate_block(v, p, x.as_ref(), y, &mut st, &mut PsiWorkspace::default());
-    st
-}
-
-/// The exact q(u) of one block under `p` (spec §3, K-form).
-fn exact_t(v: &Vocabulary, p: &Projection, x: &Mat<f64>, y: &[f64]) -> NaturalParams {
-    let st = unit_stats(v, p, x, y);
-    NaturalParams::from_excess(v, &Excess::from_unit_stats(&st, p.sigma_s(), p.sigma_n()))
 }
 
 /// Running first four moments of a scalar sample (for z-scores of a mean and a variance).

@@ -28,17 +28,6 @@ fn proj_of(mu: &Value, sigma: &Value, ss: f64, sn: f64) -> Projection {
     Projection::new(mu, ls, ss.ln(), sn.ln())
 }
 
-fn unit_stats(v: &Vocabulary, p: &Projection, x: &Mat<f64>, y: &[f64]) -> UnitStats {
-    let mut st = UnitStats::zeros(v.m());
-    accumulate_block(v, p, x.as_ref(), y, &mut st, &mut PsiWorkspace::default());
-    st
-}
-
-fn exact_t(v: &Vocabulary, p: &Projection, x: &Mat<f64>, y: &[f64]) -> NaturalParams {
-    let st = unit_stats(v, p, x, y);
-    NaturalParams::from_excess(v, &Excess::from_unit_stats(&st, p.sigma_s(), p.sigma_n()))
-}
-
 fn check_r(name: &str, v: &Vocabulary, t: &NaturalParams, want: &Value) {
     let (r1, r2) = t.to_r(v);
     close_mat(&format!("{name}.R1"), &r1, &want["R1"], TOL);

@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 use coolgp::faer::Mat;
+use coolgp::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
+use coolgp::model::{Excess, NaturalParams, Projection, Vocabulary};
 use serde_json::Value;
 
 /// Loads `tests/vectors/NAME`.
@@ -77,4 +79,31 @@ pub fn close_vec(name: &str, got: &[f64], want: &Value, tol: f64) {
 #[track_caller]
 pub fn close_num(name: &str, got: f64, want: &Value, tol: f64) {
     close(name, &[got], &[num(want)], tol);
+}
+
+/// The unit-scale statistics of one block under `p` (spec §4c).
+pub fn unit_stats(v: &Vocabulary, p: &Projection, x: &Mat<f64>, y: &[f64]) -> UnitStats {
+    let mut st = UnitStats::zeros(v.m());
+    accumulate_block(v, p, x.as_ref(), y, &mut st, &mut PsiWorkspace::default());
+    st
+}
+
+/// The exact q(u) of one block under `p` (spec §3, K-form).
+pub fn exact_t(v: &Vocabulary, p: &Projection, x: &Mat<f64>, y: &[f64]) -> NaturalParams {
+    let st = unit_stats(v, p, x, y);
+    NaturalParams::from_excess(v, &Excess::from_unit_stats(&st, p.sigma_s(), p.sigma_n()))
+}
+
+/// A random data block `(x [n, d], y [n])`: `x ~ N(0, I)`, `y = sin(x_0 + x_{d−1}/2) + 0.1 ε`.
+pub fn block(rng: &mut coolgp::rng::Rng, n: usize, d: usize) -> (Mat<f64>, Vec<f64>) {
+    let mut x = Mat::zeros(n, d);
+    for i in 0..n {
+        for j in 0..d {
+            x[(i, j)] = rng.normal();
+        }
+    }
+    let y = (0..n)
+        .map(|i| (x[(i, 0)] + 0.5 * x[(i, d - 1)]).sin() + 0.1 * rng.normal())
+        .collect();
+    (x, y)
 }
