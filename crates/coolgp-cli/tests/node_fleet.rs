@@ -297,7 +297,7 @@ impl Fleet {
                     .map(|s| match s {
                         Some(s) => format!(
                             "id {} points {} fleet_points {} heard {} round {} rejected {:?}",
-                            s.id,
+                            s.model.id,
                             s.points,
                             s.fleet_points,
                             s.neighbors_heard,
@@ -407,7 +407,7 @@ fn path_cluster_of_five_matches_the_central_model_and_answers_queries() {
         done_and_exact(s, shares[i].len(), total_points, &want)
     });
     for s in &sts {
-        assert_eq!(s.fingerprint, vocab.fingerprint().to_string());
+        assert_eq!(s.model.fingerprint, vocab.fingerprint().to_string());
         assert_eq!(s.neighbors_heard, s.neighbors.len());
         assert!(
             s.rejected.is_empty(),

@@ -80,23 +80,32 @@ pub struct StreamPos {
     pub ended: bool,
 }
 
-/// The node-level metadata of a checkpoint.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NodeMeta {
+/// Which agent of which fleet, and the model it runs: in every checkpoint and every status
+/// reply (serialized inline, as top-level keys).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelIdentity {
     /// Fleet name.
     pub fleet: String,
     /// Agent id.
     pub id: u64,
     /// Vocabulary fingerprint (hex).
     pub fingerprint: String,
-    /// Inducing inputs.
+    /// Inducing inputs m.
     pub m: usize,
-    /// Latent dimension.
+    /// Latent dimension d'.
     pub d_latent: usize,
-    /// Input columns (names, model order).
+    /// Input column names, in model order (query columns are matched to these).
     pub inputs: Vec<String>,
     /// Target column.
     pub target: String,
+}
+
+/// The node-level metadata of a checkpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeMeta {
+    /// Fleet, id and model.
+    #[serde(flatten)]
+    pub model: ModelIdentity,
     /// Data stream position.
     pub stream: StreamPos,
     /// Blocks acknowledged (in this checkpoint).
@@ -521,10 +530,10 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
     }
     let meta: NodeMeta =
         serde_json::from_str(meta_json).map_err(|e| err(format!("metadata: {e}")))?;
-    if meta.fingerprint != vocab.fingerprint().to_string() {
+    if meta.model.fingerprint != vocab.fingerprint().to_string() {
         return Err(err(format!(
             "written under vocabulary {}, this node uses {}",
-            meta.fingerprint,
+            meta.model.fingerprint,
             vocab.fingerprint()
         )));
     }
@@ -631,7 +640,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
         push_received.insert(*k, r.mass(&format!("pushsum/received/{k}"), m)?);
     }
     let snapshot = AgentSnapshot {
-        id: meta.id,
+        id: meta.model.id,
         config: AgentConfig {
             mode,
             projection: ProjectionMode::PerAgent,

@@ -23,7 +23,7 @@ use zenoh::qos::CongestionControl;
 use zenoh::query::{Query, Queryable};
 use zenoh::sample::SampleKind;
 
-use crate::checkpoint::{self, NodeMeta, StreamPos};
+use crate::checkpoint::{self, ModelIdentity, NodeMeta, StreamPos};
 use crate::config::{DataSource, NodeSettings, VocabSource};
 use crate::error::{NodeError, Result};
 use crate::inbound::{Inbound, Raw, Rejects};
@@ -199,16 +199,16 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
                 path: dir.clone(),
                 reason,
             };
-            if cp.meta.fleet != s.fleet || cp.meta.id != s.id {
+            if cp.meta.model.fleet != s.fleet || cp.meta.model.id != s.id {
                 return Err(mismatch(format!(
                     "it holds agent {} of fleet '{}'",
-                    cp.meta.id, cp.meta.fleet
+                    cp.meta.model.id, cp.meta.model.fleet
                 )));
             }
-            if cp.meta.inputs != layout.inputs {
+            if cp.meta.model.inputs != layout.inputs {
                 return Err(mismatch(format!(
                     "its input columns are {:?}",
-                    cp.meta.inputs
+                    cp.meta.model.inputs
                 )));
             }
             if cp.snapshot.config != s.agent {
@@ -708,9 +708,9 @@ impl Node {
         }
     }
 
-    fn meta(&self) -> NodeMeta {
+    fn model_identity(&self) -> ModelIdentity {
         let vocab = self.agent.vocabulary();
-        NodeMeta {
+        ModelIdentity {
             fleet: self.s.fleet.clone(),
             id: self.s.id,
             fingerprint: vocab.fingerprint().to_string(),
@@ -718,6 +718,12 @@ impl Node {
             d_latent: vocab.d_latent(),
             inputs: self.layout.inputs.clone(),
             target: self.s.target.clone(),
+        }
+    }
+
+    fn meta(&self) -> NodeMeta {
+        NodeMeta {
+            model: self.model_identity(),
             stream: self.committed.clone(),
             blocks: self.agent.blocks(),
             points: self.agent.n_own() as u64,
@@ -761,7 +767,6 @@ impl Node {
     }
 
     fn status(&self, with_fused: bool) -> Status {
-        let vocab = self.agent.vocabulary();
         let (dropped, oversize) = self.inbound.dropped();
         let mut rejected = self.rejects.counts.clone();
         if oversize > 0 {
@@ -794,13 +799,7 @@ impl Node {
             (None, None)
         };
         Status {
-            fleet: self.s.fleet.clone(),
-            id: self.s.id,
-            fingerprint: vocab.fingerprint().to_string(),
-            m: vocab.m(),
-            d_latent: vocab.d_latent(),
-            inputs: self.layout.inputs.clone(),
-            target: self.s.target.clone(),
+            model: self.model_identity(),
             fusion: match self.s.agent.fusion {
                 FusionRule::Tree => "tree".into(),
                 FusionRule::PushSum { .. } => "push-sum".into(),

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use coolgp::Excess;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::ModelIdentity;
+
 /// An excess `D = (D1, D2)` in JSON: the upper triangle of D1 row by row (as on the wire),
 /// D2, and the data points it represents.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -61,20 +63,9 @@ impl ExcessJson {
 /// The reply of `coolgp/<fleet>/<agent>/status`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Status {
-    /// Fleet name.
-    pub fleet: String,
-    /// Agent id.
-    pub id: u64,
-    /// Vocabulary fingerprint (hex).
-    pub fingerprint: String,
-    /// Inducing inputs.
-    pub m: usize,
-    /// Latent dimension d'.
-    pub d_latent: usize,
-    /// Input column names (query columns are matched to these).
-    pub inputs: Vec<String>,
-    /// Target column.
-    pub target: String,
+    /// Fleet, id and model.
+    #[serde(flatten)]
+    pub model: ModelIdentity,
     /// `tree` or `push-sum`.
     pub fusion: String,
     /// Own blocks acknowledged (in a durable checkpoint; absorbed if no `--state`).

@@ -9,7 +9,7 @@ use coolgp::learn::IsNormalization;
 use coolgp::protocol::memory;
 use coolgp::protocol::AgentSnapshot;
 use coolgp::{Agent, AgentConfig, FusionRule, UpdateMode, View, Vocabulary};
-use coolgp_node::checkpoint::{self, NodeMeta, StreamPos};
+use coolgp_node::checkpoint::{self, ModelIdentity, NodeMeta, StreamPos};
 
 fn block(seed: usize, n: usize, d: usize) -> (Mat<f64>, Vec<f64>) {
     let x = Mat::from_fn(n, d, |i, j| {
@@ -23,13 +23,15 @@ fn block(seed: usize, n: usize, d: usize) -> (Mat<f64>, Vec<f64>) {
 
 fn meta(vocab: &Vocabulary, id: u64) -> NodeMeta {
     NodeMeta {
-        fleet: "f".into(),
-        id,
-        fingerprint: vocab.fingerprint().to_string(),
-        m: vocab.m(),
-        d_latent: vocab.d_latent(),
-        inputs: vec!["a".into(), "b".into(), "c".into()],
-        target: "y".into(),
+        model: ModelIdentity {
+            fleet: "f".into(),
+            id,
+            fingerprint: vocab.fingerprint().to_string(),
+            m: vocab.m(),
+            d_latent: vocab.d_latent(),
+            inputs: vec!["a".into(), "b".into(), "c".into()],
+            target: "y".into(),
+        },
         stream: StreamPos {
             source: "data.csv".into(),
             offset: 1234,
