@@ -28,15 +28,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for i in $(seq 0 $((N - 1))); do
-  awk -v seed=$((i + 1)) -v n="$ROWS" 'BEGIN {
-    srand(seed); print "x1,x2,y";
-    for (k = 0; k < n; k++) {
-      x1 = 4 * rand() - 2; x2 = 4 * rand() - 2;
-      printf "%.6f,%.6f,%.6f\n", x1, x2, sin(x1) + 0.5 * x2 + 0.1 * (rand() - 0.5)
-    }
-  }' > "$WORK/data$i.csv"
-done
+# shellcheck source=examples/fleet_data.sh
+. "$ROOT/examples/fleet_data.sh"
+fleet_data "$WORK" "$N" "$ROWS"
 
 echo "N = $N nodes (binary tree), $ROWS rows each in blocks of $BATCH, round $ROUND_MS ms, resend every $RESEND, $(nproc) cores"
 for M in $MS; do

@@ -39,15 +39,9 @@ stop() {
 trap stop EXIT
 
 # 1. One CSV per node (awk only: no Python needed).
-for i in $(seq 0 $((N - 1))); do
-  awk -v seed=$((i + 1)) -v n="$ROWS" 'BEGIN {
-    srand(seed); print "x1,x2,y";
-    for (k = 0; k < n; k++) {
-      x1 = 4 * rand() - 2; x2 = 4 * rand() - 2;
-      printf "%.6f,%.6f,%.6f\n", x1, x2, sin(x1) + 0.5 * x2 + 0.1 * (rand() - 0.5)
-    }
-  }' > "$WORK/data$i.csv"
-done
+# shellcheck source=examples/fleet_data.sh
+. "$ROOT/examples/fleet_data.sh"
+fleet_data "$WORK" "$N" "$ROWS"
 
 # 2. Start the nodes: node i listens on BASE_PORT+i and connects to node i-1.
 for i in $(seq 0 $((N - 1))); do
