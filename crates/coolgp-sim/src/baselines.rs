@@ -92,14 +92,14 @@ pub(crate) fn replay(
     for part in order.chunks(chunk.max(1)) {
         let bs: Vec<&Batch> = part.iter().map(|&b| &work.batches[b]).collect();
         server.upload(vocab, kern, &bs, loss, &mut rng);
-        let model = server.model(vocab);
+        let beta = kern.mean_weights(&server.model(vocab)).ok();
         curve.push(Some(mean_over(&work.tests, curve_points, |x, y| {
-            server_rmse(vocab, kern, &model, x, y)
+            server_rmse(vocab, kern, beta.as_deref(), x, y)
         })));
     }
-    let model = server.model(vocab);
+    let beta = kern.mean_weights(&server.model(vocab)).ok();
     let fin = Some(mean_over(&work.tests, usize::MAX, |x, y| {
-        server_rmse(vocab, kern, &model, x, y)
+        server_rmse(vocab, kern, beta.as_deref(), x, y)
     }));
     (curve, fin)
 }

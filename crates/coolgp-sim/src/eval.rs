@@ -11,44 +11,42 @@ pub(crate) fn rmse(p: &[f64], y: &[f64]) -> f64 {
     coolgp::model::predict::rmse(p, y)
 }
 
-/// RMSE of the own and of the fused q(u) under the agent's q(W), sharing ψ1.
+/// RMSE of the own and of the fused q(u) under the agent's q(W), sharing ψ1 (NaN for a view
+/// whose T1 does not factor).
 pub(crate) fn eval_both(a: &Agent, x: coolgp::faer::MatRef<'_, f64>, y: &[f64]) -> (f64, f64) {
-    match (a.posterior(View::Own), a.posterior(View::Fused)) {
+    match (a.mean_weights(View::Own), a.mean_weights(View::Fused)) {
         (Ok(own), Ok(fused)) => {
-            let m = predict_means(
-                a.vocabulary(),
-                a.projection(),
-                &[&own.alpha, &fused.alpha],
-                x,
-            );
+            let m = predict_means(a.vocabulary(), a.projection(), &[&own, &fused], x);
             (rmse(&m[0], y), rmse(&m[1], y))
         }
-        _ => (
-            eval_rmse(a, View::Own, x, y),
-            eval_rmse(a, View::Fused, x, y),
+        (own, fused) => (
+            rmse_with(a, own.ok().as_deref(), x, y),
+            rmse_with(a, fused.ok().as_deref(), x, y),
         ),
     }
 }
 
-pub(crate) fn eval_rmse(a: &Agent, view: View, x: coolgp::faer::MatRef<'_, f64>, y: &[f64]) -> f64 {
-    match a.posterior(view) {
-        Ok(p) => rmse(
-            &predict_mean(a.vocabulary(), a.projection(), &p.alpha, x),
-            y,
-        ),
-        Err(_) => f64::NAN,
-    }
-}
-
-pub(crate) fn server_rmse(
-    vocab: &Vocabulary,
-    kern: &BaselineKernel,
-    model: &NaturalParams,
+/// RMSE of the predictive mean `ψ1(x)α` under the agent's q(W) (NaN without α).
+pub(crate) fn rmse_with(
+    a: &Agent,
+    alpha: Option<&[f64]>,
     x: coolgp::faer::MatRef<'_, f64>,
     y: &[f64],
 ) -> f64 {
-    kern.predict_mean(vocab, model, x)
-        .map_or(f64::NAN, |mean| rmse(&mean, y))
+    alpha.map_or(f64::NAN, |al| {
+        rmse(&predict_mean(a.vocabulary(), a.projection(), al, x), y)
+    })
+}
+
+/// RMSE of a server's predictive mean with weights `beta` (NaN without them).
+pub(crate) fn server_rmse(
+    vocab: &Vocabulary,
+    kern: &BaselineKernel,
+    beta: Option<&[f64]>,
+    x: coolgp::faer::MatRef<'_, f64>,
+    y: &[f64],
+) -> f64 {
+    beta.map_or(f64::NAN, |b| rmse(&kern.mean_at(vocab, b, x), y))
 }
 
 /// Mean of `f` over the test sets, each capped at `cap` points.

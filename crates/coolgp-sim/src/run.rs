@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::baselines::replay;
 use crate::config::{FusionChoice, Schedule, SimConfig};
-use crate::eval::{eval_both, eval_rmse, frob, mean_over, rmse};
+use crate::eval::{eval_both, frob, mean_over, rmse, rmse_with};
 use crate::network::{run_rounds, run_schedule, NetStats};
 use crate::report::{AgentRow, CurvePoint, Phases, Report};
 use crate::workload::{TestSet, Workload};
@@ -220,8 +220,9 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             .collect();
         let k = evals.len().max(1) as f64;
         let rmse_central = central.as_ref().map(|c| {
+            let alpha = c.mean_weights(View::Own).ok();
             mean_over(&work.tests, cfg.curve_points, |x, y| {
-                eval_rmse(c, View::Own, x, y)
+                rmse_with(c, alpha.as_deref(), x, y)
             }) * work.y_scale
         });
         curves.push(CurvePoint {
@@ -283,8 +284,9 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     let rmse_pre = per_agent.iter().map(|r| r.rmse_pre).sum::<f64>() / na;
     let rmse_post = per_agent.iter().map(|r| r.rmse_post).sum::<f64>() / na;
     let rmse_central = central.as_ref().map(|c| {
+        let alpha = c.mean_weights(View::Own).ok();
         mean_over(&work.tests, usize::MAX, |x, y| {
-            eval_rmse(c, View::Own, x, y)
+            rmse_with(c, alpha.as_deref(), x, y)
         }) * work.y_scale
     });
     phases.eval_s += t.elapsed().as_secs_f64();

@@ -124,13 +124,23 @@ impl BaselineKernel {
         server: &NaturalParams,
         x: MatRef<'_, f64>,
     ) -> Result<Vec<f64>> {
-        let cs = Cholesky::new(server.t1.as_ref(), "Σ̈")?;
-        let beta = cs.solve_vec(&server.t2);
-        Ok(
-            kernel_means(vocab, self.w0.as_ref(), None, self.sigma_s, &[&beta], x)
-                .pop()
-                .unwrap_or_default(),
-        )
+        Ok(self.mean_at(vocab, &self.mean_weights(server)?, x))
+    }
+
+    /// `β = Σ̈⁻¹ ÿ [m]` of the server's model (factor once, then [`BaselineKernel::mean_at`]
+    /// for each set of inputs).
+    ///
+    /// # Errors
+    /// [`crate::Error::NotPositiveDefinite`] if Σ̈ does not factor.
+    pub fn mean_weights(&self, server: &NaturalParams) -> Result<Vec<f64>> {
+        Ok(Cholesky::new(server.t1.as_ref(), "Σ̈")?.solve_vec(&server.t2))
+    }
+
+    /// The predictive mean `K_fu β` at `x [n, d]` (batched).
+    pub fn mean_at(&self, vocab: &Vocabulary, beta: &[f64], x: MatRef<'_, f64>) -> Vec<f64> {
+        kernel_means(vocab, self.w0.as_ref(), None, self.sigma_s, &[beta], x)
+            .pop()
+            .unwrap_or_default()
     }
 
     /// The shared predictive from the server's sums `Σ̈ = K + Σ Σ̇`, `ÿ = Σ ẏ`.

@@ -188,6 +188,16 @@ impl NaturalParams {
     pub fn posterior(&self, vocab: &Vocabulary) -> Result<Posterior> {
         Posterior::new(vocab, self)
     }
+
+    /// `α = T1⁻¹T2 = K⁻¹m [m]` alone (the predictive mean is `ψ1(x)α`): the same
+    /// factorization and solve as [`Posterior::new`], without the inverse, B and G.
+    ///
+    /// # Errors
+    /// [`crate::Error::NotPositiveDefinite`].
+    pub fn mean_weights(&self) -> Result<Vec<f64>> {
+        let chol_t1 = Cholesky::with_jitter(self.t1.as_ref(), "T1", T1_RETRY_JITTER, 2)?;
+        Ok(chol_t1.solve_vec(&self.t2))
+    }
 }
 
 /// A factored q(u): `L_T = chol(T1)`, `α = T1⁻¹T2 = K⁻¹m`, `T1⁻¹ = K⁻¹SK⁻¹`,

@@ -361,6 +361,15 @@ impl Agent {
         self.natural_params(view).posterior(&self.vocab)
     }
 
+    /// `α = T1⁻¹T2` of a view, for predictive means `ψ1(x)α` (cheaper than
+    /// [`Agent::posterior`]).
+    ///
+    /// # Errors
+    /// [`Error::NotPositiveDefinite`] if T1 cannot be factored (a corrupted state).
+    pub fn mean_weights(&self, view: View) -> Result<Vec<f64>> {
+        self.natural_params(view).mean_weights()
+    }
+
     /// Predicts at the rows of `x [n, d]` with the agent's own q(W) and the chosen q(u).
     ///
     /// # Errors
