@@ -34,7 +34,6 @@ const LOG_2PI: f64 = 1.837_877_066_409_345_5;
 pub struct BlockPsi {
     m: usize,
     dz: usize,
-    n: usize,
     ws: PsiWorkspace,
     /// `ψ̄1 [n, m]` row-major.
     pub psi1: Vec<f64>,
@@ -58,7 +57,7 @@ impl BlockPsi {
     /// As [`BlockPsi::compute`], reusing this value's buffers.
     pub fn recompute(&mut self, vocab: &Vocabulary, proj: &Projection, x: MatRef<'_, f64>) {
         let (m, dz, d, n) = (vocab.m(), vocab.d_latent(), proj.d(), x.nrows());
-        (self.m, self.dz, self.n) = (m, dz, n);
+        (self.m, self.dz) = (m, dz);
         self.psi1.resize(n * m, 0.0);
         self.psi2.resize(n * m * m, 0.0);
         self.a.resize(n * dz, 0.0);
@@ -84,14 +83,15 @@ impl BlockPsi {
 
     /// Number of points.
     pub fn n(&self) -> usize {
-        self.n
+        self.a.len() / self.dz.max(1)
     }
 
     /// Adds `Σ_n ψ̄2(x_n)`, `Ψ̄1ᵀy`, n and yᵀy to `stats` (frozen mode, spec §4c).
     pub fn accumulate_into(&self, y: &[f64], stats: &mut UnitStats) {
         let m = self.m;
         let mut sum = vec![0.0; m * m];
-        for (r, &yn) in y.iter().enumerate().take(self.n) {
+        let n = self.n();
+        for (r, &yn) in y.iter().enumerate().take(n) {
             let p = &self.psi2[r * m * m..(r + 1) * m * m];
             for j in 0..m {
                 let row = j * m + j..(j + 1) * m;
@@ -104,7 +104,7 @@ impl BlockPsi {
             }
             stats.yty += yn * yn;
         }
-        stats.n += y.len().min(self.n);
+        stats.n += y.len().min(n);
         for j in 0..m {
             for k in j..m {
                 let v = sum[j * m + k];
