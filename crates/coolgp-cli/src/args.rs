@@ -57,12 +57,22 @@ pub struct SimArgs {
     /// Importance weights: unnormalized (the paper) or self-normalized.
     #[arg(long)]
     pub normalization: Option<String>,
-    /// per-agent (default, the paper) or shared (one fleet-wide q(W), federated averaging
-    /// weighted by points); both (simulate only: the two side by side, references computed
-    /// once); spec §13's proxies for comparison: shared-plain-proxy (plain average of θ),
-    /// shared-product-proxy (product of the agents' q(W)).
+    /// per-agent (default, the paper); fleet (spec §14: one fleet-wide q(W), σ_s, σ_n as the
+    /// prior plus a sum of per-agent natural-parameter sites, fused by the same message
+    /// passing as q(u)); shared (federated averaging of θ weighted by points); both (simulate
+    /// only: per-agent, shared and fleet side by side, references computed once); spec §13's
+    /// proxies for comparison: shared-plain-proxy, shared-product-proxy.
     #[arg(long)]
     pub projection: Option<String>,
+    /// Fleet projection only: batches between two fusions of the sites (tiny next to q(u))
+    /// (default: every 1% of the stream or every round of blocks — one per agent — whichever
+    /// is sooner).
+    #[arg(long)]
+    pub site_every: Option<usize>,
+    /// Fleet projection only: damping ρ ∈ (0, 1] of the agents' site steps (default 0.3; keep
+    /// 1 − (1−ρ)^k ≲ 0.5 for k blocks per agent between site fusions).
+    #[arg(long)]
+    pub site_damping: Option<f64>,
     /// path, star, random-tree (default), mst, ring, grid, complete, geometric.
     #[arg(long)]
     pub topology: Option<String>,
@@ -153,6 +163,8 @@ impl SimArgs {
             samples,
             normalization,
             projection,
+            site_every,
+            site_damping,
             topology,
             fusion,
             loss,
@@ -190,8 +202,9 @@ impl SimArgs {
             "shared" => coolgp::ProjectionMode::Shared,
             "shared-plain-proxy" => coolgp::ProjectionMode::SharedPlainProxy,
             "shared-product-proxy" => coolgp::ProjectionMode::SharedProductProxy,
+            "fleet" => coolgp::ProjectionMode::Fleet,
             other => bail!(
-                "unknown --projection '{other}': use per-agent or shared (or, to compare, spec §13's shared-plain-proxy or shared-product-proxy)"
+                "unknown --projection '{other}': use per-agent, fleet or shared (or, to compare, spec §13's shared-plain-proxy or shared-product-proxy)"
             ),
         })
     }

@@ -160,6 +160,8 @@ pub fn sim_config(a: &SimArgs, n_batches: usize, groups: Option<usize>) -> Resul
         central: !a.no_central,
         baselines: !a.no_baselines,
         learn: !a.no_learn,
+        site_every: a.site_every,
+        site_damping: a.site_damping.unwrap_or(0.3),
         ..SimConfig::default()
     })
 }

@@ -592,6 +592,7 @@ fn hostile(
             points: 10.0,
         },
         projection: None,
+        site: None,
     })
 }
 

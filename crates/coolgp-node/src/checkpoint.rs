@@ -632,6 +632,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
                 excess: r.excess(&p, m)?,
                 points: r.vec(&format!("{p}/points"), 1)?[0],
                 projection,
+                site: None,
             },
         );
     }
@@ -648,6 +649,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
             adam: adam.config.clone(),
             learn: a.learn,
             seed: a.seed,
+            site: coolgp::learn::SiteConfig::default(),
         },
         mu,
         log_sigma,
@@ -665,6 +667,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
         push_sent: r.mass("pushsum/sent", m)?,
         push_received,
         last_round: a.last_round.clone(),
+        site: coolgp::learn::Site::zeros(0),
     };
     Ok(Checkpoint {
         meta,

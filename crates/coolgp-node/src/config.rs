@@ -411,6 +411,7 @@ impl NodeArgs {
             adam: AdamConfig::default(),
             learn: !(self.no_learn || f.no_learn.unwrap_or(false)),
             seed: self.seed.or(f.seed).unwrap_or(id),
+            site: coolgp::learn::SiteConfig::default(),
         };
         let data = self.data.or(f.data).map(|p| {
             if p.as_os_str() == "-" {

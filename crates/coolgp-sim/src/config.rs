@@ -4,7 +4,7 @@
 use std::str::FromStr;
 use std::sync::Arc;
 
-use coolgp::learn::AdamConfig;
+use coolgp::learn::{AdamConfig, SiteConfig};
 use coolgp::{ProjectionMode, Topology, UpdateMode, Vocabulary};
 use serde::Serialize;
 
@@ -175,6 +175,26 @@ pub struct SimConfig {
     pub adam: AdamConfig,
     /// Shuffle the stream (the paper's protocol); false keeps the workload's order.
     pub shuffle: bool,
+    /// Fleet projection mode: batches between two site fusions (`None`: every 1% of the
+    /// stream or every round of blocks — `agents` batches — whichever is sooner).
+    pub site_every: Option<usize>,
+    /// Fleet projection mode: damping ρ of the agents' site steps (spec §14).
+    pub site_damping: f64,
+    /// Fleet projection mode: damping ρ of the central learner's site steps (spec §14: about
+    /// 0.01 for one learner that sees the whole stream).
+    pub central_damping: f64,
+}
+
+impl SimConfig {
+    /// The site settings of agent fleets of this run (fleet size = agents; pseudo-points =
+    /// `batch` per agent).
+    pub fn site_config(&self, batch: f64) -> SiteConfig {
+        SiteConfig {
+            damping: self.site_damping,
+            fleet_size: self.agents as f64,
+            prior_points: batch.max(1.0),
+        }
+    }
 }
 
 impl Default for SimConfig {
@@ -200,6 +220,9 @@ impl Default for SimConfig {
             learn: true,
             adam: AdamConfig::default(),
             shuffle: true,
+            site_every: None,
+            site_damping: 0.3,
+            central_damping: 0.01,
         }
     }
 }

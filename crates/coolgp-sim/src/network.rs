@@ -40,20 +40,56 @@ pub fn run_rounds(agents: &mut [Agent], rounds: usize, loss: f64, rng: &mut Rng)
 }
 
 fn one_round(agents: &mut [Agent], loss: f64, rng: &mut Rng) -> NetStats {
+    one_round_of(Payload::Model, agents, loss, rng)
+}
+
+/// What a round or schedule sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payload {
+    /// The agents' model messages (q(u), and the site sums in the fleet projection mode).
+    Model,
+    /// Site-only messages of the fleet projection mode (spec §14), far smaller than q(u).
+    Sites,
+}
+
+fn one_round_of(what: Payload, agents: &mut [Agent], loss: f64, rng: &mut Rng) -> NetStats {
     let outgoing: Vec<Vec<Message>> = agents
         .par_iter_mut()
         .map(|a| {
-            a.handle_tick();
+            match what {
+                Payload::Model => a.handle_tick(),
+                Payload::Sites => a.handle_site_tick(),
+            }
             std::iter::from_fn(|| a.poll_transmit()).collect()
         })
         .collect();
     deliver(agents, outgoing, loss, rng)
 }
 
+/// [`run_rounds`] of site-only messages (fleet projection mode).
+pub fn run_site_rounds(agents: &mut [Agent], rounds: usize, loss: f64, rng: &mut Rng) -> NetStats {
+    let mut total = NetStats::default();
+    for _ in 0..rounds {
+        total.add_all(one_round_of(Payload::Sites, agents, loss, rng));
+    }
+    total
+}
+
 /// Runs an event-driven schedule (e.g. [`coolgp::fuse::tree::two_pass_schedule`]): at each
 /// step, every listed sender queues its one message to the listed receiver (in parallel),
 /// then the messages go through the lossy network as in a round.
 pub fn run_schedule(
+    agents: &mut [Agent],
+    steps: &[Vec<(usize, usize)>],
+    loss: f64,
+    rng: &mut Rng,
+) -> NetStats {
+    run_schedule_of(Payload::Model, agents, steps, loss, rng)
+}
+
+/// [`run_schedule`] sending `what`.
+pub fn run_schedule_of(
+    what: Payload,
     agents: &mut [Agent],
     steps: &[Vec<(usize, usize)>],
     loss: f64,
@@ -72,7 +108,10 @@ pub fn run_schedule(
             .zip(targets.par_iter_mut())
             .map(|(a, to)| {
                 for j in to.drain(..) {
-                    a.handle_tick_to(j as u64);
+                    match what {
+                        Payload::Model => a.handle_tick_to(j as u64),
+                        Payload::Sites => a.handle_site_tick_to(j as u64),
+                    };
                 }
                 std::iter::from_fn(|| a.poll_transmit()).collect()
             })

@@ -6,13 +6,15 @@ use std::time::Instant;
 use coolgp::baselines::{Baseline, BaselineKernel};
 use coolgp::fuse::tree::two_pass_schedule;
 use coolgp::rng::Rng;
-use coolgp::{Agent, AgentConfig, FusionRule, NaturalParams, ProjectionMode, View, Vocabulary};
+use coolgp::{Agent, AgentConfig, FusionRule, ProjectionMode, View, Vocabulary};
 use rayon::prelude::*;
 
 use crate::baselines::replay;
 use crate::config::{FusionChoice, Schedule, SimConfig};
 use crate::eval::{eval_both, frob, mean_over, rmse, rmse_with};
-use crate::network::{run_rounds, run_schedule, NetStats};
+use crate::network::{
+    run_rounds, run_schedule, run_schedule_of, run_site_rounds, NetStats, Payload,
+};
 use crate::report::{AgentRow, CurvePoint, Phases, Report};
 use crate::workload::{TestSet, Workload};
 use crate::SimError;
@@ -96,6 +98,16 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             run_rounds(agents, rounds, cfg.loss, rng)
         }
     };
+    let fleet = cfg.projection == ProjectionMode::Fleet;
+    let fuse_sites = |agents: &mut [Agent], rng: &mut Rng| {
+        if two_pass {
+            run_schedule_of(Payload::Sites, agents, &steps, cfg.loss, rng)
+        } else {
+            run_site_rounds(agents, rounds, cfg.loss, rng)
+        }
+    };
+    let batch = work.points() as f64 / work.batches.len().max(1) as f64;
+    let site = cfg.site_config(batch);
     let agent_cfg = |i: usize| AgentConfig {
         mode: cfg.mode,
         projection: cfg.projection,
@@ -103,6 +115,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         adam: cfg.adam.clone(),
         learn: cfg.learn,
         seed: cfg.seed ^ (0x9E37_79B9 * (i as u64 + 1)),
+        site: site.clone(),
     };
     let mut agents: Vec<Agent> = (0..cfg.agents)
         .map(|i| {
@@ -112,11 +125,21 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         })
         .collect::<Result<_, coolgp::Error>>()?;
     let mut central = if cfg.central {
-        let c = AgentConfig {
+        // The reference: one agent on the whole stream, with the fleet's update (in the fleet
+        // mode: the same site update as a fleet of one, with the central damping).
+        let mut c = AgentConfig {
             fusion: FusionRule::Tree,
-            projection: ProjectionMode::PerAgent,
+            projection: if fleet {
+                ProjectionMode::Fleet
+            } else {
+                ProjectionMode::PerAgent
+            },
             ..agent_cfg(usize::MAX - 1)
         };
+        // One agent holding the fleet's whole pseudo-site (q0 and s·batch pseudo-points).
+        c.site.prior_points *= c.site.fleet_size;
+        c.site.fleet_size = 1.0;
+        c.site.damping = cfg.central_damping;
         Some(Agent::new(u64::MAX, vocab.clone(), d, c)?)
     } else {
         None
@@ -153,7 +176,16 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     } else {
         cfg.fuse_every
     };
+    // Sites fuse on their own, more often than q(u) (spec §14): every `site_chunk` batches.
+    let site_chunk = if fleet {
+        cfg.site_every
+            .unwrap_or_else(|| total.div_ceil(100).min(cfg.agents))
+            .max(1)
+    } else {
+        chunk
+    };
     let mut net_rng = Rng::new(cfg.seed, 0x4E7);
+    let mut site_rng = Rng::new(cfg.seed, 0x517E);
     let mut net = NetStats::default();
     let mut curves = Vec::new();
     let mut done = 0;
@@ -162,24 +194,38 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     let mut phases = Phases::default();
     while done < total {
         let end = (done + chunk).min(total);
-        let mut per_agent: Vec<Vec<usize>> = vec![Vec::new(); cfg.agents];
-        for k in done..end {
-            per_agent[owner[k]].push(order[k]);
-            points += work.batches[order[k]].y.len();
-        }
+        points += order[done..end]
+            .iter()
+            .map(|&b| work.batches[b].y.len())
+            .sum::<usize>();
         let epoch: Vec<usize> = order[done..end].to_vec();
-        let fleet_step = || -> Result<(), coolgp::Error> {
-            agents
-                .par_iter_mut()
-                .zip(per_agent.par_iter())
-                .try_for_each(|(a, bs)| -> Result<(), coolgp::Error> {
-                    for &b in bs {
-                        let bt = &work.batches[b];
-                        a.handle_block(bt.x.as_ref(), &bt.y)?;
-                    }
-                    while a.poll_event().is_some() {}
-                    Ok(())
-                })
+        let fleet_step = || -> Result<(NetStats, f64), coolgp::Error> {
+            let (mut site_net, mut site_s) = (NetStats::default(), 0.0);
+            for start in (done..end).step_by(site_chunk) {
+                let stop = (start + site_chunk).min(end);
+                let mut per_agent: Vec<Vec<usize>> = vec![Vec::new(); cfg.agents];
+                for k in start..stop {
+                    per_agent[owner[k]].push(order[k]);
+                }
+                agents
+                    .par_iter_mut()
+                    .zip(per_agent.par_iter())
+                    .try_for_each(|(a, bs)| -> Result<(), coolgp::Error> {
+                        for &b in bs {
+                            let bt = &work.batches[b];
+                            a.handle_block(bt.x.as_ref(), &bt.y)?;
+                        }
+                        while a.poll_event().is_some() {}
+                        Ok(())
+                    })?;
+                // The last sub-chunk's sites travel with the q(u) fusion that follows.
+                if fleet && stop < end {
+                    let t = Instant::now();
+                    site_net.add_all(fuse_sites(&mut agents, &mut site_rng));
+                    site_s += t.elapsed().as_secs_f64();
+                }
+            }
+            Ok((site_net, site_s))
         };
         let central_step = |c: &mut Option<Agent>| -> Result<(), coolgp::Error> {
             if let Some(c) = c {
@@ -193,9 +239,11 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         };
         let t = Instant::now();
         let (r1, r2) = rayon::join(fleet_step, || central_step(&mut central));
-        r1?;
+        let (site_net, site_s) = r1?;
         r2?;
-        phases.learn_s += t.elapsed().as_secs_f64();
+        net.add_all(site_net);
+        phases.learn_s += t.elapsed().as_secs_f64() - site_s;
+        phases.fusion_s += site_s;
         let t = Instant::now();
         net.add_all(communicate(&mut agents, &mut net_rng));
         if cfg.projection.is_shared() {
@@ -242,15 +290,15 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         phases.eval_s += t.elapsed().as_secs_f64();
     }
     let t = Instant::now();
-    // Exactness of the last fusion against T_g = T0 + Σ E_i.
-    let tg = NaturalParams::from_excess(
-        &vocab,
-        &coolgp::fuse::sum_excess(vocab.m(), agents.iter().map(|a| a.own_excess())),
-    );
-    let tg_norm = frob(&tg, None);
+    // Exactness of the last fusion against T_g = T0 + Σ E_i (each agent's own scales: in the
+    // fleet projection mode the sums are in unit scale and every agent applies the fleet's).
+    let e_sum = coolgp::fuse::sum_excess(vocab.m(), agents.iter().map(|a| a.own_excess()));
     let fusion_max_rel_err = agents
         .par_iter()
-        .map(|a| frob(&a.natural_params(View::Fused), Some(&tg)) / tg_norm)
+        .map(|a| {
+            let tg = a.natural_params_of(&e_sum);
+            frob(&a.natural_params(View::Fused), Some(&tg)) / frob(&tg, None)
+        })
         .reduce(|| 0.0, f64::max);
     // Final per-agent evaluation on the full test sets.
     let per_agent: Vec<AgentRow> = agents

@@ -40,3 +40,10 @@ pub struct Workload {
     /// Multiply RMSE by this to report it in original units (the y standard deviation).
     pub y_scale: f64,
 }
+
+impl Workload {
+    /// Training points in the stream.
+    pub fn points(&self) -> usize {
+        self.batches.iter().map(|b| b.y.len()).sum()
+    }
+}

@@ -4,9 +4,10 @@ use std::time::{Duration, Instant};
 
 use coolgp::faer::Mat;
 use coolgp::fuse::Mass;
+use coolgp::learn::{HyperStats, Site};
 use coolgp::model::{Excess, Fingerprint};
 use coolgp::protocol::codec::{
-    decode, encode, encoded_len, encoded_len_push_sum, HEADER_LEN, MAX_M,
+    decode, encode, encoded_len, encoded_len_push_sum, site_bytes, HEADER_LEN, MAX_M,
 };
 use coolgp::protocol::{Body, Header, Message, ProjectionShare, RejectReason};
 use proptest::prelude::*;
@@ -50,6 +51,22 @@ fn tree_msg(m: usize, proj: Option<usize>) -> Message {
             m1: (0..n).map(|i| -(i as f64)).collect(),
             m2: (0..n).map(|i| 0.5 * i as f64).collect(),
         }),
+        site: None,
+    }
+}
+
+/// A site-only message over `n` entries (spec §14).
+fn site_msg(n: usize) -> Message {
+    Message {
+        header: header(),
+        body: Body::Site,
+        projection: None,
+        site: Some(Site {
+            prec: (0..n).map(|i| i as f64 + 0.5).collect(),
+            shift: (0..n).map(|i| -(i as f64)).collect(),
+            hyper: HyperStats::from_array([1.0, 2.0, 3.0, 4.0]),
+            agents: 3.0,
+        }),
     }
 }
 
@@ -88,6 +105,15 @@ prop_compose! {
     }
 }
 
+prop_compose! {
+    fn arb_site()(n in 0usize..10)
+        (prec in prop::collection::vec(finite(), n),
+         shift in prop::collection::vec(finite(), n),
+         tail in prop::collection::vec(finite(), 5)) -> Site {
+        Site { prec, shift, hyper: HyperStats::from_array([tail[0], tail[1], tail[2], tail[3]]), agents: tail[4] }
+    }
+}
+
 fn arb_body() -> impl Strategy<Value = Body> {
     prop_oneof![
         (arb_excess(), finite()).prop_map(|(excess, points)| Body::Tree {
@@ -102,8 +128,17 @@ fn arb_body() -> impl Strategy<Value = Body> {
 
 prop_compose! {
     fn arb_message()(header in arb_header(), body in arb_body(),
-                     projection in prop::option::of(arb_projection())) -> Message {
-        Message { header, body, projection }
+                     projection in prop::option::of(arb_projection()),
+                     site in prop::option::of(arb_site())) -> Message {
+        Message { header, body, projection, site }
+    }
+}
+
+prop_compose! {
+    fn arb_site_message()(header in arb_header(),
+                          projection in prop::option::of(arb_projection()),
+                          site in arb_site()) -> Message {
+        Message { header, body: Body::Site, projection, site: Some(site) }
     }
 }
 
@@ -111,13 +146,28 @@ proptest! {
     #[test]
     fn round_trip(msg in arb_message()) {
         let bytes = encode(&msg);
-        let m = msg.excess().m();
+        let m = msg.excess().map_or(0, Excess::m);
         let n = msg.projection.as_ref().map(|p| p.theta.len());
+        let site = msg.site.as_ref().map_or(0, |s| site_bytes(s.len()));
         let expected_len = match msg.body {
             Body::Tree { .. } => encoded_len(m, n),
             Body::PushSum { .. } => encoded_len_push_sum(m, n),
-        };
+            Body::Site => unreachable!("arb_message makes q(u) bodies"),
+        } + site;
         prop_assert_eq!(bytes.len(), expected_len);
+        let back = decode(&bytes).expect("valid message decodes");
+        prop_assert_eq!(&back, &msg);
+        prop_assert_eq!(encode(&back), bytes);
+    }
+
+    #[test]
+    fn site_only_round_trip(msg in arb_site_message()) {
+        // Reference: spec §14 (sites travel on their own): header, projection share if any,
+        // site section; nothing else.
+        let bytes = encode(&msg);
+        let n = msg.projection.as_ref().map_or(0, |p| 12 + 24 * p.theta.len());
+        let site = msg.site.as_ref().map_or(0, |s| site_bytes(s.len()));
+        prop_assert_eq!(bytes.len(), HEADER_LEN + n + site);
         let back = decode(&bytes).expect("valid message decodes");
         prop_assert_eq!(&back, &msg);
         prop_assert_eq!(encode(&back), bytes);
@@ -130,7 +180,7 @@ proptest! {
 
     #[test]
     fn random_bodies_after_valid_header_never_panic(
-        kind in 0u8..2, flags in 0u8..2, m in 0u32..6,
+        kind in 0u8..3, flags in 0u8..4, m in 0u32..6,
         tail in prop::collection::vec(any::<u8>(), 0..400),
     ) {
         let mut bytes = encode(&tree_msg(1, None))[..HEADER_LEN].to_vec();
@@ -156,7 +206,17 @@ fn every_truncation_is_rejected() {
         },
         ..tree_msg(4, Some(3))
     };
-    for msg in [tree_msg(3, None), tree_msg(3, Some(2)), push] {
+    let tree_with_site = Message {
+        site: site_msg(4).site,
+        ..tree_msg(3, Some(2))
+    };
+    for msg in [
+        tree_msg(3, None),
+        tree_msg(3, Some(2)),
+        push,
+        site_msg(2),
+        tree_with_site,
+    ] {
         let bytes = encode(&msg);
         for cut in 0..bytes.len() {
             assert!(
@@ -190,8 +250,26 @@ fn specific_errors() {
     assert_eq!(decode_err(&b), "unknown body kind 9");
 
     let mut b = good.clone();
+    b[5] = 0x04;
+    assert_eq!(decode_err(&b), "unknown flags 0x04");
+
+    // Site flag set but no site section; a site-only body without one; with m ≠ 0.
+    let mut b = good.clone();
     b[5] = 0x02;
-    assert_eq!(decode_err(&b), "unknown flags 0x02");
+    assert_eq!(decode_err(&b), "truncated site section: need 4 bytes");
+    let site_only = encode(&site_msg(3));
+    let mut b = site_only.clone();
+    b[5] = 0;
+    assert_eq!(decode_err(&b), "site-only body without a site section");
+    let mut b = site_only.clone();
+    b[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&2u32.to_le_bytes());
+    assert_eq!(decode_err(&b), "site-only body with m = 2 (must be 0)");
+    let mut b = site_only.clone();
+    b[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&(1u32 << 21).to_le_bytes());
+    assert_eq!(
+        decode_err(&b),
+        "site length n = 2097152 exceeds limit 1048576"
+    );
 
     let mut b = good.clone();
     b[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&100_000u32.to_le_bytes());
@@ -232,7 +310,7 @@ fn specific_errors() {
         *points = f64::INFINITY;
     }
     let back = decode(&encode(&msg)).expect("NaN decodes");
-    assert!(back.excess().d1[(1, 0)].is_nan());
+    assert!(back.excess().expect("tree body").d1[(1, 0)].is_nan());
 }
 
 #[test]
@@ -242,7 +320,7 @@ fn decoded_d1_is_symmetric_even_from_asymmetric_input() {
         std::sync::Arc::make_mut(excess).d1[(2, 0)] = 1e9; // lower triangle is not sent
     }
     let back = decode(&encode(&msg)).expect("decodes");
-    let d1 = &back.excess().d1;
+    let d1 = &back.excess().expect("tree body").d1;
     for i in 0..3 {
         for j in 0..3 {
             assert_eq!(d1[(i, j)].to_bits(), d1[(j, i)].to_bits());

@@ -10,6 +10,7 @@
 
 use faer::{Mat, MatRef};
 
+use crate::learn::site::HyperStats;
 use crate::model::natural::Posterior;
 use crate::model::projection::{Projection, ProjectionGrad};
 use crate::model::psi::{point_upper, PsiWorkspace, UnitStats};
@@ -23,9 +24,29 @@ pub struct BlockElbo {
     pub value: f64,
     /// `∇_θ L_D`.
     pub grad: ProjectionGrad,
+    /// The block's σ_s, σ_n statistics `(A, B, YY, n)` in unit scale (spec §14).
+    pub hyper: HyperStats,
 }
 
 const LOG_2PI: f64 = 1.837_877_066_409_345_5;
+
+impl BlockElbo {
+    /// `self += o`: `L_D`, its gradient and the statistics are sums over points, so the terms
+    /// of two disjoint sets of rows add up to those of their union.
+    pub fn add_in_place(&mut self, o: &BlockElbo) {
+        self.value += o.value;
+        let g = &mut self.grad;
+        g.mu += &o.grad.mu;
+        g.log_sigma += &o.grad.log_sigma;
+        g.log_sigma_s += o.grad.log_sigma_s;
+        g.log_sigma_n += o.grad.log_sigma_n;
+        let h = &mut self.hyper;
+        h.a += o.hyper.a;
+        h.b += o.hyper.b;
+        h.yy += o.hyper.yy;
+        h.n += o.hyper.n;
+    }
+}
 
 /// Unit-scale psi statistics of every point of a block, computed once and used both to
 /// absorb the block (frozen mode) and for the gradient step that follows (spec §10). The
@@ -309,6 +330,7 @@ pub fn block_loglik_grad_with(
     };
     let mut w1 = vec![0.0; m];
     let (mut y_psi_alpha, mut tr_g_psi2, mut yty) = (0.0, 0.0, 0.0);
+    let mut hyper = HyperStats::default();
     // c2 = −G/(2σ_n²) and ψ2 = σ_s² ψ̄2, so H = c·(G∘ψ̄2) with c = −σ_s²/(2σ_n²).
     let c = -ss * ss / (2.0 * sn2);
     for r in 0..n {
@@ -324,10 +346,13 @@ pub fn block_loglik_grad_with(
             w1[j] = yn * alpha[j] / sn2 * ss * psi1[j];
             w1_tot += w1[j];
         }
-        y_psi_alpha += yn * ss * dot4(psi1, alpha);
+        let a_unit = yn * dot4(psi1, alpha);
+        y_psi_alpha += ss * a_unit;
+        hyper.a += a_unit;
         g_psi2_contractions(psi2, &g, &zg, m, &mut ct);
         let (trg, h, q) = (ct.total, &ct.h, &ct.q);
         tr_g_psi2 += ss * ss * trg;
+        hyper.b += trg;
         let htot = c * trg;
         for i in 0..dz {
             let zi = &zt[i * m..(i + 1) * m];
@@ -352,6 +377,9 @@ pub fn block_loglik_grad_with(
         }
     }
     let nf = n as f64;
+    hyper.b += nf;
+    hyper.yy = yty;
+    hyper.n = nf;
     let q = yty - 2.0 * y_psi_alpha + tr_g_psi2 + nf * ss * ss;
     let value = -0.5 * nf * (LOG_2PI + sn2.ln()) - 0.5 * q / sn2;
     let sigma2 = proj.sigma2();
@@ -377,6 +405,7 @@ pub fn block_loglik_grad_with(
             log_sigma_s: (y_psi_alpha - tr_g_psi2 - nf * ss * ss) / sn2,
             log_sigma_n: -nf + q / sn2,
         },
+        hyper,
     }
 }
 
@@ -403,7 +432,11 @@ pub fn stochastic_objective(
         log_sigma_s: scale * b.grad.log_sigma_s,
         log_sigma_n: scale * b.grad.log_sigma_n,
     };
-    BlockElbo { value, grad }
+    BlockElbo {
+        value,
+        grad,
+        hyper: b.hyper,
+    }
 }
 
 #[cfg(test)]

@@ -4,12 +4,14 @@
 pub mod adam;
 pub mod elbo;
 pub mod importance;
+pub mod site;
 
 use faer::{Mat, MatRef};
 
 pub use adam::{Adam, AdamConfig};
 pub use elbo::{block_loglik_grad, stochastic_objective, BlockElbo};
 pub use importance::{ImportanceCache, IsDiagnostics, IsNormalization};
+pub use site::{HyperStats, Site, SiteConfig};
 
 use crate::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
 use crate::model::{Excess, Projection, Vocabulary};

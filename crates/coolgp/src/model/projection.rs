@@ -50,6 +50,15 @@ impl Projection {
         Self::new(w, ls, sigma_s.ln(), sigma_n.ln())
     }
 
+    /// The same q(W) with `σ_s = σ_n = 1`: the projection behind unit-scale statistics.
+    pub fn with_unit_scales(&self) -> Projection {
+        Self {
+            log_sigma_s: 0.0,
+            log_sigma_n: 0.0,
+            ..self.clone()
+        }
+    }
+
     /// Input dimension d.
     pub fn d(&self) -> usize {
         self.mu.ncols()

@@ -21,8 +21,8 @@ use faer::MatRef;
 
 use crate::error::{ensure_finite, Error, Result};
 use crate::fuse::{tree, Mass, PushSum};
-use crate::learn::elbo::{block_loglik_grad_with, BlockPsi};
-use crate::learn::{Adam, AdamConfig, Learner, UpdateMode};
+use crate::learn::elbo::{block_loglik_grad_with, BlockElbo, BlockPsi};
+use crate::learn::{Adam, AdamConfig, Learner, Site, SiteConfig, UpdateMode};
 use crate::model::predict::predict;
 use crate::model::psi::PsiWorkspace;
 use crate::model::{
@@ -67,12 +67,31 @@ pub enum ProjectionMode {
     /// summed: it counts the prior once per agent and is overconfident); σ_s, σ_n and the Adam
     /// moments plainly averaged. Tree fusion only.
     SharedProductProxy,
+    /// Spec §14: one fleet-wide q(W), σ_s, σ_n as the prior plus a sum of per-agent
+    /// natural-parameter sites, fused by the same message passing as q(u) and adopted whenever
+    /// the fused sums change. q(u)'s excess travels in unit scale (σ_s = σ_n = 1) and is scaled
+    /// by the fleet's σ_s, σ_n, so everything the agent predicts with is a function of the
+    /// fused sums alone. Frozen or exact mode; tree fusion or push-sum.
+    Fleet,
 }
 
 impl ProjectionMode {
-    /// True for the modes with a fleet-wide q(W) adopted at each fusion.
+    /// True for the §13 modes whose fleet-wide q(W) is adopted at each fusion
+    /// ([`Agent::adopt_fleet_projection`]); the fleet mode adopts continuously instead.
     pub fn is_shared(self) -> bool {
-        self != Self::PerAgent
+        !matches!(self, Self::PerAgent | Self::Fleet)
+    }
+
+    /// The command-line name (`per-agent`, `shared`, `shared-plain-proxy`,
+    /// `shared-product-proxy`, `fleet`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PerAgent => "per-agent",
+            Self::Shared => "shared",
+            Self::SharedPlainProxy => "shared-plain-proxy",
+            Self::SharedProductProxy => "shared-product-proxy",
+            Self::Fleet => "fleet",
+        }
     }
 }
 
@@ -91,6 +110,8 @@ pub struct AgentConfig {
     pub learn: bool,
     /// Seed of the agent's own randomness (importance samples).
     pub seed: u64,
+    /// Site update of the fleet projection mode (spec §14; unused in the other modes).
+    pub site: SiteConfig,
 }
 
 impl Default for AgentConfig {
@@ -102,6 +123,7 @@ impl Default for AgentConfig {
             adam: AdamConfig::default(),
             learn: true,
             seed: 0,
+            site: SiteConfig::default(),
         }
     }
 }
@@ -112,6 +134,8 @@ pub(crate) struct Inbound {
     pub(crate) excess: Arc<Excess>,
     pub(crate) points: f64,
     pub(crate) projection: Option<ProjectionShare>,
+    /// Site sums `Σ_{k in the sender's subtree} s_k` (fleet projection mode).
+    pub(crate) site: Option<Site>,
 }
 
 /// A tree message's payload: `D_ij`, the points it represents, the projection sums.
@@ -140,7 +164,10 @@ pub struct Agent {
     pub(crate) version: u64,
     pub(crate) round: u64,
     pub(crate) neighbors: BTreeSet<AgentId>,
+    /// Own excess `E_i`; unit scale (σ_s = σ_n = 1) in fleet projection mode.
     pub(crate) own: Excess,
+    /// Own site of the fleet's q(W) (fleet projection mode; else empty).
+    pub(crate) site: Site,
     pub(crate) inbox: BTreeMap<AgentId, Inbound>,
     pub(crate) pushsum: PushSum,
     pub(crate) last_round: BTreeMap<AgentId, u64>,
@@ -214,7 +241,26 @@ impl Agent {
                 "the shared projection mode needs tree fusion".into(),
             ));
         }
+        let fleet = config.projection == ProjectionMode::Fleet;
+        if fleet {
+            if let UpdateMode::Importance { .. } = config.mode {
+                return Err(Error::InvalidConfig(
+                    "the fleet projection mode needs the frozen or exact online mode (importance caches are not sums of unit-scale statistics)".into(),
+                ));
+            }
+            config.site.validate().map_err(Error::InvalidConfig)?;
+            if config.fusion != FusionRule::Tree {
+                return Err(Error::InvalidConfig(
+                    "the fleet projection mode needs tree fusion (two-pass or rounds); push-sum sites are not implemented yet".into(),
+                ));
+            }
+        }
         let proj = vocab.initial_projection(d);
+        let site = if fleet {
+            Site::initial_share(&proj, &config.site)
+        } else {
+            Site::zeros(0)
+        };
         let adam = Adam::new(config.adam.clone(), proj.n_params());
         let learner = Learner::new(&vocab, d, config.mode, config.seed);
         let m = vocab.m();
@@ -234,6 +280,7 @@ impl Agent {
             round: 0,
             neighbors: BTreeSet::new(),
             own: Excess::zeros(m),
+            site,
             inbox: BTreeMap::new(),
             pushsum: PushSum::new(Excess::zeros(m), weight, 0.0),
             last_round: BTreeMap::new(),
@@ -313,7 +360,8 @@ impl Agent {
         &self.own
     }
 
-    /// The fused data part and the data points it represents.
+    /// The fused data part and the data points it represents (in the fleet projection mode,
+    /// unit scale: [`Agent::natural_params`] applies the fleet's σ_s, σ_n).
     pub fn fused_excess(&self) -> (Excess, f64) {
         match self.config.fusion {
             FusionRule::Tree => {
@@ -347,9 +395,26 @@ impl Agent {
 
     /// q(u) in K-form for a view.
     pub fn natural_params(&self, view: View) -> NaturalParams {
-        match view {
-            View::Own => NaturalParams::from_excess(&self.vocab, &self.own),
-            View::Fused => NaturalParams::from_excess(&self.vocab, &self.fused_excess().0),
+        let e = match view {
+            View::Own => self.own.clone(),
+            View::Fused => self.fused_excess().0,
+        };
+        NaturalParams::from_excess(&self.vocab, &self.scale_excess(e))
+    }
+
+    /// q(u) in K-form of a data part `e` given in this agent's representation (e.g. a sum of
+    /// the fleet's own excesses `Σ E_i`, to compare with the fused view).
+    pub fn natural_params_of(&self, e: &Excess) -> NaturalParams {
+        NaturalParams::from_excess(&self.vocab, &self.scale_excess(e.clone()))
+    }
+
+    /// An excess as q(u) uses it: in the fleet projection mode the unit-scale sums times the
+    /// fleet's `σ_s²/σ_n²` and `σ_s/σ_n²` (spec §3); unchanged otherwise.
+    fn scale_excess(&self, e: Excess) -> Excess {
+        if self.config.projection == ProjectionMode::Fleet {
+            Excess::from_unit_parts(&e.d1, &e.d2, self.proj.sigma_s(), self.proj.sigma_n())
+        } else {
+            e
         }
     }
 
@@ -440,8 +505,12 @@ impl Agent {
         self.version += 1;
         self.refresh_own(y.len() as f64);
         if self.config.learn {
-            self.optimizer_step(x, y, &mut bp, rows);
-            self.refresh_own(0.0);
+            if self.config.projection == ProjectionMode::Fleet {
+                self.site_step(x, y, &mut bp, rows);
+            } else {
+                self.optimizer_step(x, y, &mut bp, rows);
+                self.refresh_own(0.0);
+            }
         }
         // Kept for the next block unless it is large (a big block's n·m² would otherwise stay
         // allocated for the thread's lifetime).
@@ -451,16 +520,20 @@ impl Agent {
         Ok(())
     }
 
-    /// One Adam step on the per-datum gradient `∇L_D/n − w·∇KL_W/N_own` (spec §6), against
-    /// the fused q(u). In shared mode the KL weight is `N_own/N_fleet` (spec §13). `bp` holds
-    /// the ψ of the block's last chunk of `rows` rows (all of it for a one-chunk block).
-    fn optimizer_step(&mut self, x: MatRef<'_, f64>, y: &[f64], bp: &mut BlockPsi, rows: usize) {
+    /// The block's data term `L_D` and its gradient against the fused q(u) (the own q(u) if
+    /// the fused one cannot be factored), summed chunk by chunk for blocks of more than `rows`
+    /// rows. `bp` holds the ψ of the block's last chunk (all of it for a one-chunk block).
+    /// `None` if no q(u) can be factored.
+    fn data_term(
+        &mut self,
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        bp: &mut BlockPsi,
+        rows: usize,
+    ) -> Option<BlockElbo> {
         let post = match self.posterior(View::Fused) {
             Ok(p) => p,
-            Err(_) => match self.posterior(View::Own) {
-                Ok(p) => p,
-                Err(_) => return,
-            },
+            Err(_) => self.posterior(View::Own).ok()?,
         };
         if post.jitter() > 0.0 {
             self.push_event(Event::Jitter {
@@ -468,22 +541,36 @@ impl Agent {
                 jitter: post.jitter(),
             });
         }
-        let gl: Vec<f64> = if y.len() <= rows {
-            block_loglik_grad_with(&self.vocab, &self.proj, &post, x, y, bp)
-                .grad
-                .to_flat()
-        } else {
-            // ∇L_D is a sum over points: summed chunk by chunk.
-            let mut acc = vec![0.0; self.proj.n_params()];
-            for (xs, ys) in row_chunks(x, y, rows) {
-                bp.recompute(&self.vocab, &self.proj, xs);
-                let g = block_loglik_grad_with(&self.vocab, &self.proj, &post, xs, ys, bp);
-                for (a, v) in acc.iter_mut().zip(g.grad.to_flat()) {
-                    *a += v;
-                }
+        if y.len() <= rows {
+            return Some(block_loglik_grad_with(
+                &self.vocab,
+                &self.proj,
+                &post,
+                x,
+                y,
+                bp,
+            ));
+        }
+        // L_D and its gradient are sums over points: summed chunk by chunk.
+        let mut acc: Option<BlockElbo> = None;
+        for (xs, ys) in row_chunks(x, y, rows) {
+            bp.recompute(&self.vocab, &self.proj, xs);
+            let g = block_loglik_grad_with(&self.vocab, &self.proj, &post, xs, ys, bp);
+            match &mut acc {
+                None => acc = Some(g),
+                Some(a) => a.add_in_place(&g),
             }
-            acc
+        }
+        acc
+    }
+
+    /// One Adam step on the per-datum gradient `∇L_D/n − w·∇KL_W/N_own` (spec §6), against
+    /// the fused q(u). In shared mode the KL weight is `N_own/N_fleet` (spec §13).
+    fn optimizer_step(&mut self, x: MatRef<'_, f64>, y: &[f64], bp: &mut BlockPsi, rows: usize) {
+        let Some(elbo) = self.data_term(x, y, bp, rows) else {
+            return;
         };
+        let gl = elbo.grad.to_flat();
         let kl = ProjectionGrad::kl(&self.proj);
         let n = y.len() as f64;
         let kl_den = match self.config.projection {
@@ -504,9 +591,30 @@ impl Agent {
         self.proj.set_flat(&theta);
     }
 
-    /// Recomputes `E_i` under the current θ; in push-sum, injects the change into the mass.
+    /// The fleet projection mode's site step (spec §14): the block's data-term gradient under
+    /// the fleet q(W) and the fused q(u), turned into a clipped-curvature target, damps the
+    /// own site toward it; then the fused sums have changed and the agent adopts them.
+    fn site_step(&mut self, x: MatRef<'_, f64>, y: &[f64], bp: &mut BlockPsi, rows: usize) {
+        let Some(elbo) = self.data_term(x, y, bp, rows) else {
+            return;
+        };
+        let target = Site::block_target(&self.proj, &elbo, self.n_own as f64, y.len() as f64);
+        if !target.is_valid(self.site.len()) {
+            return;
+        }
+        self.site.damp_toward(&target, self.config.site.damping);
+        self.adopt_site_view();
+    }
+
+    /// Recomputes `E_i` under the current θ (unit scale in the fleet projection mode); in
+    /// push-sum, injects the change into the mass.
     pub(crate) fn refresh_own(&mut self, new_points: f64) {
-        let (e, diag) = self.learner.excess(&self.vocab, &self.proj, &mut self.ws);
+        let (e, diag) = if self.config.projection == ProjectionMode::Fleet {
+            let unit = self.proj.with_unit_scales();
+            self.learner.excess(&self.vocab, &unit, &mut self.ws)
+        } else {
+            self.learner.excess(&self.vocab, &self.proj, &mut self.ws)
+        };
         if let Some(d) = diag {
             self.push_event(Event::ImportanceWeights(d));
         }
@@ -541,11 +649,13 @@ impl Agent {
                     .map(|(j, (e, p, pr))| (*j, Arc::clone(e), *p, pr.clone()))
                     .collect();
                 for (j, excess, points, projection) in out {
-                    self.outbox.push_back(Message {
+                    let msg = Message {
                         header: self.header(j),
                         body: Body::Tree { excess, points },
                         projection,
-                    });
+                        site: self.site_for(j),
+                    };
+                    self.outbox.push_back(msg);
                 }
             }
             FusionRule::PushSum { .. } => {
@@ -557,6 +667,7 @@ impl Agent {
                             total: total.clone(),
                         },
                         projection: None,
+                        site: None,
                     });
                 }
             }
@@ -564,7 +675,7 @@ impl Agent {
     }
 
     /// The header of a message sent now to `to`.
-    fn header(&self, to: AgentId) -> Header {
+    pub(crate) fn header(&self, to: AgentId) -> Header {
         Header {
             fingerprint: self.vocab.fingerprint(),
             sender: self.id,
@@ -596,6 +707,7 @@ impl Agent {
                     points: *points,
                 },
                 projection: projection.clone(),
+                site: self.site_for(to),
             };
             self.outbox.push_back(msg);
         }
@@ -630,6 +742,11 @@ impl Agent {
     /// The next event, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+
+    /// Queues a message for [`Agent::poll_transmit`].
+    pub(crate) fn queue(&mut self, msg: Message) {
+        self.outbox.push_back(msg);
     }
 
     pub(crate) fn push_event(&mut self, e: Event) {

@@ -14,8 +14,8 @@
 //! |-------:|-----:|---------------|---------------------------------------------------|
 //! |      0 |    3 | magic         | `b"CGP"`                                          |
 //! |      3 |    1 | version       | [`FORMAT_VERSION`] = 1                            |
-//! |      4 |    1 | body kind     | 0 = tree, 1 = push-sum                            |
-//! |      5 |    1 | flags         | bit 0: projection share present; others must be 0 |
+//! |      4 |    1 | body kind     | 0 = tree, 1 = push-sum, 2 = site only             |
+//! |      5 |    1 | flags         | bit 0: projection share; bit 1: site; others 0    |
 //! |      6 |   32 | fingerprint   | [`Fingerprint`] bytes                             |
 //! |     38 |    8 | sender        | u64                                               |
 //! |     46 |    8 | receiver      | u64                                               |
@@ -30,6 +30,7 @@
 //! |----------|--------------------------------------|------------------|
 //! | tree     | points, D1 (t values), D2 (m values) | `8 (1 + t + m)`  |
 //! | push-sum | w, points, x.d1 (t), x.d2 (m)        | `8 (2 + t + m)`  |
+//! | site     | nothing (the site section is required) | 0              |
 //!
 //! Projection share, present iff flag bit 0 is set, with `n ≤` [`MAX_PROJECTION_LEN`]:
 //!
@@ -40,6 +41,17 @@
 //! | theta  | n × f64   | 8 n   |
 //! | m1     | n × f64   | 8 n   |
 //! | m2     | n × f64   | 8 n   |
+//!
+//! Site sums of the fleet's q(W) (spec §14), present iff flag bit 1 is set, after the
+//! projection share, with `n = d'·d ≤` [`MAX_PROJECTION_LEN`]:
+//!
+//! | field  | type      | size  |
+//! |--------|-----------|-------|
+//! | n      | u32       | 4     |
+//! | Λ      | n × f64   | 8 n   |
+//! | λ      | n × f64   | 8 n   |
+//! | A, B, YY, N | 4 × f64 | 32 |
+//! | agents | f64       | 8     |
 //!
 //! Nothing may follow. Decoding mirrors the upper triangle, so a decoded D1 is always exactly
 //! symmetric; encoding reads only the upper triangle of D1 (an asymmetric D1 does not round-trip).
@@ -66,6 +78,7 @@
 //!     },
 //!     body: Body::Tree { excess: Excess::zeros(3).into(), points: 10.0 },
 //!     projection: None,
+//!     site: None,
 //! };
 //! let bytes = encode(&msg);
 //! assert_eq!(bytes.len(), encoded_len(3, None));
@@ -78,6 +91,7 @@ use std::sync::Arc;
 
 use super::message::{Body, Header, Message, ProjectionShare, RejectReason};
 use crate::fuse::Mass;
+use crate::learn::{HyperStats, Site};
 use crate::model::{Excess, Fingerprint};
 
 /// The 3-byte magic that starts every message.
@@ -101,8 +115,19 @@ pub const KIND_TREE: u8 = 0;
 /// Body kind byte of [`Body::PushSum`].
 pub const KIND_PUSH_SUM: u8 = 1;
 
+/// Body kind byte of [`Body::Site`].
+pub const KIND_SITE: u8 = 2;
+
 /// Flag bit: a projection share follows the body.
 pub const FLAG_PROJECTION: u8 = 1;
+
+/// Flag bit: site sums follow the body (and the projection share, if any).
+pub const FLAG_SITE: u8 = 2;
+
+/// Bytes of a site section over `n` entries: `n` (u32), Λ, λ, four statistics, agents.
+pub fn site_bytes(n: usize) -> usize {
+    4usize.saturating_add(F64.saturating_mul(n.saturating_mul(2).saturating_add(5)))
+}
 
 /// Bytes of the projection share's fixed part (weight f64 + n u32).
 const PROJECTION_FIXED_LEN: usize = 8 + 4;
@@ -148,7 +173,15 @@ pub fn encoded_len_push_sum(m: usize, projection_len: Option<usize>) -> usize {
 /// projection's `theta`, `m1`, `m2` differ in length. A message with `m >` [`MAX_M`] encodes
 /// but does not decode.
 pub fn encode(msg: &Message) -> Vec<u8> {
-    let excess = msg.excess();
+    // A site-only message carries no matrix and writes m = 0.
+    let empty;
+    let excess = match msg.excess() {
+        Some(e) => e,
+        None => {
+            empty = Excess::zeros(0);
+            &empty
+        }
+    };
     let m = excess.d2.len();
     assert!(
         excess.d1.nrows() == m && excess.d1.ncols() == m,
@@ -158,21 +191,30 @@ pub fn encode(msg: &Message) -> Vec<u8> {
     );
     let m32 = u32::try_from(m).expect("encode: m exceeds u32");
     let proj_len = msg.projection.as_ref().map(|p| p.theta.len());
+    let site_len = msg.site.as_ref().map_or(0, |s| site_bytes(s.len()));
     let (kind, len) = match msg.body {
         Body::Tree { .. } => (KIND_TREE, encoded_len(m, proj_len)),
         Body::PushSum { .. } => (KIND_PUSH_SUM, encoded_len_push_sum(m, proj_len)),
+        Body::Site => (
+            KIND_SITE,
+            HEADER_LEN.saturating_add(proj_len.map_or(0, projection_bytes)),
+        ),
     };
+    let len = len.saturating_add(site_len);
     let mut out = Vec::with_capacity(len);
 
     let h = &msg.header;
     out.extend_from_slice(&MAGIC);
     out.push(FORMAT_VERSION);
     out.push(kind);
-    out.push(if msg.projection.is_some() {
-        FLAG_PROJECTION
-    } else {
-        0
-    });
+    let mut flags = 0;
+    if msg.projection.is_some() {
+        flags |= FLAG_PROJECTION;
+    }
+    if msg.site.is_some() {
+        flags |= FLAG_SITE;
+    }
+    out.push(flags);
     out.extend_from_slice(&h.fingerprint.0);
     for v in [h.sender, h.receiver, h.round, h.version] {
         out.extend_from_slice(&v.to_le_bytes());
@@ -186,6 +228,7 @@ pub fn encode(msg: &Message) -> Vec<u8> {
             put(&mut out, total.w);
             put(&mut out, total.points);
         }
+        Body::Site => {}
     }
     for i in 0..m {
         for j in i..m {
@@ -210,6 +253,21 @@ pub fn encode(msg: &Message) -> Vec<u8> {
         for v in p.theta.iter().chain(&p.m1).chain(&p.m2) {
             put(&mut out, *v);
         }
+    }
+    if let Some(site) = &msg.site {
+        let n = site.len();
+        assert!(
+            site.shift.len() == n,
+            "encode: site lengths differ (Λ {n}, λ {})",
+            site.shift.len()
+        );
+        let n32 = u32::try_from(n).expect("encode: site length exceeds u32");
+        out.extend_from_slice(&n32.to_le_bytes());
+        let tail = site.hyper.to_array();
+        for v in site.prec.iter().chain(&site.shift).chain(&tail) {
+            put(&mut out, *v);
+        }
+        put(&mut out, site.agents);
     }
     debug_assert_eq!(out.len(), len);
     out
@@ -237,14 +295,18 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RejectReason> {
         return Err(err(format!("unsupported version {version}")));
     }
     let kind = r.u8().ok_or_else(truncated_header)?;
-    if kind != KIND_TREE && kind != KIND_PUSH_SUM {
+    if kind != KIND_TREE && kind != KIND_PUSH_SUM && kind != KIND_SITE {
         return Err(err(format!("unknown body kind {kind}")));
     }
     let flags = r.u8().ok_or_else(truncated_header)?;
-    if flags & !FLAG_PROJECTION != 0 {
+    if flags & !(FLAG_PROJECTION | FLAG_SITE) != 0 {
         return Err(err(format!("unknown flags {flags:#04x}")));
     }
     let has_projection = flags & FLAG_PROJECTION != 0;
+    let has_site = flags & FLAG_SITE != 0;
+    if kind == KIND_SITE && !has_site {
+        return Err(err("site-only body without a site section"));
+    }
     if bytes.len() < HEADER_LEN {
         return Err(truncated_header());
     }
@@ -260,6 +322,9 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RejectReason> {
     if m > MAX_M {
         return Err(err(format!("m = {m} exceeds limit {MAX_M}")));
     }
+    if kind == KIND_SITE && m != 0 {
+        return Err(err(format!("site-only body with m = {m} (must be 0)")));
+    }
     let header = Header {
         fingerprint: Fingerprint(fingerprint),
         sender,
@@ -269,46 +334,21 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RejectReason> {
     };
 
     // Body: check the whole length before allocating anything.
-    let scalars = if kind == KIND_TREE { 1 } else { 2 };
-    let body_len = F64 * (scalars + excess_values(m));
+    let body_len = match kind {
+        KIND_TREE => F64 * (1 + excess_values(m)),
+        KIND_PUSH_SUM => F64 * (2 + excess_values(m)),
+        _ => 0,
+    };
     if r.remaining() < body_len {
         return Err(err(format!(
             "truncated body: need {body_len} bytes, have {}",
             r.remaining()
         )));
     }
-    if !has_projection && r.remaining() > body_len {
+    if !has_projection && !has_site && r.remaining() > body_len {
         return Err(err("trailing bytes"));
     }
-    let first = r.f64().ok_or_else(truncated_body)?;
-    let second = if kind == KIND_PUSH_SUM {
-        Some(r.f64().ok_or_else(truncated_body)?)
-    } else {
-        None
-    };
-    let mut d1 = Mat::<f64>::zeros(m, m);
-    for i in 0..m {
-        for j in i..m {
-            let v = r.f64().ok_or_else(truncated_body)?;
-            d1[(i, j)] = v;
-            d1[(j, i)] = v;
-        }
-    }
-    let d2 = r.f64s(m).ok_or_else(truncated_body)?;
-    let excess = Excess { d1, d2 };
-    let body = match second {
-        None => Body::Tree {
-            excess: Arc::new(excess),
-            points: first,
-        },
-        Some(points) => Body::PushSum {
-            total: Mass {
-                x: excess,
-                w: first,
-                points,
-            },
-        },
-    };
+    let body = decode_body(&mut r, kind, m)?;
 
     let projection = if has_projection {
         if r.remaining() < PROJECTION_FIXED_LEN {
@@ -349,6 +389,12 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RejectReason> {
         None
     };
 
+    let site = if has_site {
+        Some(decode_site(&mut r)?)
+    } else {
+        None
+    };
+
     if r.remaining() != 0 {
         return Err(err("trailing bytes"));
     }
@@ -356,7 +402,80 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RejectReason> {
         header,
         body,
         projection,
+        site,
     })
+}
+
+/// The body of kind `kind` with `m` inducing inputs (its length was checked by the caller).
+fn decode_body(r: &mut Reader<'_>, kind: u8, m: usize) -> Result<Body, RejectReason> {
+    if kind == KIND_SITE {
+        return Ok(Body::Site);
+    }
+    let first = r.f64().ok_or_else(truncated_body)?;
+    let second = if kind == KIND_PUSH_SUM {
+        Some(r.f64().ok_or_else(truncated_body)?)
+    } else {
+        None
+    };
+    let mut d1 = Mat::<f64>::zeros(m, m);
+    for i in 0..m {
+        for j in i..m {
+            let v = r.f64().ok_or_else(truncated_body)?;
+            d1[(i, j)] = v;
+            d1[(j, i)] = v;
+        }
+    }
+    let d2 = r.f64s(m).ok_or_else(truncated_body)?;
+    let excess = Excess { d1, d2 };
+    Ok(match second {
+        None => Body::Tree {
+            excess: Arc::new(excess),
+            points: first,
+        },
+        Some(points) => Body::PushSum {
+            total: Mass {
+                x: excess,
+                w: first,
+                points,
+            },
+        },
+    })
+}
+
+/// The site section (layout in the [module docs](self)), its length checked before any
+/// allocation.
+fn decode_site(r: &mut Reader<'_>) -> Result<Site, RejectReason> {
+    let n_raw = r
+        .u32()
+        .ok_or_else(|| err("truncated site section: need 4 bytes"))?;
+    let n = usize::try_from(n_raw)
+        .ok()
+        .filter(|n| *n <= MAX_PROJECTION_LEN)
+        .ok_or_else(|| {
+            err(format!(
+                "site length n = {n_raw} exceeds limit {MAX_PROJECTION_LEN}"
+            ))
+        })?;
+    let need = site_bytes(n) - 4;
+    if r.remaining() < need {
+        return Err(err(format!(
+            "truncated site section: need {need} bytes, have {}",
+            r.remaining()
+        )));
+    }
+    let prec = r.f64s(n).ok_or_else(truncated_site)?;
+    let shift = r.f64s(n).ok_or_else(truncated_site)?;
+    let tail = r.f64s(5).ok_or_else(truncated_site)?;
+    Ok(Site {
+        prec,
+        shift,
+        hyper: HyperStats::from_array([tail[0], tail[1], tail[2], tail[3]]),
+        agents: tail[4],
+    })
+}
+
+fn truncated_site() -> RejectReason {
+    err("truncated site section")
 }
 
 fn err(reason: impl Into<String>) -> RejectReason {

@@ -11,7 +11,7 @@ impl Agent {
     pub(crate) fn own_projection_share(&self) -> Option<ProjectionShare> {
         let has_data = if self.n_own > 0 { 1.0 } else { 0.0 };
         let (w, theta) = match self.config.projection {
-            ProjectionMode::PerAgent => return None,
+            ProjectionMode::PerAgent | ProjectionMode::Fleet => return None,
             ProjectionMode::Shared => (self.n_own as f64, self.proj.to_flat()),
             ProjectionMode::SharedPlainProxy => (has_data, self.proj.to_flat()),
             ProjectionMode::SharedProductProxy => (has_data, self.proj.to_natural_flat()),

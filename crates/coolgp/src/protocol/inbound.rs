@@ -71,11 +71,11 @@ impl Agent {
                         && (Arc::ptr_eq(&ib.excess, excess) || ib.excess.exact_eq(excess))
                 });
                 if unchanged {
-                    let same_projection = self
+                    let same_sums = self
                         .inbox
                         .get(&h.sender)
-                        .is_some_and(|ib| ib.projection == msg.projection);
-                    if same_projection {
+                        .is_some_and(|ib| ib.projection == msg.projection && ib.site == msg.site);
+                    if same_sums {
                         return Ok(Verdict::Repeat);
                     }
                 } else {
@@ -91,8 +91,10 @@ impl Agent {
                 }
                 validate_excess(&self.vocab, &total.x, total.points)?;
             }
+            (Body::Site, FusionRule::Tree) if self.is_fleet() => {}
             _ => return Err(RejectReason::WrongKind),
         }
+        self.validate_site(msg)?;
         if let Some(p) = &msg.projection {
             let n = self.proj.n_params();
             let ok = p.theta.len() == n
@@ -113,10 +115,42 @@ impl Agent {
         Ok(Verdict::Fresh)
     }
 
+    /// The fleet projection mode requires valid site sums in every tree message; other modes
+    /// accept none.
+    fn validate_site(&self, msg: &Message) -> std::result::Result<(), RejectReason> {
+        match (&msg.site, self.is_fleet()) {
+            (None, false) => Ok(()),
+            (Some(_), false) => Err(RejectReason::BadSite(
+                "site sums outside the fleet projection mode",
+            )),
+            (None, true) => Err(RejectReason::BadSite(
+                "missing in the fleet projection mode",
+            )),
+            (Some(site), true) => {
+                let len = self.proj.d() * self.proj.d_latent();
+                if site.len() != len || site.shift.len() != len {
+                    return Err(RejectReason::BadSite(
+                        "wrong length for this input dimension",
+                    ));
+                }
+                if site.is_valid(len) {
+                    Ok(())
+                } else {
+                    Err(RejectReason::BadSite(
+                        "non-finite value, negative precision, or negative count",
+                    ))
+                }
+            }
+        }
+    }
+
     fn accept(&mut self, msg: Message) {
         let from = msg.header.sender;
         // D_ij for j ≠ from includes what `from` sent; the message back to `from` does not.
-        self.sent_cache.retain(|k, _| *k == from);
+        // (Site sums are added at send time: a site-only message leaves the cache valid.)
+        if !matches!(msg.body, Body::Site) {
+            self.sent_cache.retain(|k, _| *k == from);
+        }
         self.last_round.insert(from, msg.header.round);
         match msg.body {
             Body::Tree { mut excess, points } => {
@@ -130,14 +164,27 @@ impl Agent {
                         excess,
                         points,
                         projection: msg.projection,
+                        site: msg.site,
                     },
                 );
+            }
+            Body::Site => {
+                // Only the sums of the fleet's q(W) change; q(u) as last heard (none yet: zero).
+                let m = self.vocab.m();
+                let entry = self.inbox.entry(from).or_insert_with(|| Inbound {
+                    excess: Arc::new(crate::model::Excess::zeros(m)),
+                    points: 0.0,
+                    projection: None,
+                    site: None,
+                });
+                entry.site = msg.site;
             }
             Body::PushSum { mut total } => {
                 total.x.symmetrize_in_place();
                 self.pushsum.receive(from, total)
             }
         }
+        self.adopt_site_view();
         let fleet_points = self.fleet_points();
         self.push_event(Event::FusedUpdated { fleet_points });
     }

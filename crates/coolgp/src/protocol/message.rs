@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::fuse::Mass;
+use crate::learn::Site;
 use crate::linalg::{max_abs, Cholesky};
 use crate::model::{Excess, Fingerprint, Vocabulary};
 
@@ -70,6 +71,9 @@ pub enum Body {
         /// Running total (x, ω, points).
         total: Mass,
     },
+    /// Only the fleet projection's site sums (spec §14), which travel more often than q(u):
+    /// [`Message::site`] is required and q(u) is untouched at the receiver.
+    Site,
 }
 
 /// One message from `header.sender` to `header.receiver`.
@@ -81,14 +85,18 @@ pub struct Message {
     pub body: Body,
     /// Projection sums (shared projection mode only).
     pub projection: Option<ProjectionShare>,
+    /// Site sums of the fleet's q(W) (fleet projection mode only): under the tree rule the
+    /// sum over the sender's side of the edge, under push-sum the running total of site mass.
+    pub site: Option<Site>,
 }
 
 impl Message {
-    /// The excess part of the payload.
-    pub fn excess(&self) -> &Excess {
+    /// The excess part of the payload (`None` for a site-only message).
+    pub fn excess(&self) -> Option<&Excess> {
         match &self.body {
-            Body::Tree { excess, .. } => excess,
-            Body::PushSum { total } => &total.x,
+            Body::Tree { excess, .. } => Some(excess),
+            Body::PushSum { total } => Some(&total.x),
+            Body::Site => None,
         }
     }
 }
@@ -140,6 +148,10 @@ pub enum RejectReason {
     /// Projection sums have the wrong length or are non-finite.
     #[error("bad projection share")]
     BadProjection,
+    /// Site sums of the fleet's q(W) with the wrong length, a negative precision or count, or
+    /// a non-finite value; or missing where the fleet projection mode needs them.
+    #[error("bad site: {0}")]
+    BadSite(&'static str),
     /// Bytes that do not decode.
     #[error("undecodable: {0}")]
     Decode(String),
@@ -160,6 +172,7 @@ impl RejectReason {
             RejectReason::WrongReceiver(_) => "wrong_receiver",
             RejectReason::WrongKind => "wrong_kind",
             RejectReason::BadProjection => "bad_projection",
+            RejectReason::BadSite(_) => "bad_site",
             RejectReason::Decode(_) => "decode",
         }
     }

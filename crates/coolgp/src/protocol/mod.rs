@@ -4,6 +4,7 @@ pub mod agent;
 pub mod codec;
 pub mod event;
 mod fleet_projection;
+mod fleet_sites;
 mod inbound;
 pub mod memory;
 pub mod message;

@@ -8,7 +8,7 @@ use faer::Mat;
 
 use crate::error::{Error, Result};
 use crate::fuse::{Mass, PushSum};
-use crate::learn::{Adam, Learner};
+use crate::learn::{Adam, Learner, Site};
 use crate::model::{Excess, Projection, Vocabulary};
 use crate::protocol::agent::{Agent, AgentConfig, Inbound};
 use crate::protocol::message::{AgentId, ProjectionShare};
@@ -22,6 +22,8 @@ pub struct InboundSnapshot {
     pub points: f64,
     /// Projection sums (shared mode).
     pub projection: Option<ProjectionShare>,
+    /// Site sums (fleet projection mode).
+    pub site: Option<Site>,
 }
 
 /// Every field of an agent's state, as plain data. The own excess is not stored: it is
@@ -64,6 +66,8 @@ pub struct AgentSnapshot {
     pub push_received: BTreeMap<AgentId, Mass>,
     /// Last accepted round per sender.
     pub last_round: BTreeMap<AgentId, u64>,
+    /// Own site of the fleet's q(W) (fleet projection mode; empty otherwise).
+    pub site: Site,
 }
 
 impl Agent {
@@ -93,6 +97,7 @@ impl Agent {
                             excess: (*v.excess).clone(),
                             points: v.points,
                             projection: v.projection.clone(),
+                            site: v.site.clone(),
                         },
                     )
                 })
@@ -101,6 +106,7 @@ impl Agent {
             push_sent: self.pushsum.sent.clone(),
             push_received: self.pushsum.received.clone(),
             last_round: self.last_round.clone(),
+            site: self.site.clone(),
         }
     }
 
@@ -167,6 +173,7 @@ impl Agent {
                         excess: Arc::new(v.excess),
                         points: v.points,
                         projection: v.projection,
+                        site: v.site,
                     },
                 )
             })
@@ -177,9 +184,27 @@ impl Agent {
             received: s.push_received,
         };
         agent.last_round = s.last_round;
-        let (own, _) = agent
-            .learner
-            .excess(&agent.vocab, &agent.proj, &mut agent.ws);
+        if agent.is_fleet() {
+            let len = dz * d;
+            let sites = std::iter::once(&s.site)
+                .chain(agent.inbox.values().filter_map(|v| v.site.as_ref()));
+            for site in sites {
+                if !site.is_valid(len) {
+                    return Err(Error::InvalidConfig(
+                        "snapshot site sums: wrong length, negative precision or non-finite".into(),
+                    ));
+                }
+            }
+            agent.site = s.site;
+        }
+        let unit;
+        let basis = if agent.is_fleet() {
+            unit = agent.proj.with_unit_scales();
+            &unit
+        } else {
+            &agent.proj
+        };
+        let (own, _) = agent.learner.excess(&agent.vocab, basis, &mut agent.ws);
         agent.own = own;
         Ok(agent)
     }

@@ -1,0 +1,356 @@
+//! The fleet-wide q(W), σ_s and σ_n as sums of per-agent natural-parameter sites (spec §14):
+//! partitioned variational inference (Bui et al. 2018) with Bayesian-learning-rule site steps
+//! (Khan & Lin 2017) and clipped Price curvature.
+//!
+//! Per entry of `W [d', d]`, with the prior N(0, 1):
+//!
+//! ```text
+//! Λ = 1 + Σ_i Λ_i,   λ = Σ_i λ_i,   M = λ/Λ,   Σ² = 1/Λ
+//! σ_s = max(A/B, 1e-3),   σ_n² = (YY − 2σ_s A + σ_s² B)/N       (A, B, YY, N summed over sites)
+//! ```
+//!
+//! Because the fleet's q(W), σ_s and σ_n are functions of **sums**, the tree, two-pass and
+//! push-sum machinery that fuses q(u) fuses them too, exactly, with no agreement on timing.
+//! Each site also counts the agents it sums (`agents`), so that an agent that has not yet heard
+//! from the whole fleet counts the missing agents at their initial share of the pseudo-site:
+//! every agent starts from the shared initial q0(W), and a fleet with no data holds exactly q0.
+
+use faer::Mat;
+
+use crate::learn::elbo::BlockElbo;
+use crate::model::Projection;
+
+/// Floor of the fused σ_s (spec §14).
+const MIN_SIGMA_S: f64 = 1e-3;
+/// Floor of the fused σ_n² (the prototype's; reached only by degenerate sums).
+const MIN_SIGMA_N2: f64 = 1e-6;
+
+/// The four block statistics behind σ_s and σ_n, in unit scale (spec §14):
+/// `A = yᵀΨ̄1α`, `B = tr(GΨ̄2) + n`, `YY = yᵀy`, `N = n`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HyperStats {
+    /// `A = yᵀΨ̄1α`.
+    pub a: f64,
+    /// `B = tr(GΨ̄2) + n`.
+    pub b: f64,
+    /// `YY = yᵀy`.
+    pub yy: f64,
+    /// `N`: data points.
+    pub n: f64,
+}
+
+impl HyperStats {
+    /// The four numbers in wire order `[A, B, YY, N]`.
+    pub fn to_array(self) -> [f64; 4] {
+        [self.a, self.b, self.yy, self.n]
+    }
+
+    /// From wire order `[A, B, YY, N]`.
+    pub fn from_array(v: [f64; 4]) -> Self {
+        Self {
+            a: v[0],
+            b: v[1],
+            yy: v[2],
+            n: v[3],
+        }
+    }
+
+    fn axpby(&mut self, a: f64, o: &HyperStats, b: f64) {
+        self.a = a * self.a + b * o.a;
+        self.b = a * self.b + b * o.b;
+        self.yy = a * self.yy + b * o.yy;
+        self.n = a * self.n + b * o.n;
+    }
+
+    /// The closed-form maximiser of the data term with q(u) fixed: `(σ_s, σ_n)`, or `None`
+    /// for sums that cannot come from data (`N ≤ 0`, `B ≤ 0`, non-finite).
+    pub fn maximiser(&self) -> Option<(f64, f64)> {
+        if !(self.n > 0.0 && self.b > 0.0 && self.a.is_finite() && self.yy.is_finite()) {
+            return None;
+        }
+        let ss = (self.a / self.b).max(MIN_SIGMA_S);
+        let sn2 = ((self.yy - 2.0 * ss * self.a + ss * ss * self.b) / self.n).max(MIN_SIGMA_N2);
+        sn2.is_finite().then(|| (ss, sn2.sqrt()))
+    }
+}
+
+/// One agent's site of the fleet's q(W), σ_s, σ_n — or a sum of sites (what messages carry).
+///
+/// `prec` (Λ) and `shift` (λ) are `[d', d]` flattened column-major like
+/// [`Projection::to_flat`]'s M part.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Site {
+    /// Λ: precision contributions, `≥ 0`.
+    pub prec: Vec<f64>,
+    /// λ: precision-times-mean contributions.
+    pub shift: Vec<f64>,
+    /// Damped sums of the σ_s, σ_n statistics.
+    pub hyper: HyperStats,
+    /// Number of agents summed (1 for one agent's own site).
+    pub agents: f64,
+}
+
+/// Settings of the site update (spec §14).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SiteConfig {
+    /// Damping ρ of the site step `s ← (1−ρ)s + ρ·target`: about 0.3 in a fleet whose sites
+    /// fuse every round (or every 1% of the stream); about 0.01 for one learner alone.
+    pub damping: f64,
+    /// Fleet size s: the shared initial q0(W) is a pseudo-site split `1/s` per agent.
+    pub fleet_size: f64,
+    /// Pseudo-points per agent behind the initial σ_s = 1, σ_n = 0.5 (spec §14: the batch size).
+    pub prior_points: f64,
+}
+
+impl Default for SiteConfig {
+    fn default() -> Self {
+        Self {
+            damping: 0.3,
+            fleet_size: 1.0,
+            prior_points: 100.0,
+        }
+    }
+}
+
+impl SiteConfig {
+    /// Checks the ranges: `0 < ρ ≤ 1`, `s ≥ 1`, `prior_points > 0`, all finite.
+    ///
+    /// # Errors
+    /// A message naming the bad value.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.damping > 0.0 && self.damping <= 1.0) {
+            return Err(format!(
+                "site damping must be in (0, 1], got {}",
+                self.damping
+            ));
+        }
+        if !(self.fleet_size >= 1.0 && self.fleet_size.is_finite()) {
+            return Err(format!(
+                "fleet size must be a finite number ≥ 1, got {}",
+                self.fleet_size
+            ));
+        }
+        if !(self.prior_points > 0.0 && self.prior_points.is_finite()) {
+            return Err(format!(
+                "prior points must be finite and > 0, got {}",
+                self.prior_points
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Site {
+    /// The zero site (no agents) for `len = d'·d` entries.
+    pub fn zeros(len: usize) -> Self {
+        Self {
+            prec: vec![0.0; len],
+            shift: vec![0.0; len],
+            hyper: HyperStats::default(),
+            agents: 0.0,
+        }
+    }
+
+    /// Entries `d'·d`.
+    pub fn len(&self) -> usize {
+        self.prec.len()
+    }
+
+    /// True for a site over no entries.
+    pub fn is_empty(&self) -> bool {
+        self.prec.is_empty()
+    }
+
+    /// One agent's share of the initial pseudo-site (spec §14), as its site before any data:
+    /// `Λ = (1/σ0² − 1)/s`, `λ = (M0/σ0²)/s` from the shared initial `q0` (σ0 its entries'
+    /// standard deviations), and `prior_points` pseudo-points at q0's σ_s, σ_n.
+    pub fn initial_share(q0: &Projection, cfg: &SiteConfig) -> Self {
+        let share = 1.0 / cfg.fleet_size;
+        let (dz, d) = (q0.d_latent(), q0.d());
+        let mut prec = Vec::with_capacity(dz * d);
+        let mut shift = Vec::with_capacity(dz * d);
+        for j in 0..d {
+            for i in 0..dz {
+                let p = 1.0 / q0.sigma2()[(i, j)];
+                prec.push(share * (p - 1.0).max(0.0));
+                shift.push(share * q0.mu()[(i, j)] * p);
+            }
+        }
+        let (ss, sn) = (q0.sigma_s(), q0.sigma_n());
+        let n0 = cfg.prior_points;
+        Self {
+            prec,
+            shift,
+            // The maximiser returns (ss, sn) for A = ss·N0, B = N0, YY = (ss² + sn²)·N0.
+            hyper: HyperStats {
+                a: ss * n0,
+                b: n0,
+                yy: (ss * ss + sn * sn) * n0,
+                n: n0,
+            },
+            agents: 1.0,
+        }
+    }
+
+    /// `self += o` (same length).
+    pub fn add_in_place(&mut self, o: &Site) {
+        self.add_scaled_in_place(o, 1.0);
+    }
+
+    /// `self += c·o` (same length).
+    pub fn add_scaled_in_place(&mut self, o: &Site, c: f64) {
+        for (a, b) in self.prec.iter_mut().zip(&o.prec) {
+            *a += c * b;
+        }
+        for (a, b) in self.shift.iter_mut().zip(&o.shift) {
+            *a += c * b;
+        }
+        self.hyper.axpby(1.0, &o.hyper, c);
+        self.agents += c * o.agents;
+    }
+
+    /// The damped site step `s ← (1−ρ)s + ρ·target` (spec §14, step 6).
+    pub fn damp_toward(&mut self, target: &Site, rho: f64) {
+        for (a, b) in self.prec.iter_mut().zip(&target.prec) {
+            *a = (1.0 - rho) * *a + rho * b;
+        }
+        for (a, b) in self.shift.iter_mut().zip(&target.shift) {
+            *a = (1.0 - rho) * *a + rho * b;
+        }
+        self.hyper.axpby(1.0 - rho, &target.hyper, rho);
+    }
+
+    /// True if every number is finite, every precision and the counts are `≥ 0`, and the
+    /// length is `len`: what a receiver requires of a site it accepts.
+    pub fn is_valid(&self, len: usize) -> bool {
+        let h = self.hyper;
+        self.prec.len() == len
+            && self.shift.len() == len
+            && self.prec.iter().all(|v| v.is_finite() && *v >= 0.0)
+            && self.shift.iter().all(|v| v.is_finite())
+            && h.to_array().iter().all(|v| v.is_finite())
+            && h.b >= 0.0
+            && h.yy >= 0.0
+            && h.n >= 0.0
+            && self.agents.is_finite()
+            && self.agents >= 0.0
+    }
+
+    /// The q(W), σ_s, σ_n of a fleet whose sites sum to `self` (prior N(0, 1) counted once):
+    /// `M = λ/(1 + Λ)`, `log Σ = −½ log(1 + Λ)`, `(σ_s, σ_n)` from [`HyperStats::maximiser`].
+    /// `None` if the sums are unusable (then keep the previous q(W)).
+    pub fn projection(&self, d_latent: usize, d: usize) -> Option<Projection> {
+        if self.len() != d_latent * d || !self.is_valid(self.len()) {
+            return None;
+        }
+        let (ss, sn) = self.hyper.maximiser()?;
+        let mu = Mat::from_fn(d_latent, d, |i, j| {
+            let k = j * d_latent + i;
+            self.shift[k] / (1.0 + self.prec[k])
+        });
+        let log_sigma = Mat::from_fn(d_latent, d, |i, j| {
+            -0.5 * (1.0 + self.prec[j * d_latent + i]).ln()
+        });
+        Some(Projection::new(mu, log_sigma, ss.ln(), sn.ln()))
+    }
+
+    /// The target of one block's site step (spec §14, steps 3–5), under the agent's current
+    /// q(W) `proj` and the block's data-term gradient `elbo` (no KL term), scaled to the
+    /// agent's `n_own` points by `c = n_own/n`:
+    ///
+    /// ```text
+    /// h = max(0, −∂ℓ/∂log σ / σ²)   (Price's theorem, clipped)
+    /// τ_Λ = c·h,   τ_λ = c·(∂ℓ/∂M + h∘M),   τ_hyper = c·(A, B, YY, n)
+    /// ```
+    pub fn block_target(proj: &Projection, elbo: &BlockElbo, n_own: f64, n: f64) -> Self {
+        let (dz, d) = (proj.d_latent(), proj.d());
+        let c = n_own / n;
+        let mut prec = Vec::with_capacity(dz * d);
+        let mut shift = Vec::with_capacity(dz * d);
+        for j in 0..d {
+            for i in 0..dz {
+                let h = (-elbo.grad.log_sigma[(i, j)] / proj.sigma2()[(i, j)]).max(0.0);
+                prec.push(c * h);
+                shift.push(c * (elbo.grad.mu[(i, j)] + h * proj.mu()[(i, j)]));
+            }
+        }
+        let s = elbo.hyper;
+        Self {
+            prec,
+            shift,
+            hyper: HyperStats {
+                a: c * s.a,
+                b: c * s.b,
+                yy: c * s.yy,
+                n: c * s.n,
+            },
+            agents: 1.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Vocabulary;
+
+    #[test]
+    fn the_initial_shares_of_a_fleet_sum_to_q0() {
+        // Reference: spec §14, "Initialization": s shares of the pseudo-site, plus the prior
+        // counted once, give exactly the shared initial q0(W), σ_s, σ_n.
+        let vocab = Vocabulary::default_design(6, 2, 5).expect("design");
+        let q0 = vocab.initial_projection(3);
+        for s in [1.0, 4.0, 7.0] {
+            let cfg = SiteConfig {
+                fleet_size: s,
+                ..SiteConfig::default()
+            };
+            let share = Site::initial_share(&q0, &cfg);
+            let mut total = Site::zeros(share.len());
+            for _ in 0..s as usize {
+                total.add_in_place(&share);
+            }
+            assert_eq!(total.agents, s);
+            let p = total.projection(2, 3).expect("valid sums");
+            for (a, b) in p.to_flat().iter().zip(q0.to_flat()) {
+                assert!(
+                    (a - b).abs() <= 1e-12 * b.abs().max(1.0),
+                    "s {s}: {a} vs {b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_sums_give_no_projection() {
+        let mut s = Site::zeros(4);
+        assert!(s.projection(2, 2).is_none(), "no points: σ_n undefined");
+        s.hyper = HyperStats {
+            a: 1.0,
+            b: 1.0,
+            yy: 2.0,
+            n: 1.0,
+        };
+        assert!(s.projection(2, 2).is_some());
+        assert!(s.projection(1, 2).is_none(), "wrong length");
+        s.prec[1] = -1.0;
+        assert!(!s.is_valid(4));
+        assert!(s.projection(2, 2).is_none(), "negative precision");
+        s.prec[1] = f64::NAN;
+        assert!(s.projection(2, 2).is_none());
+    }
+
+    #[test]
+    fn damping_moves_a_fraction_rho_toward_the_target() {
+        let mut s = Site::zeros(2);
+        let mut t = Site::zeros(2);
+        t.prec = vec![10.0, 20.0];
+        t.shift = vec![-1.0, 3.0];
+        t.hyper.n = 5.0;
+        s.damp_toward(&t, 0.25);
+        assert_eq!(s.prec, vec![2.5, 5.0]);
+        assert_eq!(s.shift, vec![-0.25, 0.75]);
+        assert_eq!(s.hyper.n, 1.25);
+        assert_eq!(s.agents, 0.0, "damping does not change the agent count");
+    }
+}

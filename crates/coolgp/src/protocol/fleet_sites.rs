@@ -1,0 +1,104 @@
+//! The fleet projection mode (spec §14): the fleet's q(W), σ_s, σ_n as the prior plus a sum
+//! of per-agent sites, carried in the messages that carry q(u) (or on their own, more often)
+//! and adopted whenever the agent's fused sums change.
+//!
+//! Under the tree rule the agent's view is `own site + Σ_k (what neighbour k last sent)`, the
+//! same sum as q(u)'s; agents not yet represented in that sum count at their initial share of
+//! the pseudo-site, so the view starts at the shared q0(W) everywhere and is exactly the
+//! fleet's sum once messages have settled.
+
+use crate::learn::Site;
+use crate::protocol::agent::{Agent, FusionRule, ProjectionMode};
+use crate::protocol::message::{AgentId, Body, Message};
+
+impl Agent {
+    /// True in the fleet projection mode.
+    pub(crate) fn is_fleet(&self) -> bool {
+        self.config.projection == ProjectionMode::Fleet
+    }
+
+    /// The own site (fleet projection mode; empty otherwise).
+    pub fn site(&self) -> &Site {
+        &self.site
+    }
+
+    /// Site sums over this agent's side of the edge to `exclude` (tree rule: what a message
+    /// to `exclude` carries), or over every neighbour heard from when `exclude` is `None`.
+    pub(crate) fn site_sums(&self, exclude: Option<AgentId>) -> Site {
+        let mut s = self.site.clone();
+        for (k, v) in &self.inbox {
+            if Some(*k) != exclude {
+                if let Some(site) = &v.site {
+                    s.add_in_place(site);
+                }
+            }
+        }
+        s
+    }
+
+    /// The fused site sums the agent predicts and learns with: the sums it holds, plus the
+    /// agents it has not heard of yet at their initial share (spec §14's pseudo-site split
+    /// `1/s` per agent).
+    pub fn fused_site(&self) -> Site {
+        let mut view = self.site_sums(None);
+        let missing = (self.config.site.fleet_size - view.agents).max(0.0);
+        if missing > 0.0 {
+            let q0 = self.vocab.initial_projection(self.proj.d());
+            view.add_scaled_in_place(&Site::initial_share(&q0, &self.config.site), missing);
+        }
+        view
+    }
+
+    /// Sets q(W), σ_s, σ_n from the fused sums ([`Site::projection`]); unusable sums leave
+    /// them unchanged. In exact mode the own excess is recomputed under the new q(W) (in
+    /// frozen mode it is a sum of statistics taken at arrival, which do not change).
+    pub(crate) fn adopt_site_view(&mut self) {
+        if !self.is_fleet() {
+            return;
+        }
+        let (dz, d) = (self.proj.d_latent(), self.proj.d());
+        if let Some(p) = self.fused_site().projection(dz, d) {
+            if p != self.proj {
+                self.proj = p;
+                if matches!(self.learner, crate::learn::Learner::Exact(_)) {
+                    self.refresh_own(0.0);
+                }
+            }
+        }
+    }
+
+    /// Queues a site-only message to neighbour `to` with the site sums of this agent's side
+    /// of the edge (fleet projection mode, tree rule). Sites are `2·d·d' + 5` numbers, so they
+    /// can travel far more often than q(u). Returns false (and sends nothing) in other modes
+    /// or when `to` is not a neighbour.
+    pub fn handle_site_tick_to(&mut self, to: AgentId) -> bool {
+        if !self.is_fleet()
+            || self.config.fusion != FusionRule::Tree
+            || !self.neighbors.contains(&to)
+        {
+            return false;
+        }
+        self.round += 1;
+        let msg = Message {
+            header: self.header(to),
+            body: Body::Site,
+            projection: None,
+            site: Some(self.site_sums(Some(to))),
+        };
+        self.queue(msg);
+        true
+    }
+
+    /// [`Agent::handle_site_tick_to`] for every neighbour: one round of site messages.
+    pub fn handle_site_tick(&mut self) {
+        let ns: Vec<AgentId> = self.neighbors.iter().copied().collect();
+        for j in ns {
+            self.handle_site_tick_to(j);
+        }
+    }
+
+    /// The site part of a q(u) message to `to`, `None` outside the fleet mode.
+    pub(crate) fn site_for(&self, to: AgentId) -> Option<Site> {
+        self.is_fleet().then(|| self.site_sums(Some(to)))
+    }
+}
