@@ -1,0 +1,341 @@
+//! The fleet projection mode (spec §14): q(W), σ_s, σ_n as the prior plus a sum of per-agent
+//! natural-parameter sites, fused by the same tree message passing as q(u).
+//! Reference: spec §14 (sites, initialization, σ_s and σ_n as sites), §7 (tree messages),
+//! §9 (validation of received messages).
+
+use std::sync::Arc;
+
+use coolgp::faer::Mat;
+use coolgp::fuse::tree::two_pass_schedule;
+use coolgp::learn::{Site, SiteConfig};
+use coolgp::protocol::{memory, Body, RejectReason};
+use coolgp::rng::Rng;
+use coolgp::{Agent, AgentConfig, Error, ProjectionMode, Topology, UpdateMode, View, Vocabulary};
+
+const D: usize = 3;
+
+fn vocab() -> Arc<Vocabulary> {
+    Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"))
+}
+
+fn cfg(fleet_size: usize) -> AgentConfig {
+    AgentConfig {
+        projection: ProjectionMode::Fleet,
+        site: SiteConfig {
+            damping: 0.3,
+            fleet_size: fleet_size as f64,
+            prior_points: 10.0,
+        },
+        ..AgentConfig::default()
+    }
+}
+
+fn fleet_on(topo: &Topology, vocab: &Arc<Vocabulary>) -> Vec<Agent> {
+    (0..topo.len())
+        .map(|i| {
+            let mut a = Agent::new(i as u64, vocab.clone(), D, cfg(topo.len())).expect("agent");
+            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64));
+            a
+        })
+        .collect()
+}
+
+/// `k` blocks of 10 rows of one phenomenon, to agent `i`.
+fn feed(a: &mut Agent, rng: &mut Rng, k: usize) {
+    for _ in 0..k {
+        let x = Mat::from_fn(10, D, |_, _| rng.normal());
+        let y: Vec<f64> = (0..10)
+            .map(|r| (x[(r, 0)] - 0.5 * x[(r, 1)]).sin() + 0.1 * rng.normal())
+            .collect();
+        a.handle_block(x.as_ref(), &y).expect("block");
+    }
+}
+
+fn max_rel(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
+        .fold(0.0, f64::max)
+}
+
+fn flat(s: &Site) -> Vec<f64> {
+    let mut v = s.prec.clone();
+    v.extend(&s.shift);
+    v.extend(s.hyper.to_array());
+    v.push(s.agents);
+    v
+}
+
+#[test]
+fn a_fleet_with_no_data_holds_exactly_the_shared_initial_projection() {
+    // Spec §14 "Initialization": the pseudo-site split 1/s per agent plus the prior counted
+    // once is q0, before any message (unheard agents count at their share) and after.
+    let v = vocab();
+    let topo = Topology::random_tree(7, 3);
+    let mut agents = fleet_on(&topo, &v);
+    let q0 = v.initial_projection(D).to_flat();
+    for a in &agents {
+        assert!(max_rel(&a.projection().to_flat(), &q0) <= 1e-12);
+    }
+    for _ in 0..topo.diameter().unwrap_or(1) {
+        memory::round(&mut agents).expect("valid");
+    }
+    for a in &agents {
+        assert_eq!(a.fused_site().agents, 7.0);
+        let got = a.projection().to_flat();
+        assert!(max_rel(&got, &q0) <= 1e-12, "{:e}", max_rel(&got, &q0));
+        assert_eq!(a.fleet_points(), 0.0);
+    }
+}
+
+#[test]
+fn site_sums_are_exact_over_random_trees() {
+    // Spec §14: the fused sums are the tree's sums, so after `diameter` rounds every agent
+    // holds Σ_i s_i and predicts with the same q(W) (to rounding: sums in different orders).
+    for seed in 0..6 {
+        let v = vocab();
+        let n = 4 + seed as usize * 3;
+        let topo = Topology::random_tree(n, seed);
+        let mut agents = fleet_on(&topo, &v);
+        let mut rng = Rng::new(seed, 5);
+        for (i, a) in agents.iter_mut().enumerate() {
+            feed(a, &mut rng, 1 + i % 3);
+        }
+        for _ in 0..topo.diameter().unwrap_or(1) {
+            memory::round(&mut agents).expect("valid");
+        }
+        let mut total = Site::zeros(agents[0].site().len());
+        for a in &agents {
+            total.add_in_place(a.site());
+        }
+        let want = flat(&total);
+        let theta0 = agents[0].projection().to_flat();
+        for a in &agents {
+            let got = flat(&a.fused_site());
+            assert!(
+                max_rel(&got, &want) <= 1e-12,
+                "seed {seed}: {:e}",
+                max_rel(&got, &want)
+            );
+            assert!(max_rel(&a.projection().to_flat(), &theta0) <= 1e-12);
+        }
+        // One round fewer is not enough on a tree of diameter ≥ 2.
+        if topo.diameter().unwrap_or(0) >= 2 {
+            let mut late = fleet_on(&topo, &v);
+            let mut rng = Rng::new(seed, 5);
+            for (i, a) in late.iter_mut().enumerate() {
+                feed(a, &mut rng, 1 + i % 3);
+            }
+            for _ in 0..topo.diameter().unwrap_or(1) - 1 {
+                memory::round(&mut late).expect("valid");
+            }
+            assert!(late
+                .iter()
+                .any(|a| max_rel(&flat(&a.fused_site()), &want) > 1e-6));
+        }
+    }
+}
+
+#[test]
+fn two_pass_and_rounds_give_the_same_fleet() {
+    // The two-pass schedule (each D_ij once) and the paper's rounds fuse q(u) and the sites
+    // to the same models (spec §7, §14).
+    let v = vocab();
+    let topo = Topology::random_tree(12, 8);
+    let build = || {
+        let mut agents = fleet_on(&topo, &v);
+        let mut rng = Rng::new(4, 4);
+        for (i, a) in agents.iter_mut().enumerate() {
+            feed(a, &mut rng, 1 + i % 2);
+        }
+        agents
+    };
+    let mut rounds = build();
+    for _ in 0..topo.diameter().unwrap_or(1) {
+        memory::round(&mut rounds).expect("valid");
+    }
+    let mut two = build();
+    for step in two_pass_schedule(&topo) {
+        for (from, to) in step {
+            two[from].handle_tick_to(to as u64);
+        }
+        memory::deliver_all(&mut two).expect("valid");
+    }
+    let x = Mat::from_fn(5, D, |i, j| (i as f64 - j as f64 * 0.7).cos());
+    for (a, b) in rounds.iter().zip(&two) {
+        assert!(max_rel(&flat(&a.fused_site()), &flat(&b.fused_site())) <= 1e-12);
+        let (pa, pb) = (
+            a.predict(x.as_ref(), View::Fused).expect("predict"),
+            b.predict(x.as_ref(), View::Fused).expect("predict"),
+        );
+        assert!(max_rel(&pa.mean, &pb.mean) <= 1e-10);
+        assert!(max_rel(&pa.var_y, &pb.var_y) <= 1e-10);
+    }
+}
+
+#[test]
+fn site_only_messages_fuse_the_sites_and_leave_q_u_alone() {
+    let v = vocab();
+    let topo = Topology::path(3);
+    let mut agents = fleet_on(&topo, &v);
+    let mut rng = Rng::new(1, 1);
+    feed(&mut agents[0], &mut rng, 2);
+    feed(&mut agents[2], &mut rng, 1);
+    for _ in 0..2 {
+        for a in agents.iter_mut() {
+            a.handle_site_tick();
+        }
+        memory::deliver_all(&mut agents).expect("valid");
+    }
+    let want = flat(&{
+        let mut t = agents[0].site().clone();
+        t.add_in_place(agents[1].site());
+        t.add_in_place(agents[2].site());
+        t
+    });
+    for a in &agents {
+        assert!(max_rel(&flat(&a.fused_site()), &want) <= 1e-12);
+    }
+    // q(u) was not exchanged: agent 1 has no data and no q(u) message.
+    assert_eq!(agents[1].fleet_points(), 0.0);
+    assert_eq!(agents[1].fused_excess().0.d2, vec![0.0; v.m()]);
+}
+
+#[test]
+fn nodes_holding_the_same_sums_predict_identically() {
+    // Everything an agent predicts with is a function of the fused sums: a restored agent and
+    // the original, and two agents after fusion, agree.
+    let v = vocab();
+    let topo = Topology::path(2);
+    let mut agents = fleet_on(&topo, &v);
+    let mut rng = Rng::new(2, 2);
+    feed(&mut agents[0], &mut rng, 3);
+    feed(&mut agents[1], &mut rng, 2);
+    memory::round(&mut agents).expect("valid");
+    let x = Mat::from_fn(4, D, |i, j| (i + 2 * j) as f64 * 0.3 - 1.0);
+    let p0 = agents[0].predict(x.as_ref(), View::Fused).expect("predict");
+    let p1 = agents[1].predict(x.as_ref(), View::Fused).expect("predict");
+    assert!(
+        max_rel(&p0.mean, &p1.mean) <= 1e-10,
+        "{:e}",
+        max_rel(&p0.mean, &p1.mean)
+    );
+    assert!(max_rel(&p0.var_y, &p1.var_y) <= 1e-10);
+    let back = Agent::restore(v.clone(), agents[0].snapshot()).expect("restore");
+    let pb = back.predict(x.as_ref(), View::Fused).expect("predict");
+    assert_eq!(pb.mean, p0.mean, "restore is bit-identical");
+    assert_eq!(back.site(), agents[0].site());
+}
+
+#[test]
+fn an_invalid_site_is_rejected_and_leaves_the_agent_bit_identical() {
+    let v = vocab();
+    let topo = Topology::path(2);
+    let mut agents = fleet_on(&topo, &v);
+    let mut rng = Rng::new(3, 3);
+    feed(&mut agents[0], &mut rng, 2);
+    feed(&mut agents[1], &mut rng, 1);
+    agents[0].handle_tick();
+    let good = agents[0].poll_transmit().expect("a message");
+    let receiver = &mut agents[1];
+    let before = receiver.snapshot();
+    type Corrupt = fn(&mut coolgp::Message);
+    let cases: [(&str, Corrupt); 6] = [
+        ("negative precision", |m| {
+            m.site.as_mut().expect("site").prec[0] = -1.0
+        }),
+        ("NaN", |m| {
+            m.site.as_mut().expect("site").shift[1] = f64::NAN
+        }),
+        ("wrong length", |m| {
+            let s = m.site.as_mut().expect("site");
+            s.prec.pop();
+            s.shift.pop();
+        }),
+        ("negative count", |m| {
+            m.site.as_mut().expect("site").hyper.n = -5.0
+        }),
+        ("infinite agents", |m| {
+            m.site.as_mut().expect("site").agents = f64::INFINITY
+        }),
+        ("missing", |m| m.site = None),
+    ];
+    for (what, corrupt) in cases {
+        let mut msg = good.clone();
+        corrupt(&mut msg);
+        let r = receiver.handle_message(msg);
+        assert!(matches!(r, Err(RejectReason::BadSite(_))), "{what}: {r:?}");
+        assert_eq!(receiver.snapshot(), before, "{what}: agent changed");
+    }
+    // A site-only body is a wrong kind for a per-agent agent, and a site in its messages is bad.
+    let mut per_agent = Agent::new(1, v.clone(), D, AgentConfig::default()).expect("agent");
+    per_agent.set_neighbors([0]);
+    let mut site_only = good.clone();
+    site_only.body = Body::Site;
+    assert_eq!(
+        per_agent.handle_message(site_only),
+        Err(RejectReason::WrongKind)
+    );
+    assert!(matches!(
+        per_agent.handle_message(good.clone()),
+        Err(RejectReason::BadSite(_))
+    ));
+    // The honest message is accepted.
+    receiver.handle_message(good).expect("valid");
+}
+
+#[test]
+fn the_fleet_mode_refuses_the_importance_mode_and_push_sum() {
+    let v = vocab();
+    let is = AgentConfig {
+        mode: UpdateMode::parse(Some("importance"), Some(4), None).expect("mode"),
+        ..cfg(2)
+    };
+    assert!(matches!(
+        Agent::new(0, v.clone(), D, is),
+        Err(Error::InvalidConfig(_))
+    ));
+    let ps = AgentConfig {
+        fusion: coolgp::FusionRule::PushSum {
+            agents: 2.0,
+            weight: 1.0,
+        },
+        ..cfg(2)
+    };
+    assert!(matches!(
+        Agent::new(0, v.clone(), D, ps),
+        Err(Error::InvalidConfig(_))
+    ));
+    let bad = AgentConfig {
+        site: SiteConfig {
+            damping: 0.0,
+            ..SiteConfig::default()
+        },
+        ..cfg(2)
+    };
+    let e = Agent::new(0, v, D, bad).expect_err("damping 0");
+    assert!(e.to_string().contains("damping"), "{e}");
+}
+
+#[test]
+fn the_site_step_learns_the_noise_scale_of_one_phenomenon() {
+    // One agent alone (fleet of one), 300 points of sin(x0 − x1/2) + N(0, 0.1²): the fused
+    // σ_n leaves its initial 0.5 toward the noise, and the fit beats the zero predictor.
+    let v = vocab();
+    let mut a = Agent::new(0, v.clone(), D, cfg(1)).expect("agent");
+    let mut rng = Rng::new(6, 6);
+    feed(&mut a, &mut rng, 30);
+    let sn = a.projection().sigma_n();
+    assert!(sn < 0.4, "σ_n {sn} did not move from 0.5 toward the noise");
+    let x = Mat::from_fn(200, D, |_, _| rng.normal());
+    let y: Vec<f64> = (0..200)
+        .map(|r| (x[(r, 0)] - 0.5 * x[(r, 1)]).sin())
+        .collect();
+    let p = a.predict(x.as_ref(), View::Own).expect("predict");
+    let zero = (y.iter().map(|v| v * v).sum::<f64>() / 200.0).sqrt();
+    assert!(
+        p.rmse(&y) < 0.6 * zero,
+        "rmse {} vs zero {zero}",
+        p.rmse(&y)
+    );
+}
