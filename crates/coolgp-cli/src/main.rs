@@ -162,6 +162,9 @@ pub fn sim_config(a: &SimArgs, n_batches: usize, groups: Option<usize>) -> Resul
         learn: !a.no_learn,
         site_every: a.site_every,
         site_damping: a.site_damping.unwrap_or(0.3),
+        site_prior_points: a
+            .site_prior_points
+            .unwrap_or(coolgp::learn::SiteConfig::default().prior_points),
         ..SimConfig::default()
     })
 }

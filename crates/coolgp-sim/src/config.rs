@@ -180,19 +180,19 @@ pub struct SimConfig {
     pub site_every: Option<usize>,
     /// Fleet projection mode: damping ρ of the agents' site steps (spec §14).
     pub site_damping: f64,
+    /// Fleet projection mode: N0, the pseudo-points of the shared initial q(W) (spec §14).
+    pub site_prior_points: f64,
     /// Fleet projection mode: damping ρ of the central learner's site steps (spec §14: about
     /// 0.01 for one learner that sees the whole stream).
     pub central_damping: f64,
 }
 
 impl SimConfig {
-    /// The site settings of agent fleets of this run (fleet size = agents; pseudo-points =
-    /// `batch` per agent).
-    pub fn site_config(&self, batch: f64) -> SiteConfig {
+    /// The site settings of the agents of this run (spec §14).
+    pub fn site_config(&self) -> SiteConfig {
         SiteConfig {
             damping: self.site_damping,
-            fleet_size: self.agents as f64,
-            prior_points: batch.max(1.0),
+            prior_points: self.site_prior_points,
         }
     }
 }
@@ -222,6 +222,7 @@ impl Default for SimConfig {
             shuffle: true,
             site_every: None,
             site_damping: 0.3,
+            site_prior_points: SiteConfig::default().prior_points,
             central_damping: 0.01,
         }
     }

@@ -106,8 +106,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             run_site_rounds(agents, rounds, cfg.loss, rng)
         }
     };
-    let batch = work.points() as f64 / work.batches.len().max(1) as f64;
-    let site = cfg.site_config(batch);
+    let site = cfg.site_config();
     let agent_cfg = |i: usize| AgentConfig {
         mode: cfg.mode,
         projection: cfg.projection,
@@ -136,9 +135,6 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             },
             ..agent_cfg(usize::MAX - 1)
         };
-        // One agent holding the fleet's whole pseudo-site (q0 and s·batch pseudo-points).
-        c.site.prior_points *= c.site.fleet_size;
-        c.site.fleet_size = 1.0;
         c.site.damping = cfg.central_damping;
         Some(Agent::new(u64::MAX, vocab.clone(), d, c)?)
     } else {

@@ -65,7 +65,7 @@ fn site_msg(n: usize) -> Message {
             prec: (0..n).map(|i| i as f64 + 0.5).collect(),
             shift: (0..n).map(|i| -(i as f64)).collect(),
             hyper: HyperStats::from_array([1.0, 2.0, 3.0, 4.0]),
-            agents: 3.0,
+            points: 3.0,
         }),
     }
 }
@@ -110,7 +110,7 @@ prop_compose! {
         (prec in prop::collection::vec(finite(), n),
          shift in prop::collection::vec(finite(), n),
          tail in prop::collection::vec(finite(), 5)) -> Site {
-        Site { prec, shift, hyper: HyperStats::from_array([tail[0], tail[1], tail[2], tail[3]]), agents: tail[4] }
+        Site { prec, shift, hyper: HyperStats::from_array([tail[0], tail[1], tail[2], tail[3]]), points: tail[4] }
     }
 }
 

@@ -18,13 +18,12 @@ fn vocab() -> Arc<Vocabulary> {
     Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"))
 }
 
-fn cfg(fleet_size: usize) -> AgentConfig {
+fn cfg() -> AgentConfig {
     AgentConfig {
         projection: ProjectionMode::Fleet,
         site: SiteConfig {
             damping: 0.3,
-            fleet_size: fleet_size as f64,
-            prior_points: 10.0,
+            prior_points: 50.0,
         },
         ..AgentConfig::default()
     }
@@ -33,7 +32,7 @@ fn cfg(fleet_size: usize) -> AgentConfig {
 fn fleet_on(topo: &Topology, vocab: &Arc<Vocabulary>) -> Vec<Agent> {
     (0..topo.len())
         .map(|i| {
-            let mut a = Agent::new(i as u64, vocab.clone(), D, cfg(topo.len())).expect("agent");
+            let mut a = Agent::new(i as u64, vocab.clone(), D, cfg()).expect("agent");
             a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64));
             a
         })
@@ -51,6 +50,12 @@ fn feed(a: &mut Agent, rng: &mut Rng, k: usize) {
     }
 }
 
+/// The view of a fleet whose sites sum to `total`: the sums plus the faded pseudo-site of q0.
+fn view_of(total: Site, v: &Vocabulary) -> Site {
+    let c = cfg().site;
+    total.with_pseudo(&Site::pseudo(&v.initial_projection(D), &c), &c)
+}
+
 fn max_rel(a: &[f64], b: &[f64]) -> f64 {
     a.iter()
         .zip(b)
@@ -62,14 +67,14 @@ fn flat(s: &Site) -> Vec<f64> {
     let mut v = s.prec.clone();
     v.extend(&s.shift);
     v.extend(s.hyper.to_array());
-    v.push(s.agents);
+    v.push(s.points);
     v
 }
 
 #[test]
 fn a_fleet_with_no_data_holds_exactly_the_shared_initial_projection() {
-    // Spec §14 "Initialization": the pseudo-site split 1/s per agent plus the prior counted
-    // once is q0, before any message (unheard agents count at their share) and after.
+    // Spec §14 "Initialization": the pseudo-site of q0 plus the prior counted once is q0,
+    // before any message and after.
     let v = vocab();
     let topo = Topology::random_tree(7, 3);
     let mut agents = fleet_on(&topo, &v);
@@ -81,7 +86,6 @@ fn a_fleet_with_no_data_holds_exactly_the_shared_initial_projection() {
         memory::round(&mut agents).expect("valid");
     }
     for a in &agents {
-        assert_eq!(a.fused_site().agents, 7.0);
         let got = a.projection().to_flat();
         assert!(max_rel(&got, &q0) <= 1e-12, "{:e}", max_rel(&got, &q0));
         assert_eq!(a.fleet_points(), 0.0);
@@ -108,7 +112,7 @@ fn site_sums_are_exact_over_random_trees() {
         for a in &agents {
             total.add_in_place(a.site());
         }
-        let want = flat(&total);
+        let want = flat(&view_of(total, &v));
         let theta0 = agents[0].projection().to_flat();
         for a in &agents {
             let got = flat(&a.fused_site());
@@ -187,12 +191,15 @@ fn site_only_messages_fuse_the_sites_and_leave_q_u_alone() {
         }
         memory::deliver_all(&mut agents).expect("valid");
     }
-    let want = flat(&{
-        let mut t = agents[0].site().clone();
-        t.add_in_place(agents[1].site());
-        t.add_in_place(agents[2].site());
-        t
-    });
+    let want = flat(&view_of(
+        {
+            let mut t = agents[0].site().clone();
+            t.add_in_place(agents[1].site());
+            t.add_in_place(agents[2].site());
+            t
+        },
+        &v,
+    ));
     for a in &agents {
         assert!(max_rel(&flat(&a.fused_site()), &want) <= 1e-12);
     }
@@ -255,8 +262,8 @@ fn an_invalid_site_is_rejected_and_leaves_the_agent_bit_identical() {
         ("negative count", |m| {
             m.site.as_mut().expect("site").hyper.n = -5.0
         }),
-        ("infinite agents", |m| {
-            m.site.as_mut().expect("site").agents = f64::INFINITY
+        ("infinite points", |m| {
+            m.site.as_mut().expect("site").points = f64::INFINITY
         }),
         ("missing", |m| m.site = None),
     ];
@@ -289,7 +296,7 @@ fn the_fleet_mode_refuses_the_importance_mode_and_push_sum() {
     let v = vocab();
     let is = AgentConfig {
         mode: UpdateMode::parse(Some("importance"), Some(4), None).expect("mode"),
-        ..cfg(2)
+        ..cfg()
     };
     assert!(matches!(
         Agent::new(0, v.clone(), D, is),
@@ -300,7 +307,7 @@ fn the_fleet_mode_refuses_the_importance_mode_and_push_sum() {
             agents: 2.0,
             weight: 1.0,
         },
-        ..cfg(2)
+        ..cfg()
     };
     assert!(matches!(
         Agent::new(0, v.clone(), D, ps),
@@ -311,7 +318,7 @@ fn the_fleet_mode_refuses_the_importance_mode_and_push_sum() {
             damping: 0.0,
             ..SiteConfig::default()
         },
-        ..cfg(2)
+        ..cfg()
     };
     let e = Agent::new(0, v, D, bad).expect_err("damping 0");
     assert!(e.to_string().contains("damping"), "{e}");
@@ -322,7 +329,7 @@ fn the_site_step_learns_the_noise_scale_of_one_phenomenon() {
     // One agent alone (fleet of one), 300 points of sin(x0 − x1/2) + N(0, 0.1²): the fused
     // σ_n leaves its initial 0.5 toward the noise, and the fit beats the zero predictor.
     let v = vocab();
-    let mut a = Agent::new(0, v.clone(), D, cfg(1)).expect("agent");
+    let mut a = Agent::new(0, v.clone(), D, cfg()).expect("agent");
     let mut rng = Rng::new(6, 6);
     feed(&mut a, &mut rng, 30);
     let sn = a.projection().sigma_n();

@@ -11,9 +11,19 @@
 //!
 //! Because the fleet's q(W), σ_s and σ_n are functions of **sums**, the tree, two-pass and
 //! push-sum machinery that fuses q(u) fuses them too, exactly, with no agreement on timing.
-//! Each site also counts the agents it sums (`agents`), so that an agent that has not yet heard
-//! from the whole fleet counts the missing agents at their initial share of the pseudo-site:
-//! every agent starts from the shared initial q0(W), and a fleet with no data holds exactly q0.
+//!
+//! **Initialization (improved on spec §14).** The shared initial q0(W) (and q0's σ_s, σ_n at
+//! `N0` pseudo-points) is a pseudo-site `P` counted once, outside the agents' sites, with
+//! weight `w = exp(−N/N0)` where `N` is the fleet's data points in the sums: the fleet forgets
+//! q0 as its data grow, as fast as one learner with the same data would, rather than as each
+//! agent's own few blocks arrive. Each agent's site is the running mean of its block targets
+//! for its first `1/ρ` blocks, then their exponential average with rate ρ (`r_k = max(1/k, ρ)`:
+//! no start-up bias). Each site carries its raw point count so `N` is itself a sum. A fleet
+//! with no data holds exactly q0; no agent needs to know the fleet's size.
+//!
+//! ```text
+//! view = prior N(0, 1) + w·P + Σ_i s_i,   w = exp(−Σ_i N_i / N0)
+//! ```
 
 use faer::Mat;
 
@@ -86,19 +96,19 @@ pub struct Site {
     pub shift: Vec<f64>,
     /// Damped sums of the σ_s, σ_n statistics.
     pub hyper: HyperStats,
-    /// Number of agents summed (1 for one agent's own site).
-    pub agents: f64,
+    /// Data points summed (the agent's own points, undamped): `N` of the pseudo-site weight.
+    pub points: f64,
 }
 
 /// Settings of the site update (spec §14).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SiteConfig {
-    /// Damping ρ of the site step `s ← (1−ρ)s + ρ·target`: about 0.3 in a fleet whose sites
-    /// fuse every round (or every 1% of the stream); about 0.01 for one learner alone.
+    /// Damping ρ of the site step `s ← (1−r)s + r·target`, `r = max(1/k, ρ)` at the agent's
+    /// k-th block: about 0.3 in a fleet whose sites fuse every round (or every 1% of the
+    /// stream); about 0.01 for one learner alone.
     pub damping: f64,
-    /// Fleet size s: the shared initial q0(W) is a pseudo-site split `1/s` per agent.
-    pub fleet_size: f64,
-    /// Pseudo-points per agent behind the initial σ_s = 1, σ_n = 0.5 (spec §14: the batch size).
+    /// `N0`: pseudo-points behind q0's σ_s, σ_n, and the scale of the pseudo-site's weight
+    /// `exp(−N/N0)`.
     pub prior_points: f64,
 }
 
@@ -106,14 +116,13 @@ impl Default for SiteConfig {
     fn default() -> Self {
         Self {
             damping: 0.3,
-            fleet_size: 1.0,
-            prior_points: 100.0,
+            prior_points: 2000.0,
         }
     }
 }
 
 impl SiteConfig {
-    /// Checks the ranges: `0 < ρ ≤ 1`, `s ≥ 1`, `prior_points > 0`, all finite.
+    /// Checks the ranges: `0 < ρ ≤ 1`, `prior_points > 0`, all finite.
     ///
     /// # Errors
     /// A message naming the bad value.
@@ -122,12 +131,6 @@ impl SiteConfig {
             return Err(format!(
                 "site damping must be in (0, 1], got {}",
                 self.damping
-            ));
-        }
-        if !(self.fleet_size >= 1.0 && self.fleet_size.is_finite()) {
-            return Err(format!(
-                "fleet size must be a finite number ≥ 1, got {}",
-                self.fleet_size
             ));
         }
         if !(self.prior_points > 0.0 && self.prior_points.is_finite()) {
@@ -147,7 +150,7 @@ impl Site {
             prec: vec![0.0; len],
             shift: vec![0.0; len],
             hyper: HyperStats::default(),
-            agents: 0.0,
+            points: 0.0,
         }
     }
 
@@ -161,11 +164,11 @@ impl Site {
         self.prec.is_empty()
     }
 
-    /// One agent's share of the initial pseudo-site (spec §14), as its site before any data:
-    /// `Λ = (1/σ0² − 1)/s`, `λ = (M0/σ0²)/s` from the shared initial `q0` (σ0 its entries'
-    /// standard deviations), and `prior_points` pseudo-points at q0's σ_s, σ_n.
-    pub fn initial_share(q0: &Projection, cfg: &SiteConfig) -> Self {
-        let share = 1.0 / cfg.fleet_size;
+    /// The pseudo-site of the shared initial `q0` (spec §14): `Λ = 1/σ0² − 1`, `λ = M0/σ0²`
+    /// (σ0 the entries' standard deviations), and `prior_points` pseudo-points at q0's σ_s,
+    /// σ_n. With the prior it gives exactly q0. Its `points` are 0: it is not data.
+    pub fn pseudo(q0: &Projection, cfg: &SiteConfig) -> Self {
+        let share = 1.0;
         let (dz, d) = (q0.d_latent(), q0.d());
         let mut prec = Vec::with_capacity(dz * d);
         let mut shift = Vec::with_capacity(dz * d);
@@ -188,8 +191,20 @@ impl Site {
                 yy: (ss * ss + sn * sn) * n0,
                 n: n0,
             },
-            agents: 1.0,
+            points: 0.0,
         }
+    }
+
+    /// The view the agent predicts and learns with, from the fused sums `self`:
+    /// `self + exp(−N/N0)·pseudo` with `N = self.points` (module docs).
+    pub fn with_pseudo(mut self, pseudo: &Site, cfg: &SiteConfig) -> Site {
+        let w = (-self.points.max(0.0) / cfg.prior_points).exp();
+        if w > 0.0 {
+            let points = self.points;
+            self.add_scaled_in_place(pseudo, w);
+            self.points = points;
+        }
+        self
     }
 
     /// `self += o` (same length).
@@ -206,10 +221,11 @@ impl Site {
             *a += c * b;
         }
         self.hyper.axpby(1.0, &o.hyper, c);
-        self.agents += c * o.agents;
+        self.points += c * o.points;
     }
 
-    /// The damped site step `s ← (1−ρ)s + ρ·target` (spec §14, step 6).
+    /// The damped site step `s ← (1−ρ)s + ρ·target` (spec §14, step 6); `points` is the
+    /// target's (the agent's current count), not damped.
     pub fn damp_toward(&mut self, target: &Site, rho: f64) {
         for (a, b) in self.prec.iter_mut().zip(&target.prec) {
             *a = (1.0 - rho) * *a + rho * b;
@@ -218,6 +234,7 @@ impl Site {
             *a = (1.0 - rho) * *a + rho * b;
         }
         self.hyper.axpby(1.0 - rho, &target.hyper, rho);
+        self.points = target.points;
     }
 
     /// True if every number is finite, every precision and the counts are `≥ 0`, and the
@@ -232,8 +249,8 @@ impl Site {
             && h.b >= 0.0
             && h.yy >= 0.0
             && h.n >= 0.0
-            && self.agents.is_finite()
-            && self.agents >= 0.0
+            && self.points.is_finite()
+            && self.points >= 0.0
     }
 
     /// The q(W), σ_s, σ_n of a fleet whose sites sum to `self` (prior N(0, 1) counted once):
@@ -284,7 +301,7 @@ impl Site {
                 yy: c * s.yy,
                 n: c * s.n,
             },
-            agents: 1.0,
+            points: n_own,
         }
     }
 }
@@ -295,30 +312,24 @@ mod tests {
     use crate::model::Vocabulary;
 
     #[test]
-    fn the_initial_shares_of_a_fleet_sum_to_q0() {
-        // Reference: spec §14, "Initialization": s shares of the pseudo-site, plus the prior
-        // counted once, give exactly the shared initial q0(W), σ_s, σ_n.
+    fn the_pseudo_site_with_the_prior_is_q0_and_fades_with_the_fleets_points() {
+        // Reference: spec §14, "Initialization": with no data the view is exactly q0.
         let vocab = Vocabulary::default_design(6, 2, 5).expect("design");
         let q0 = vocab.initial_projection(3);
-        for s in [1.0, 4.0, 7.0] {
-            let cfg = SiteConfig {
-                fleet_size: s,
-                ..SiteConfig::default()
-            };
-            let share = Site::initial_share(&q0, &cfg);
-            let mut total = Site::zeros(share.len());
-            for _ in 0..s as usize {
-                total.add_in_place(&share);
-            }
-            assert_eq!(total.agents, s);
-            let p = total.projection(2, 3).expect("valid sums");
-            for (a, b) in p.to_flat().iter().zip(q0.to_flat()) {
-                assert!(
-                    (a - b).abs() <= 1e-12 * b.abs().max(1.0),
-                    "s {s}: {a} vs {b}"
-                );
-            }
+        let cfg = SiteConfig::default();
+        let pseudo = Site::pseudo(&q0, &cfg);
+        let view = Site::zeros(6).with_pseudo(&pseudo, &cfg);
+        let p = view.projection(2, 3).expect("valid sums");
+        for (a, b) in p.to_flat().iter().zip(q0.to_flat()) {
+            assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{a} vs {b}");
         }
+        // N = N0 points of data in the sums: the pseudo-site weighs e^-1.
+        let mut data = Site::zeros(6);
+        data.points = cfg.prior_points;
+        let view = data.with_pseudo(&pseudo, &cfg);
+        let want = (-1.0f64).exp() * pseudo.prec[0];
+        assert!((view.prec[0] - want).abs() <= 1e-12 * want);
+        assert_eq!(view.points, cfg.prior_points, "pseudo-points are not data");
     }
 
     #[test]
@@ -347,10 +358,11 @@ mod tests {
         t.prec = vec![10.0, 20.0];
         t.shift = vec![-1.0, 3.0];
         t.hyper.n = 5.0;
+        t.points = 40.0;
         s.damp_toward(&t, 0.25);
         assert_eq!(s.prec, vec![2.5, 5.0]);
         assert_eq!(s.shift, vec![-0.25, 0.75]);
         assert_eq!(s.hyper.n, 1.25);
-        assert_eq!(s.agents, 0.0, "damping does not change the agent count");
+        assert_eq!(s.points, 40.0, "the point count is the target's, undamped");
     }
 }

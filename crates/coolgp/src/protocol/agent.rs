@@ -256,11 +256,7 @@ impl Agent {
             }
         }
         let proj = vocab.initial_projection(d);
-        let site = if fleet {
-            Site::initial_share(&proj, &config.site)
-        } else {
-            Site::zeros(0)
-        };
+        let site = Site::zeros(if fleet { proj.d() * proj.d_latent() } else { 0 });
         let adam = Adam::new(config.adam.clone(), proj.n_params());
         let learner = Learner::new(&vocab, d, config.mode, config.seed);
         let m = vocab.m();
@@ -602,7 +598,9 @@ impl Agent {
         if !target.is_valid(self.site.len()) {
             return;
         }
-        self.site.damp_toward(&target, self.config.site.damping);
+        // Running mean of the targets for the first 1/ρ blocks, then the damped average.
+        let rate = (1.0 / self.blocks.max(1) as f64).max(self.config.site.damping);
+        self.site.damp_toward(&target, rate);
         self.adopt_site_view();
     }
 

@@ -51,7 +51,7 @@
 //! | Λ      | n × f64   | 8 n   |
 //! | λ      | n × f64   | 8 n   |
 //! | A, B, YY, N | 4 × f64 | 32 |
-//! | agents | f64       | 8     |
+//! | points | f64       | 8     |
 //!
 //! Nothing may follow. Decoding mirrors the upper triangle, so a decoded D1 is always exactly
 //! symmetric; encoding reads only the upper triangle of D1 (an asymmetric D1 does not round-trip).
@@ -124,7 +124,7 @@ pub const FLAG_PROJECTION: u8 = 1;
 /// Flag bit: site sums follow the body (and the projection share, if any).
 pub const FLAG_SITE: u8 = 2;
 
-/// Bytes of a site section over `n` entries: `n` (u32), Λ, λ, four statistics, agents.
+/// Bytes of a site section over `n` entries: `n` (u32), Λ, λ, four statistics, points.
 pub fn site_bytes(n: usize) -> usize {
     4usize.saturating_add(F64.saturating_mul(n.saturating_mul(2).saturating_add(5)))
 }
@@ -267,7 +267,7 @@ pub fn encode(msg: &Message) -> Vec<u8> {
         for v in site.prec.iter().chain(&site.shift).chain(&tail) {
             put(&mut out, *v);
         }
-        put(&mut out, site.agents);
+        put(&mut out, site.points);
     }
     debug_assert_eq!(out.len(), len);
     out
@@ -470,7 +470,7 @@ fn decode_site(r: &mut Reader<'_>) -> Result<Site, RejectReason> {
         prec,
         shift,
         hyper: HyperStats::from_array([tail[0], tail[1], tail[2], tail[3]]),
-        agents: tail[4],
+        points: tail[4],
     })
 }
 

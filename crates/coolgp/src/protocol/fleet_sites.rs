@@ -3,9 +3,9 @@
 //! and adopted whenever the agent's fused sums change.
 //!
 //! Under the tree rule the agent's view is `own site + Σ_k (what neighbour k last sent)`, the
-//! same sum as q(u)'s; agents not yet represented in that sum count at their initial share of
-//! the pseudo-site, so the view starts at the shared q0(W) everywhere and is exactly the
-//! fleet's sum once messages have settled.
+//! same sum as q(u)'s, plus the pseudo-site of the shared q0(W) with a weight that fades with
+//! the points in that sum ([`Site::with_pseudo`]): the view starts at q0 everywhere and is
+//! the same function of the fleet's sums at every agent once messages have settled.
 
 use crate::learn::Site;
 use crate::protocol::agent::{Agent, FusionRule, ProjectionMode};
@@ -36,17 +36,12 @@ impl Agent {
         s
     }
 
-    /// The fused site sums the agent predicts and learns with: the sums it holds, plus the
-    /// agents it has not heard of yet at their initial share (spec §14's pseudo-site split
-    /// `1/s` per agent).
+    /// The fused site sums the agent predicts and learns with: the sums it holds plus the
+    /// faded pseudo-site of q0 ([`Site::with_pseudo`]).
     pub fn fused_site(&self) -> Site {
-        let mut view = self.site_sums(None);
-        let missing = (self.config.site.fleet_size - view.agents).max(0.0);
-        if missing > 0.0 {
-            let q0 = self.vocab.initial_projection(self.proj.d());
-            view.add_scaled_in_place(&Site::initial_share(&q0, &self.config.site), missing);
-        }
-        view
+        let q0 = self.vocab.initial_projection(self.proj.d());
+        let pseudo = Site::pseudo(&q0, &self.config.site);
+        self.site_sums(None).with_pseudo(&pseudo, &self.config.site)
     }
 
     /// Sets q(W), σ_s, σ_n from the fused sums ([`Site::projection`]); unusable sums leave
