@@ -957,3 +957,147 @@ fn holding_unchanged_messages_keeps_fusion_exact_and_sends_less() {
         );
     }
 }
+
+/// Every node's fused prediction at `x`, or `None` for a node that does not answer.
+fn fused_predictions(fleet: &Fleet, n: usize, x: &[Vec<f64>]) -> Vec<Option<Vec<f64>>> {
+    let req = coolgp_node::status::PredictRequest {
+        columns: None,
+        x: x.to_vec(),
+        view: None,
+    };
+    let client = fleet.client.as_ref().expect("client");
+    (0..n)
+        .map(|i| {
+            client
+                .predict(&fleet.name, i as u64, &req, Duration::from_secs(2))
+                .ok()
+                .map(|p| p.mean.into_iter().chain(p.var_y).collect())
+        })
+        .collect()
+}
+
+fn max_rel_diff(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
+        .fold(0.0, f64::max)
+}
+
+/// Waits until every node has read its stream, represents every point, and all nodes answer
+/// the same query identically (1e-9): nodes holding the same sums predict identically.
+fn wait_identical(fleet: &Fleet, total_points: usize, x: &[Vec<f64>]) -> Vec<f64> {
+    let n = fleet.ports.len();
+    fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
+        s.stream_ended && s.fleet_points == total_points as f64
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let preds = fused_predictions(fleet, n, x);
+        if let Some(first) = preds[0].clone() {
+            let worst = preds
+                .iter()
+                .map(|p| {
+                    p.as_ref()
+                        .map_or(f64::INFINITY, |p| max_rel_diff(p, &first))
+                })
+                .fold(0.0, f64::max);
+            if worst <= 1e-9 {
+                return first;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "fleet projection: nodes still differ by {worst:e}\n{}",
+                fleet.logs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn fleet_projection_nodes_answer_identically_and_survive_a_kill() {
+    // Spec §14 in the node: three learning nodes on a path in `--projection fleet` answer the
+    // same query identically once their streams end and messages settle; per-agent nodes do
+    // not. A kill -9 and restart of the middle node changes nothing.
+    let _g = serial();
+    let t0 = Instant::now();
+    let (n, batch) = (3, 10);
+    let shares: Vec<_> = (0..n).map(|i| make_rows(700 + i as u64, 40)).collect();
+    let total_points: usize = shares.iter().map(Vec::len).sum();
+    let x: Vec<Vec<f64>> = (0..6)
+        .map(|k| vec![-1.5 + 0.6 * k as f64, 1.0 - 0.4 * k as f64])
+        .collect();
+    let learning = |fleet: &Fleet, i: usize| -> Vec<String> {
+        fleet
+            .base_args(i, &path_neighbors(i, n), batch, 40)
+            .into_iter()
+            .filter(|a| a != "--no-learn")
+            .collect()
+    };
+    let mut fleet = Fleet::new("fleetw", n);
+    let mut all_args = Vec::new();
+    for (i, rows) in shares.iter().enumerate() {
+        let csv = fleet.dir.join(format!("data{i}.csv"));
+        write_csv(&csv, rows);
+        let mut args = learning(&fleet, i);
+        args.extend([
+            "--data".into(),
+            csv.display().to_string(),
+            "--projection".into(),
+            "fleet".into(),
+            "--state".into(),
+            fleet.dir.join(format!("state{i}")).display().to_string(),
+            "--checkpoint-every".into(),
+            "5".into(),
+        ]);
+        if i > 0 {
+            args.extend(["--connect".into(), endpoint(fleet.ports[i - 1])]);
+        }
+        fleet.start(args.clone());
+        all_args.push(args);
+    }
+    fleet.connect_client();
+    let before = wait_identical(&fleet, total_points, &x);
+    let st = fleet.status(0, false).expect("status");
+    assert_eq!(st.projection, "fleet");
+    // Let a checkpoint with the settled inbox be written, then kill -9 the middle node.
+    std::thread::sleep(Duration::from_millis(600));
+    fleet.nodes[1].kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    fleet.nodes[1] = NodeProc::start(all_args[1].clone(), fleet.dir.join("node1.log"));
+    let after = wait_identical(&fleet, total_points, &x);
+    let d = max_rel_diff(&after, &before);
+    assert!(
+        d <= 1e-9,
+        "the restart changed the fleet's predictions by {d:e}"
+    );
+    drop(fleet);
+
+    // The same fleet in the paper's per-agent mode: the nodes' own q(W) differ.
+    let mut fleet = Fleet::new("peragent", n);
+    for (i, rows) in shares.iter().enumerate() {
+        let csv = fleet.dir.join(format!("data{i}.csv"));
+        write_csv(&csv, rows);
+        let mut args = learning(&fleet, i);
+        args.extend(["--data".into(), csv.display().to_string()]);
+        if i > 0 {
+            args.extend(["--connect".into(), endpoint(fleet.ports[i - 1])]);
+        }
+        fleet.start(args);
+    }
+    fleet.connect_client();
+    fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
+        s.stream_ended && s.fleet_points == total_points as f64
+    });
+    let preds = fused_predictions(&fleet, n, &x);
+    let p0 = preds[0].clone().expect("node 0 answers");
+    let p2 = preds[2].clone().expect("node 2 answers");
+    assert!(
+        max_rel_diff(&p2, &p0) > 1e-6,
+        "per-agent nodes should differ in their own q(W)"
+    );
+    eprintln!(
+        "fleet projection node test: {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+}

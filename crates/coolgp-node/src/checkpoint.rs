@@ -28,6 +28,9 @@
 //! | `pushsum/{mass,sent}/d1`, `/d2`, `/w_points` | … | push-sum state (`w_points` = [ω, points]) |
 //! | `pushsum/received/<j>/…`       | …            | last running total received from j           |
 //! | `fusion/push_sum`              | `[2]`        | push-sum scale s and initial weight           |
+//! | `site/prec`, `site/shift`      | `[d' d]`     | fleet projection: own site Λ_i, λ_i (column-major) |
+//! | `site/stats`                   | `[5]`        | own site's A, B, YY, N and raw points         |
+//! | `inbox/<j>/site_prec`, `_shift`, `_stats` | … | site sums last received from neighbour j    |
 //!
 //! Metadata (`__metadata__`, strings): `format = "coolgp-checkpoint"`, `format_version = "1"`,
 //! `coolgp` = the [`NodeMeta`] JSON (fleet, id, fingerprint, stream offset, counts, settings),
@@ -41,7 +44,9 @@ use std::path::{Path, PathBuf};
 
 use coolgp::faer::Mat;
 use coolgp::fuse::Mass;
-use coolgp::learn::{Adam, AdamConfig, ImportanceCache, IsNormalization, Learner};
+use coolgp::learn::{
+    Adam, AdamConfig, HyperStats, ImportanceCache, IsNormalization, Learner, Site, SiteConfig,
+};
 use coolgp::model::psi::UnitStats;
 use coolgp::protocol::{AgentSnapshot, InboundSnapshot, ProjectionShare};
 use coolgp::{
@@ -121,7 +126,7 @@ pub struct NodeMeta {
 }
 
 /// Non-matrix agent fields.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentMeta {
     /// Own points absorbed.
     pub n_own: usize,
@@ -157,6 +162,19 @@ pub struct AgentMeta {
     pub inbox_shares: Vec<u64>,
     /// Push-sum senders with a received running total.
     pub push_received: Vec<u64>,
+    /// Projection mode: `per-agent` or `fleet` (spec §14).
+    #[serde(default = "per_agent")]
+    pub projection: String,
+    /// Fleet projection: damping ρ and pseudo-points N0 of the site update.
+    #[serde(default)]
+    pub site: Option<(f64, f64)>,
+    /// Inbox entries carrying site sums (fleet projection).
+    #[serde(default)]
+    pub inbox_sites: Vec<u64>,
+}
+
+fn per_agent() -> String {
+    "per-agent".into()
 }
 
 /// A loaded checkpoint.
@@ -205,6 +223,15 @@ impl Tensors {
     fn excess(&mut self, prefix: &str, e: &Excess) {
         self.mat(format!("{prefix}/d1"), &e.d1);
         self.vec(format!("{prefix}/d2"), &e.d2);
+    }
+    fn site(&mut self, prefix: &str, s: &Site) {
+        self.vec(format!("{prefix}prec"), &s.prec);
+        self.vec(format!("{prefix}shift"), &s.shift);
+        let h = s.hyper.to_array();
+        self.vec(
+            format!("{prefix}stats"),
+            &[h[0], h[1], h[2], h[3], s.points],
+        );
     }
     fn mass(&mut self, prefix: &str, m: &Mass) {
         self.excess(prefix, &m.x);
@@ -294,23 +321,27 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
         }
     };
     t.excess("own", agent.own_excess());
-    let (fused, points) = agent.fused_excess();
-    let mut t1 = vocab.k().to_owned();
-    for j in 0..m {
-        for i in 0..m {
-            t1[(i, j)] += fused.d1[(i, j)];
-        }
-    }
-    t.mat("fused/t1", &t1);
-    t.vec("fused/t2", &fused.d2);
-    t.scalars("fused/points", &[points]);
+    // K-form as q(u) uses it (in the fleet projection mode, scaled by the fleet's σ_s, σ_n).
+    let fused = agent.natural_params(View::Fused);
+    t.mat("fused/t1", &fused.t1);
+    t.vec("fused/t2", &fused.t2);
+    t.scalars("fused/points", &[agent.fleet_points()]);
     if let Ok(post) = agent.posterior(View::Fused) {
         let (mean, cov) = post.moments(&vocab);
         t.vec("posterior/mean", &mean);
         t.mat("posterior/cov", &cov);
     }
     let mut shares = Vec::new();
+    let mut inbox_sites = Vec::new();
+    let fleet = s.config.projection == ProjectionMode::Fleet;
+    if fleet {
+        t.site("site/", &s.site);
+    }
     for (k, ib) in &s.inbox {
+        if let Some(site) = &ib.site {
+            t.site(&format!("inbox/{k}/site_"), site);
+            inbox_sites.push(*k);
+        }
         t.excess(&format!("inbox/{k}"), &ib.excess);
         t.scalars(format!("inbox/{k}/points"), &[ib.points]);
         if let Some(p) = &ib.projection {
@@ -352,6 +383,9 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
         inbox: s.inbox.keys().copied().collect(),
         inbox_shares: shares,
         push_received: s.push_received.keys().copied().collect(),
+        projection: s.config.projection.name().into(),
+        site: fleet.then_some((s.config.site.damping, s.config.site.prior_points)),
+        inbox_sites,
     };
     let meta_json = serde_json::to_string(meta).map_err(|e| NodeError::Checkpoint {
         path: PathBuf::new(),
@@ -480,6 +514,15 @@ impl Reader<'_> {
         Ok(Excess {
             d1: self.mat(&format!("{prefix}/d1"), m, m)?,
             d2: self.vec(&format!("{prefix}/d2"), m)?,
+        })
+    }
+    fn site(&self, prefix: &str, len: usize) -> Result<Site> {
+        let st = self.vec(&format!("{prefix}stats"), 5)?;
+        Ok(Site {
+            prec: self.vec(&format!("{prefix}prec"), len)?,
+            shift: self.vec(&format!("{prefix}shift"), len)?,
+            hyper: HyperStats::from_array([st[0], st[1], st[2], st[3]]),
+            points: st[4],
         })
     }
     fn mass(&self, prefix: &str, m: usize) -> Result<Mass> {
@@ -612,6 +655,11 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
         }
         other => return Err(r.err(format!("unknown fusion '{other}'"))),
     };
+    let projection = match a.projection.as_str() {
+        "per-agent" => ProjectionMode::PerAgent,
+        "fleet" => ProjectionMode::Fleet,
+        other => return Err(r.err(format!("unknown projection mode '{other}'"))),
+    };
     let mut inbox = BTreeMap::new();
     for k in &a.inbox {
         let p = format!("inbox/{k}");
@@ -632,7 +680,11 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
                 excess: r.excess(&p, m)?,
                 points: r.vec(&format!("{p}/points"), 1)?[0],
                 projection,
-                site: None,
+                site: if a.inbox_sites.contains(k) {
+                    Some(r.site(&format!("{p}/site_"), dz * d)?)
+                } else {
+                    None
+                },
             },
         );
     }
@@ -644,12 +696,18 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
         id: meta.model.id,
         config: AgentConfig {
             mode,
-            projection: ProjectionMode::PerAgent,
+            projection,
             fusion,
             adam: adam.config.clone(),
             learn: a.learn,
             seed: a.seed,
-            site: coolgp::learn::SiteConfig::default(),
+            site: match a.site {
+                Some((damping, prior_points)) => SiteConfig {
+                    damping,
+                    prior_points,
+                },
+                None => SiteConfig::default(),
+            },
         },
         mu,
         log_sigma,
@@ -667,7 +725,11 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
         push_sent: r.mass("pushsum/sent", m)?,
         push_received,
         last_round: a.last_round.clone(),
-        site: coolgp::learn::Site::zeros(0),
+        site: if projection == ProjectionMode::Fleet {
+            r.site("site/", dz * d)?
+        } else {
+            Site::zeros(0)
+        },
     };
     Ok(Checkpoint {
         meta,

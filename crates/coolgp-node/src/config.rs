@@ -75,6 +75,19 @@ pub struct NodeArgs {
     /// Number of agents s in the fleet (push-sum scales its estimate by s).
     #[arg(long)]
     pub fleet_size: Option<usize>,
+    /// per-agent (the paper: this node learns its own q(W)) or fleet (spec §14: one
+    /// fleet-wide q(W), σ_s, σ_n as a sum of every node's site, carried in every round's tree
+    /// message and adopted whenever the fused sums change; nodes that hold the same sums
+    /// predict identically; tree fusion only) [default: per-agent].
+    #[arg(long)]
+    pub projection: Option<String>,
+    /// Fleet projection: damping ρ ∈ (0, 1] of the site steps [default: 0.3].
+    #[arg(long)]
+    pub site_damping: Option<f64>,
+    /// Fleet projection: N0, the pseudo-points of the shared initial q(W); their weight fades
+    /// as exp(−N/N0) with the fleet's N points [default: 2000].
+    #[arg(long)]
+    pub site_prior_points: Option<f64>,
     /// Online update mode: frozen, importance or exact [default: frozen].
     #[arg(long)]
     pub mode: Option<String>,
@@ -200,6 +213,9 @@ struct NodeFile {
     neighbors: Option<Vec<u64>>,
     fusion: Option<String>,
     fleet_size: Option<usize>,
+    projection: Option<String>,
+    site_damping: Option<f64>,
+    site_prior_points: Option<f64>,
     mode: Option<String>,
     samples: Option<usize>,
     normalization: Option<String>,
@@ -404,14 +420,40 @@ impl NodeArgs {
             self.samples.or(f.samples),
             self.normalization.or(f.normalization).as_deref(),
         )?;
+        let projection = match self
+            .projection
+            .or(f.projection)
+            .as_deref()
+            .unwrap_or("per-agent")
+        {
+            "per-agent" => ProjectionMode::PerAgent,
+            "fleet" => ProjectionMode::Fleet,
+            other => {
+                return Err(NodeError::Config(format!(
+                    "unknown --projection '{other}': use per-agent or fleet"
+                )))
+            }
+        };
+        let defaults = coolgp::learn::SiteConfig::default();
+        let site = coolgp::learn::SiteConfig {
+            damping: self
+                .site_damping
+                .or(f.site_damping)
+                .unwrap_or(defaults.damping),
+            prior_points: self
+                .site_prior_points
+                .or(f.site_prior_points)
+                .unwrap_or(defaults.prior_points),
+        };
+        site.validate().map_err(NodeError::Config)?;
         let agent = AgentConfig {
             mode,
-            projection: ProjectionMode::PerAgent,
+            projection,
             fusion,
             adam: AdamConfig::default(),
             learn: !(self.no_learn || f.no_learn.unwrap_or(false)),
             seed: self.seed.or(f.seed).unwrap_or(id),
-            site: coolgp::learn::SiteConfig::default(),
+            site,
         };
         let data = self.data.or(f.data).map(|p| {
             if p.as_os_str() == "-" {

@@ -284,7 +284,14 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
 
     // 4. zenoh.
     let session = transport::open(&s.zenoh, Role::Node).await?;
-    let max_len = codec::encoded_len_push_sum(vocab.m(), None);
+    // The largest message a neighbour may send: a push-sum body, plus the fleet projection's
+    // site sums (spec §14) when this node runs that mode.
+    let site_len = if s.agent.projection == coolgp::ProjectionMode::Fleet {
+        codec::site_bytes(vocab.d_latent() * d)
+    } else {
+        0
+    };
+    let max_len = codec::encoded_len_push_sum(vocab.m(), None) + site_len;
     let inbound = Arc::new(Inbound::new(&s.neighbors, s.queue, max_len));
     let mut publishers = BTreeMap::new();
     for &j in &s.neighbors {
@@ -729,25 +736,7 @@ impl Node {
             points: self.agent.n_own() as u64,
             round: self.agent.round(),
             written_unix_ms: unix_ms(),
-            agent: checkpoint::AgentMeta {
-                n_own: 0,
-                blocks: 0,
-                version: 0,
-                round: 0,
-                neighbors: Vec::new(),
-                last_round: BTreeMap::new(),
-                adam_t: 0,
-                mode: String::new(),
-                normalization: None,
-                fusion: String::new(),
-                learn: false,
-                seed: 0,
-                cache_points: 0,
-                cache_len: 0,
-                inbox: Vec::new(),
-                inbox_shares: Vec::new(),
-                push_received: Vec::new(),
-            },
+            agent: checkpoint::AgentMeta::default(),
         }
     }
 
@@ -804,6 +793,7 @@ impl Node {
                 FusionRule::Tree => "tree".into(),
                 FusionRule::PushSum { .. } => "push-sum".into(),
             },
+            projection: self.s.agent.projection.name().into(),
             blocks: self.acked_blocks,
             points: self.acked_points,
             rows_skipped: self.committed.rows_skipped,

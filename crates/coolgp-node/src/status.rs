@@ -68,6 +68,9 @@ pub struct Status {
     pub model: ModelIdentity,
     /// `tree` or `push-sum`.
     pub fusion: String,
+    /// Projection mode: `per-agent` or `fleet` (spec §14).
+    #[serde(default)]
+    pub projection: String,
     /// Own blocks acknowledged (in a durable checkpoint; absorbed if no `--state`).
     pub blocks: u64,
     /// Own data points acknowledged.
