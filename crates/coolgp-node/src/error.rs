@@ -72,6 +72,15 @@ pub enum NodeError {
         /// The node's error message.
         message: String,
     },
+    /// A fleet certificate or key (`--tls DIR`, `coolgp certs`) is missing, unreadable or
+    /// invalid.
+    #[error("{path}: {reason}")]
+    Tls {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The core rejected a configuration or input.
     #[error(transparent)]
     Core(#[from] coolgp::Error),
