@@ -208,23 +208,14 @@ impl Rejects {
         let Some(suppressed) = logged else {
             return false;
         };
-        if many {
-            tracing::warn!(
-                from = ?from,
-                reason = label,
-                detail = %detail,
-                suppressed_since_last_log = suppressed,
-                "rejected message (one of many senders: their logs are merged)"
-            );
-        } else {
-            tracing::warn!(
-                from = ?from,
-                reason = label,
-                detail = %detail,
-                suppressed_since_last_log = suppressed,
-                "rejected message"
-            );
-        }
+        tracing::warn!(
+            from = ?from,
+            reason = label,
+            detail = %detail,
+            suppressed_since_last_log = suppressed,
+            merged_with_other_senders = many,
+            "rejected message"
+        );
         true
     }
 
