@@ -269,3 +269,73 @@ pub fn run(args: &CertsArgs) -> Result<Vec<PathBuf>> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{Auth, Roster};
+
+    fn tmp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("coolgp-certs-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn a_new_fleet_an_added_node_and_no_overwrites() {
+        let dir = tmp("fleet");
+        let new = CertsArgs {
+            fleet: Some("lab".into()),
+            nodes: vec![2, 1, 2],
+            out: dir.clone(),
+            years: 1,
+            ..CertsArgs::default()
+        };
+        let files = run(&new).expect("new fleet");
+        assert_eq!(files.len(), 2 + 2 * 2 + 2);
+        assert_eq!(ca_fleet(&dir).expect("fleet"), "lab");
+        let roster = Roster::load(&dir, "lab").expect("roster");
+        assert_eq!(roster.ids(), vec![1, 2]);
+        // The key of node 1 belongs to its certificate, not to node 2's.
+        assert!(Auth::load(&dir, "lab", 1).is_ok());
+        std::fs::copy(tls::node_key(&dir, 2), tls::node_key(&dir, 1)).expect("swap keys");
+        let e = Auth::load(&dir, "lab", 1)
+            .map(|_| ())
+            .expect_err("node 2's key as node 1");
+        assert!(e.to_string().contains("does not match"), "{e}");
+        let e = run(&new)
+            .map(|_| ())
+            .expect_err("a second CA over the first");
+        assert!(e.to_string().contains("already exists"), "{e}");
+        let add = CertsArgs {
+            add: vec![4],
+            out: dir.clone(),
+            years: 1,
+            ..CertsArgs::default()
+        };
+        run(&add).expect("add");
+        assert_eq!(
+            Roster::load(&dir, "lab").expect("roster").ids(),
+            vec![1, 2, 4]
+        );
+        assert!(run(&add).is_err(), "node 4 twice");
+        assert!(Roster::load(&dir, "other").is_err(), "another fleet's name");
+        // A certificate of another CA copied in is left out of the roster.
+        let other = tmp("other");
+        run(&CertsArgs {
+            fleet: Some("lab".into()),
+            nodes: vec![7],
+            out: other.clone(),
+            years: 1,
+            ..CertsArgs::default()
+        })
+        .expect("other CA");
+        std::fs::copy(tls::node_cert(&other, 7), tls::node_cert(&dir, 7)).expect("copy");
+        assert_eq!(
+            Roster::load(&dir, "lab").expect("roster").ids(),
+            vec![1, 2, 4]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&other);
+    }
+}
