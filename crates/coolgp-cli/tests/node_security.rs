@@ -480,3 +480,80 @@ fn rounds_keep_running_while_a_100k_row_query_is_computed() {
     assert_eq!((s.queries_running, s.queries_answered), (0, 2));
     eprintln!("big query: {seen_rounds} rounds ran while it was computed");
 }
+
+/// An in-process zenoh router with node `id`'s certificate, listening on `port` and
+/// connecting to `connect`.
+fn router(fleet: &Fleet, id: u64, port: u16, connect: Option<u16>) -> zenoh::Session {
+    let z = ZenohArgs {
+        listen: vec![fleet.ep(port)],
+        connect: connect.map(|p| fleet.ep(p)).into_iter().collect(),
+        tls: fleet.tls.clone(),
+        ..ZenohArgs::default()
+    };
+    let mut c = transport::zenoh_config(&z, Role::Node(id)).expect("router config");
+    c.insert_json5("mode", "\"router\"").expect("router mode");
+    zenoh::open(c).wait().expect("router")
+}
+
+#[test]
+fn signatures_hold_through_zenoh_routers() {
+    let _g = serial();
+    let t0 = Instant::now();
+    let (n, batch) = (2, 10);
+    let shares: Vec<_> = (0..n).map(|i| make_rows(1000 + i as u64, 40)).collect();
+    let total: usize = shares.iter().map(Vec::len).sum();
+    let want = reference(&vocab(), &shares, batch);
+    // Two sites: node 0 behind router A, node 1 behind router B, the routers linked (they hold
+    // the fleet certificates of nodes 8 and 9). Without gossip each node's only link is to its
+    // site's router, so every message 0 <-> 1 crosses both routers.
+    let mut fleet = Fleet::new_tls("routers", n, &[0, 1, 8, 9]);
+    let (pa, pb) = (free_port(), free_port());
+    let router_a = router(&fleet, 8, pa, None);
+    let router_b = router(&fleet, 9, pb, Some(pa));
+    let zcfg = fleet.dir.join("no-gossip.json5");
+    std::fs::write(&zcfg, "{ scouting: { gossip: { enabled: false } } }\n").expect("config");
+    for (i, rows) in shares.iter().enumerate() {
+        let csv = fleet.dir.join(format!("data{i}.csv"));
+        write_csv(&csv, rows);
+        let mut args = fleet.base_args(i, &path_neighbors(i, n), batch, 40);
+        args.extend(["--data".into(), csv.display().to_string()]);
+        args.extend(["--connect".into(), fleet.ep(if i == 0 { pa } else { pb })]);
+        args.extend(["--zenoh-config".into(), zcfg.display().to_string()]);
+        fleet.start(args);
+    }
+    // The reader reaches node 1 only through the routers (and node 0, a peer of its own site,
+    // directly: a router does not relay between two peers of its own site).
+    let z = ZenohArgs {
+        connect: vec![fleet.ep(pa), fleet.ep(fleet.ports[0])],
+        tls: fleet.tls.clone(),
+        ..ZenohArgs::default()
+    };
+    fleet.client = Some(client::BlockingClient::connect(&z).expect("reader"));
+    fleet.wait_all(
+        "convergence through the routers",
+        Duration::from_secs(60),
+        |i, s| done_and_exact(s, shares[i].len(), total, &want),
+    );
+    // Router B holds a fleet certificate but not node 1's key: its "from 1" is rejected.
+    let forged = hostile(&vocab(), 1, 0, u64::MAX - 1, Excess::zeros(M), None);
+    let pki = fleet.tls.clone().expect("pki");
+    put(
+        &router_b,
+        format!("coolgp/{}/1/msg/0", fleet.name),
+        signer_from(&coolgp_node::tls::node_key(&pki, 9)).seal(forged),
+    );
+    let sts = fleet.wait_all(
+        "the router's forgery rejected",
+        Duration::from_secs(20),
+        |i, s| {
+            done_and_exact(s, shares[i].len(), total, &want)
+                && (i != 0 || label(s, "signature") == 1)
+        },
+    );
+    assert_eq!(sts[0].rejected.len(), 1, "{:?}", sts[0].rejected);
+    assert!(sts[1].rejected.is_empty(), "{:?}", sts[1].rejected);
+    drop(fleet);
+    let _ = router_b.close().wait();
+    let _ = router_a.close().wait();
+    eprintln!("routers test: {:.1} s", t0.elapsed().as_secs_f64());
+}
