@@ -13,7 +13,7 @@ use std::sync::Arc;
 use coolgp::faer::Mat;
 use coolgp::{Agent, View};
 use coolgp_data::Standardizer;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use zenoh::query::Query;
 
 use crate::status::{ErrorReply, PredictReply, PredictRequest};
@@ -81,11 +81,20 @@ impl Queries {
         }
     }
 
+    /// A permit to compute one query, `None` (counted as refused) if [`Queries::new`]'s limit
+    /// is running; the query counts as running until the permit is dropped.
+    pub fn admit(&self) -> Option<OwnedSemaphorePermit> {
+        let p = self.permits.clone().try_acquire_owned().ok();
+        if p.is_none() {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        p
+    }
+
     /// Called on the loop: refuses `q` at once if busy, else answers it on another thread
     /// with the model `model()` returns (called only when the query is taken).
     pub fn submit(&self, q: Query, model: impl FnOnce() -> QueryModel) {
-        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
-            self.refused.fetch_add(1, Ordering::Relaxed);
+        let Some(permit) = self.admit() else {
             let error = format!(
                 "busy: {} predict queries are running; try again",
                 self.limit
@@ -195,4 +204,30 @@ pub fn predict(model: &QueryModel, body: &[u8]) -> std::result::Result<PredictRe
             var_y: p.var_y,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_most_the_limit_run_at_once() {
+        let q = Queries::new(2);
+        let a = q.admit().expect("first");
+        let b = q.admit().expect("second");
+        assert!(q.admit().is_none(), "a third while two run");
+        assert_eq!(
+            q.counts(),
+            QueryCounts {
+                running: 2,
+                answered: 0,
+                refused_busy: 1
+            }
+        );
+        drop(a);
+        let c = q.admit().expect("a slot is free again");
+        assert_eq!(q.counts().running, 2);
+        drop((b, c));
+        assert_eq!(q.counts().running, 0);
+    }
 }
