@@ -38,13 +38,7 @@ fleet_data "$WORK" "$N" "$ROWS"
 echo "N = $N nodes (binary tree), $ROWS rows each in blocks of $BATCH, round $ROUND_MS ms, resend every $RESEND, TLS $TLS, $(nproc) cores"
 for M in $MS; do
   FLEET="bench-m$M"
-  SCHEME=tcp
-  SEC=()
-  if [ "$TLS" = 1 ]; then
-    "$COOLGP" certs --fleet "$FLEET" --nodes "$(seq -s, 0 $((N - 1)))" --out "$WORK/pki-m$M" > /dev/null
-    SCHEME=tls
-    SEC=(--tls "$WORK/pki-m$M")
-  fi
+  fleet_security "$TLS" "$COOLGP" "$FLEET" "$N" "$WORK/pki-m$M"
   rm -f "$WORK/pids"
   for i in $(seq 0 $((N - 1))); do
     nb=()

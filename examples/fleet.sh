@@ -45,13 +45,7 @@ trap stop EXIT
 # shellcheck source=examples/fleet_data.sh
 . "$ROOT/examples/fleet_data.sh"
 fleet_data "$WORK" "$N" "$ROWS"
-SCHEME=tcp
-SEC=()
-if [ "$TLS" = 1 ]; then
-  "$COOLGP" certs --fleet "$FLEET" --nodes "$(seq -s, 0 $((N - 1)))" --out "$WORK/pki" > /dev/null
-  SCHEME=tls
-  SEC=(--tls "$WORK/pki")
-fi
+fleet_security "$TLS" "$COOLGP" "$FLEET" "$N" "$WORK/pki"
 
 # 2. Start the nodes: node i listens on BASE_PORT+i and connects to node i-1.
 for i in $(seq 0 $((N - 1))); do
