@@ -57,7 +57,7 @@ pub enum NodeError {
     },
     /// A query got no reply before its deadline (wrong endpoint, fleet or agent id, or the
     /// node is not running).
-    #[error("no reply from {key} within {timeout_ms} ms (is the node running, and are --fleet/--agent right?)")]
+    #[error("no reply from {key} within {timeout_ms} ms (is the node running, are --fleet/--agent right, and does a TLS fleet get --tls DIR?)")]
     NoReply {
         /// The key expression queried.
         key: String,
