@@ -29,7 +29,7 @@ pub struct CertsArgs {
     /// Fleet name of a new fleet (with --nodes).
     #[arg(long)]
     pub fleet: Option<String>,
-    /// Node ids of a new fleet, comma separated: writes ca.pem/.key, node-<id>.pem/.key and
+    /// Node ids of a new fleet, comma separated: writes ca.pem/.key, `node-<id>.pem`/.key and
     /// reader.pem/.key.
     #[arg(long, value_delimiter = ',')]
     pub nodes: Vec<u64>,

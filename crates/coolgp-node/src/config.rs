@@ -41,7 +41,7 @@ pub struct ZenohArgs {
     pub zenoh_config: Option<PathBuf>,
     /// Mutual TLS and signed messages with the fleet certificates in DIR (`coolgp certs`):
     /// only tls/ endpoints, every link authenticated against DIR/ca.pem, every model message
-    /// signed and verified. A node uses node-<id>.pem/.key, `query` and `status` reader.pem/.key.
+    /// signed and verified. A node uses `node-<id>.pem`/.key, `query` and `status` reader.pem/.key.
     /// Without --tls a fleet is OPEN: anyone who reaches a node's port can publish to it.
     #[arg(long, value_name = "DIR")]
     pub tls: Option<PathBuf>,
