@@ -3,11 +3,13 @@
 # each with ROWS rows in blocks of BATCH. For each m in MS, it reports
 #   - convergence time after the last block: (latest time any node's fused model changed)
 #     − (latest time any node absorbed a block), from the nodes' status;
-#   - bytes sent per node per round (payload bytes, from status: bytes_sent / rounds_run).
+#   - bytes sent per node per round (payload bytes, from status: bytes_sent / rounds_run);
+#   - CPU time per node per round (user + system, from /proc, over the whole run).
 #
 # Usage:   examples/bench_fleet.sh                 (N = 20, MS = "100 200")
 # Env:     COOLGP, N, MS, ROWS (200), BATCH (50), ROUND_MS (100), BASE_PORT (17447),
-#          RESEND (1: every message every round; N: unchanged messages every N rounds)
+#          RESEND (1: every message every round; N: unchanged messages every N rounds),
+#          TLS (1: `coolgp certs`, mutual TLS and signed messages; default 0, an open fleet)
 # Needs:   python3 (for JSON), awk.
 set -euo pipefail
 N=${N:-20}
@@ -17,6 +19,7 @@ BATCH=${BATCH:-50}
 ROUND_MS=${ROUND_MS:-100}
 RESEND=${RESEND:-1}
 BASE_PORT=${BASE_PORT:-17447}
+TLS=${TLS:-0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COOLGP=${COOLGP:-$ROOT/target/release/coolgp}
 [ -x "$COOLGP" ] || (cd "$ROOT" && cargo build --release -p coolgp-cli)
@@ -32,9 +35,10 @@ trap cleanup EXIT
 . "$ROOT/examples/fleet_data.sh"
 fleet_data "$WORK" "$N" "$ROWS"
 
-echo "N = $N nodes (binary tree), $ROWS rows each in blocks of $BATCH, round $ROUND_MS ms, resend every $RESEND, $(nproc) cores"
+echo "N = $N nodes (binary tree), $ROWS rows each in blocks of $BATCH, round $ROUND_MS ms, resend every $RESEND, TLS $TLS, $(nproc) cores"
 for M in $MS; do
   FLEET="bench-m$M"
+  fleet_security "$TLS" "$COOLGP" "$FLEET" "$N" "$WORK/pki-m$M"
   rm -f "$WORK/pids"
   for i in $(seq 0 $((N - 1))); do
     nb=()
@@ -43,17 +47,17 @@ for M in $MS; do
     [ $((2 * i + 2)) -lt "$N" ] && nb+=("$((2 * i + 2))")
     nbs=$(IFS=,; echo "${nb[*]}")
     connect=()
-    [ "$i" -gt 0 ] && connect=(--connect "tcp/127.0.0.1:$((BASE_PORT + (i - 1) / 2))")
+    [ "$i" -gt 0 ] && connect=(--connect "$SCHEME/127.0.0.1:$((BASE_PORT + (i - 1) / 2))")
     "$COOLGP" node --id "$i" --fleet "$FLEET" --inducing "$M" --neighbors "$nbs" \
       --data "$WORK/data$i.csv" --batch "$BATCH" --round-ms "$ROUND_MS" --resend-every "$RESEND" \
-      --state "$WORK/m$M-state$i" --listen "tcp/127.0.0.1:$((BASE_PORT + i))" "${connect[@]}" \
+      --state "$WORK/m$M-state$i" --listen "$SCHEME/127.0.0.1:$((BASE_PORT + i))" "${connect[@]}" "${SEC[@]}" \
       > "$WORK/m$M-node$i.log" 2>&1 &
     echo $! >> "$WORK/pids"
     sleep 0.05
   done
   TOTAL=$((N * ROWS))
   status() {
-    "$COOLGP" status --connect "tcp/127.0.0.1:$((BASE_PORT + $1))" --fleet "$FLEET" --agent "$1" \
+    "$COOLGP" status --connect "$SCHEME/127.0.0.1:$((BASE_PORT + $1))" "${SEC[@]}" --fleet "$FLEET" --agent "$1" \
       --timeout-ms 5000 2>/dev/null
   }
   # Wait for every node to hold all the data, then 3 s more so nothing changes any longer.
@@ -65,9 +69,14 @@ for M in $MS; do
   done
   sleep 3
   for i in $(seq 0 $((N - 1))); do status "$i" > "$WORK/m$M-status$i.json"; done
-  python3 - "$WORK" "$M" "$N" "$TOTAL" <<'PY'
+  # CPU ticks (user + system) of each node process so far.
+  : > "$WORK/m$M-cpu"
+  for p in $(cat "$WORK/pids"); do awk '{print $14 + $15}' "/proc/$p/stat" >> "$WORK/m$M-cpu"; done
+  python3 - "$WORK" "$M" "$N" "$TOTAL" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 work, m, n, total = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+tck = float(sys.argv[5])
+ticks = [float(l) for l in open(f"{work}/m{m}-cpu") if l.strip()]
 st = [json.load(open(f"{work}/m{m}-status{i}.json")) for i in range(n)]
 assert all(s["fleet_points"] == total for s in st), "not converged"
 last_block = max(s["last_block_unix_ms"] for s in st)
@@ -76,9 +85,11 @@ per_round = [s["bytes_sent"] / max(s["rounds_run"], 1) for s in st]
 per_msg = sum(s["bytes_sent"] for s in st) / max(sum(s["messages_sent"] for s in st), 1)
 ckpt = sum(s["checkpoint_bytes"] for s in st) / n
 held = sum(s.get("messages_unchanged_held", 0) for s in st)
+cpu_ms_round = 1000 * sum(ticks) / tck / max(sum(s["rounds_run"] for s in st), 1)
 print(f"m = {m}: converged {settled - last_block} ms after the last block; "
       f"bytes/node/round mean {sum(per_round)/n:,.0f} (min {min(per_round):,.0f}, max {max(per_round):,.0f}); "
-      f"{per_msg:,.0f} bytes/message; {held:,} unchanged messages held; checkpoint {ckpt:,.0f} bytes")
+      f"{per_msg:,.0f} bytes/message; {held:,} unchanged messages held; checkpoint {ckpt:,.0f} bytes; "
+      f"CPU {cpu_ms_round:.2f} ms/node/round; tls {all(s.get('tls', False) for s in st)}")
 PY
   kill -TERM $(cat "$WORK/pids") 2>/dev/null || true
   wait 2>/dev/null || true

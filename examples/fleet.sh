@@ -13,6 +13,8 @@
 #          ROWS      rows per node         (default 200)
 #          ROUND_MS  round period          (default 100)
 #          KEEP=1    leave the nodes running (stop them with: kill $(cat $WORK/pids))
+#          TLS=1     a secured fleet: `coolgp certs` into $WORK/pki, mutual TLS on tls/ endpoints
+#                    and signed messages (`--tls`); the queries connect as the reader
 set -euo pipefail
 
 N=${1:-5}
@@ -21,6 +23,7 @@ M=${M:-20}
 ROWS=${ROWS:-200}
 ROUND_MS=${ROUND_MS:-100}
 FLEET=${FLEET:-demo}
+TLS=${TLS:-0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COOLGP=${COOLGP:-$ROOT/target/release/coolgp}
 if [ ! -x "$COOLGP" ]; then
@@ -42,6 +45,7 @@ trap stop EXIT
 # shellcheck source=examples/fleet_data.sh
 . "$ROOT/examples/fleet_data.sh"
 fleet_data "$WORK" "$N" "$ROWS"
+fleet_security "$TLS" "$COOLGP" "$FLEET" "$N" "$WORK/pki"
 
 # 2. Start the nodes: node i listens on BASE_PORT+i and connects to node i-1.
 for i in $(seq 0 $((N - 1))); do
@@ -49,10 +53,10 @@ for i in $(seq 0 $((N - 1))); do
   [ "$i" -gt 0 ] && nb="$((i - 1))"
   [ "$i" -lt $((N - 1)) ] && nb="${nb:+$nb,}$((i + 1))"
   connect=()
-  [ "$i" -gt 0 ] && connect=(--connect "tcp/127.0.0.1:$((BASE_PORT + i - 1))")
+  [ "$i" -gt 0 ] && connect=(--connect "$SCHEME/127.0.0.1:$((BASE_PORT + i - 1))")
   "$COOLGP" node --id "$i" --fleet "$FLEET" --inducing "$M" ${nb:+--neighbors "$nb"} \
     --data "$WORK/data$i.csv" --batch 50 --round-ms "$ROUND_MS" --state "$WORK/state$i" \
-    --listen "tcp/127.0.0.1:$((BASE_PORT + i))" "${connect[@]}" > "$WORK/node$i.log" 2>&1 &
+    --listen "$SCHEME/127.0.0.1:$((BASE_PORT + i))" "${connect[@]}" "${SEC[@]}" > "$WORK/node$i.log" 2>&1 &
   echo $! >> "$WORK/pids"
 done
 echo "started $N nodes (fleet '$FLEET', ports $BASE_PORT..$((BASE_PORT + N - 1)))" >&2
@@ -61,8 +65,8 @@ echo "started $N nodes (fleet '$FLEET', ports $BASE_PORT..$((BASE_PORT + N - 1))
 TOTAL=$((N * ROWS))
 for i in $(seq 0 $((N - 1))); do
   for _ in $(seq 1 300); do
-    if "$COOLGP" status --connect "tcp/127.0.0.1:$((BASE_PORT + i))" --fleet "$FLEET" --agent "$i" \
-        --timeout-ms 2000 2>/dev/null | grep -q "\"fleet_points\": $TOTAL.0"; then
+    if "$COOLGP" status --connect "$SCHEME/127.0.0.1:$((BASE_PORT + i))" --fleet "$FLEET" --agent "$i" \
+        "${SEC[@]}" --timeout-ms 2000 2>/dev/null | grep -q "\"fleet_points\": $TOTAL.0"; then
       break
     fi
     sleep 0.2
@@ -74,10 +78,10 @@ echo "every node's fused model represents $TOTAL points" >&2
 printf 'x1,x2\n0,0\n1,-1\n-1.5,0.5\n' > "$WORK/query.csv"
 for i in $(seq 0 $((N - 1))); do
   echo "== agent $i"
-  "$COOLGP" query --connect "tcp/127.0.0.1:$((BASE_PORT + i))" --fleet "$FLEET" --agent "$i" \
-    --input "$WORK/query.csv"
+  "$COOLGP" query --connect "$SCHEME/127.0.0.1:$((BASE_PORT + i))" --fleet "$FLEET" --agent "$i" \
+    "${SEC[@]}" --input "$WORK/query.csv"
 done
 echo "== truth: 0, $(awk 'BEGIN { printf "%.4f, %.4f", sin(1) - 0.5, sin(-1.5) + 0.25 }')"
 
 # 5. One node's status (JSON).
-"$COOLGP" status --connect "tcp/127.0.0.1:$BASE_PORT" --fleet "$FLEET" --agent 0
+"$COOLGP" status --connect "$SCHEME/127.0.0.1:$BASE_PORT" --fleet "$FLEET" --agent 0 "${SEC[@]}"

@@ -1,4 +1,4 @@
-# Sourced by fleet.sh and bench_fleet.sh: fleet_data DIR N ROWS writes DIR/data0.csv ..
+# Sourced by fleet.sh and bench_fleet.sh. fleet_data DIR N ROWS writes DIR/data0.csv ..
 # DIR/data{N-1}.csv, ROWS rows each of y = sin(x1) + 0.5 x2 + noise (awk only, seeded per node).
 fleet_data() {
   local dir=$1 n=$2 rows=$3 i
@@ -11,4 +11,16 @@ fleet_data() {
       }
     }' > "$dir/data$i.csv"
   done
+}
+
+# fleet_security TLS COOLGP FLEET N PKI sets SCHEME (tcp, or tls) and the array SEC (empty, or
+# --tls PKI); with TLS = 1 it first writes the fleet's certificates for nodes 0..N-1 into PKI.
+fleet_security() {
+  SCHEME=tcp
+  SEC=()
+  if [ "$1" = 1 ]; then
+    "$2" certs --fleet "$3" --nodes "$(seq -s, 0 $(($4 - 1)))" --out "$5" > /dev/null
+    SCHEME=tls
+    SEC=(--tls "$5")
+  fi
 }

@@ -65,6 +65,12 @@ enum Command {
     Vocab(vocab_file::VocabArgs),
     /// Run one agent as its own networked process (zenoh peer): learn online from a data
     /// stream, fuse with neighbours, answer `query` and `status`; crash-safe with --state.
+    ///
+    /// Security: with `--tls DIR` (certificates from `coolgp certs`) only fleet members get a
+    /// link (mutual TLS against DIR/ca.pem) and every model message is signed by its sender and
+    /// verified. WITHOUT --tls THE FLEET IS OPEN: it trusts its network, and anyone who can
+    /// reach a node's port can query it and publish well-formed but false messages under any
+    /// neighbour's id. Use open fleets only on a network you trust.
     Node {
         #[command(flatten)]
         args: Box<node_cmd::NodeArgs>,
@@ -73,6 +79,9 @@ enum Command {
     Query(node_cmd::QueryArgs),
     /// Print a running agent's status as JSON.
     Status(node_cmd::StatusArgs),
+    /// Write a fleet's certificates for `--tls DIR` (Ed25519): ca.pem/.key, node-<id>.pem/.key
+    /// (common name = the id) and reader.pem/.key; `--add 4` adds a node to an existing DIR.
+    Certs(node_cmd::CertsArgs),
 }
 
 fn main() -> ExitCode {
@@ -89,6 +98,7 @@ fn main() -> ExitCode {
         Command::Node { args } => node_cmd::node(*args),
         Command::Query(a) => node_cmd::query(a),
         Command::Status(a) => node_cmd::status(a),
+        Command::Certs(a) => node_cmd::certs(&a),
         Command::Experiment(e) => experiments::run(&e),
     };
     match result {

@@ -1,11 +1,11 @@
-//! `coolgp node`, `coolgp query`, `coolgp status`: glue to the `coolgp-node` library, which
+//! `coolgp node`, `coolgp query`, `coolgp status`, `coolgp certs`: glue to the `coolgp-node` library, which
 //! owns the flags, the event loop and the clients. This file only supplies the vocabulary
 //! file loader (the file format lives in `vocab_file.rs`) and maps errors to `anyhow`.
 
 use std::path::Path;
 
 use anyhow::Result;
-pub use coolgp_node::{NodeArgs, QueryArgs, StatusArgs};
+pub use coolgp_node::{CertsArgs, NodeArgs, QueryArgs, StatusArgs};
 
 /// Runs `coolgp node` until SIGTERM/SIGINT.
 pub fn node(args: NodeArgs) -> Result<()> {
@@ -23,5 +23,11 @@ pub fn query(args: QueryArgs) -> Result<()> {
 /// Runs `coolgp status`.
 pub fn status(args: StatusArgs) -> Result<()> {
     coolgp_node::run_status(args)?;
+    Ok(())
+}
+
+/// Runs `coolgp certs`.
+pub fn certs(args: &CertsArgs) -> Result<()> {
+    coolgp_node::run_certs(args)?;
     Ok(())
 }

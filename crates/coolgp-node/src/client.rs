@@ -1,4 +1,5 @@
-//! One-shot clients: `coolgp query` and `coolgp status`.
+//! One-shot clients: `coolgp query` and `coolgp status` (and the tools and tests that reuse
+//! [`open`] or [`BlockingClient`]), open or as the `reader` of a TLS fleet.
 
 use std::time::{Duration, Instant};
 
@@ -102,7 +103,8 @@ pub async fn fetch_predictions(
     })
 }
 
-/// Opens a client session (peer mode, never listening unless `--listen`).
+/// Opens a client session (peer mode, never listening unless `--listen`); with `--tls DIR`
+/// it connects over mutual TLS as the fleet's `reader` (`DIR/reader.pem`, `DIR/reader.key`).
 ///
 /// # Errors
 /// [`NodeError::Zenoh`].

@@ -39,6 +39,12 @@ pub struct ZenohArgs {
     /// --listen/--connect override its endpoints; the mode is always `peer`.
     #[arg(long, value_name = "FILE")]
     pub zenoh_config: Option<PathBuf>,
+    /// Mutual TLS and signed messages with the fleet certificates in DIR (`coolgp certs`):
+    /// only tls/ endpoints, every link authenticated against DIR/ca.pem, every model message
+    /// signed and verified. A node uses `node-<id>.pem`/.key, `query` and `status` reader.pem/.key.
+    /// Without --tls a fleet is OPEN: anyone who reaches a node's port can publish to it.
+    #[arg(long, value_name = "DIR")]
+    pub tls: Option<PathBuf>,
 }
 
 /// Flags of `coolgp node`: one COOL-GP agent as its own process.
@@ -239,6 +245,7 @@ struct NodeFile {
     connect: Option<Vec<String>>,
     scout: Option<bool>,
     zenoh_config: Option<PathBuf>,
+    tls: Option<PathBuf>,
 }
 
 /// Where the vocabulary comes from.
@@ -533,6 +540,7 @@ impl NodeArgs {
             },
             scout: self.zenoh.scout || f.scout.unwrap_or(false),
             zenoh_config: self.zenoh.zenoh_config.or(f.zenoh_config),
+            tls: self.zenoh.tls.or(f.tls),
         };
         Ok(NodeSettings {
             id,

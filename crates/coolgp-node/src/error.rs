@@ -57,7 +57,7 @@ pub enum NodeError {
     },
     /// A query got no reply before its deadline (wrong endpoint, fleet or agent id, or the
     /// node is not running).
-    #[error("no reply from {key} within {timeout_ms} ms (is the node running, and are --fleet/--agent right?)")]
+    #[error("no reply from {key} within {timeout_ms} ms (is the node running, are --fleet/--agent right, and does a TLS fleet get --tls DIR?)")]
     NoReply {
         /// The key expression queried.
         key: String,
@@ -71,6 +71,15 @@ pub enum NodeError {
         key: String,
         /// The node's error message.
         message: String,
+    },
+    /// A fleet certificate or key (`--tls DIR`, `coolgp certs`) is missing, unreadable or
+    /// invalid.
+    #[error("{path}: {reason}")]
+    Tls {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
     },
     /// The core rejected a configuration or input.
     #[error(transparent)]

@@ -140,38 +140,88 @@ impl Inbound {
     }
 }
 
+/// Senders whose last log time is remembered; rejects of further senders share one slot.
+pub const MAX_LOG_SENDERS: usize = 1024;
+
 /// Reject counters by reason label and the once-per-minute log limiter.
+///
+/// The limiter's memory is bounded: it remembers at most [`MAX_LOG_SENDERS`] senders (entries
+/// older than [`LOG_EVERY`] are pruned when it is full); under a flood of forged sender ids the
+/// rest share one "many senders" slot, logged at most once per minute as well.
 #[derive(Default)]
 pub struct Rejects {
     /// Count per reason label.
     pub counts: BTreeMap<String, u64>,
     last_log: BTreeMap<Option<u64>, (Instant, u64)>,
+    overflow: Option<(Instant, u64)>,
+    last_prune: Option<Instant>,
+}
+
+/// `Some(suppressed)` if a slot last logged at least [`LOG_EVERY`] ago (or never) is due now;
+/// otherwise counts one more suppressed reject.
+fn due(slot: &mut Option<(Instant, u64)>, now: Instant) -> Option<u64> {
+    match slot {
+        Some((t, suppressed)) if now.duration_since(*t) < LOG_EVERY => {
+            *suppressed += 1;
+            None
+        }
+        _ => {
+            let suppressed = slot.map_or(0, |(_, s)| s);
+            *slot = Some((now, 0));
+            Some(suppressed)
+        }
+    }
 }
 
 impl Rejects {
     /// Counts a reject and logs it unless this sender was logged less than a minute ago.
-    pub fn record(&mut self, from: Option<u64>, label: &str, detail: &dyn std::fmt::Display) {
+    /// Returns whether it was logged.
+    pub fn record(
+        &mut self,
+        from: Option<u64>,
+        label: &str,
+        detail: &dyn std::fmt::Display,
+    ) -> bool {
         *self.counts.entry(label.to_string()).or_insert(0) += 1;
         let now = Instant::now();
-        // Bound the limiter's memory under a flood of forged sender ids.
-        if self.last_log.len() > 4096 {
-            self.last_log
-                .retain(|_, (t, _)| now.duration_since(*t) < LOG_EVERY);
-        }
-        match self.last_log.get_mut(&from) {
-            Some((t, suppressed)) if now.duration_since(*t) < LOG_EVERY => *suppressed += 1,
-            entry => {
-                let suppressed = entry.map_or(0, |(_, s)| *s);
-                tracing::warn!(
-                    from = ?from,
-                    reason = label,
-                    detail = %detail,
-                    suppressed_since_last_log = suppressed,
-                    "rejected message"
-                );
-                self.last_log.insert(from, (now, 0));
+        let known = self.last_log.contains_key(&from);
+        if !known && self.last_log.len() >= MAX_LOG_SENDERS {
+            let prune = self
+                .last_prune
+                .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1));
+            if prune {
+                self.last_prune = Some(now);
+                self.last_log
+                    .retain(|_, (t, _)| now.duration_since(*t) < LOG_EVERY);
             }
         }
+        let (logged, many) = if known || self.last_log.len() < MAX_LOG_SENDERS {
+            let mut slot = self.last_log.get(&from).copied();
+            let d = due(&mut slot, now);
+            if let Some(v) = slot {
+                self.last_log.insert(from, v);
+            }
+            (d, false)
+        } else {
+            (due(&mut self.overflow, now), true)
+        };
+        let Some(suppressed) = logged else {
+            return false;
+        };
+        tracing::warn!(
+            from = ?from,
+            reason = label,
+            detail = %detail,
+            suppressed_since_last_log = suppressed,
+            merged_with_other_senders = many,
+            "rejected message"
+        );
+        true
+    }
+
+    /// Senders the log limiter remembers (at most [`MAX_LOG_SENDERS`]).
+    pub fn remembered(&self) -> usize {
+        self.last_log.len()
     }
 }
 
@@ -198,5 +248,28 @@ mod tests {
         let from1: Vec<_> = got.iter().filter(|r| r.key_from == Some(1)).collect();
         assert_eq!(from1[3].bytes, 999u32.to_le_bytes());
         assert_eq!(q.dropped(), (2 * 996, 1));
+    }
+
+    #[test]
+    fn the_log_limiter_stays_bounded_under_a_flood_of_forged_ids() {
+        let mut r = Rejects::default();
+        assert!(r.record(Some(1), "signature", &"x"));
+        assert!(
+            !r.record(Some(1), "signature", &"x"),
+            "second within a minute"
+        );
+        let mut logged = 0;
+        for id in 10..100_010u64 {
+            logged += usize::from(r.record(Some(id), "unknown_sender", &"x"));
+        }
+        assert!(r.remembered() <= MAX_LOG_SENDERS, "{}", r.remembered());
+        // Each remembered sender logged once, plus one line for all the others.
+        assert_eq!(logged, MAX_LOG_SENDERS - 1 + 1);
+        assert!(
+            !r.record(Some(1), "signature", &"x"),
+            "sender 1 is still limited"
+        );
+        assert_eq!(r.counts["unknown_sender"], 100_000);
+        assert_eq!(r.counts["signature"], 3);
     }
 }

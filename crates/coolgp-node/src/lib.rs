@@ -6,8 +6,9 @@
 //! prediction and status queries, and surviving `kill -9` through durable checkpoints.
 //!
 //! What it is **not**: no math (all of it is in [`coolgp`]), no server, no home-made wire
-//! protocol (zenoh carries the [`coolgp::protocol::codec`] bytes), no authentication of its
-//! own (use zenoh's mTLS and access control, see `docs/NODE.md`).
+//! protocol (zenoh carries the [`coolgp::protocol::codec`] bytes). Security: with `--tls DIR`
+//! every link is mutual TLS against the fleet CA and every message is signed end to end
+//! ([`auth`], [`tls`], [`certs`]); without it a fleet is open and trusts its network.
 //!
 //! ## Pieces
 //! - [`keys`]: the key-expression layout (`coolgp/<fleet>/<from>/msg/<to>`, `…/predict`,
@@ -18,7 +19,10 @@
 //!   rate-limited logs.
 //! - [`checkpoint`]: safetensors + JSON metadata, temp file, fsync, rename, checksum.
 //! - [`stream`]: the CSV data stream with byte offsets (`--follow`, stdin).
-//! - [`node`]: the event loop; [`client`]: `query` and `status`.
+//! - [`node`]: the event loop; [`query`]: predict queries off the loop; [`client`]: `query`
+//!   and `status`.
+//! - [`certs`]: `coolgp certs`; [`tls`]: the certificate directory and zenoh's mTLS settings;
+//!   [`auth`]: signed messages and the roster.
 //! - [`config`]: the clap flags and TOML file of the three subcommands.
 //!
 //! ## Example (the CLI does exactly this)
@@ -43,6 +47,8 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
+pub mod certs;
 pub mod checkpoint;
 pub mod client;
 pub mod config;
@@ -50,14 +56,17 @@ pub mod error;
 pub mod inbound;
 pub mod keys;
 pub mod node;
+pub mod query;
 pub mod standardize;
 pub mod status;
 pub mod stream;
+pub mod tls;
 pub mod transport;
 
 use std::io::Write;
 use std::time::Duration;
 
+pub use certs::CertsArgs;
 pub use config::{LogFormat, NodeArgs, NodeSettings, QueryArgs, StatusArgs, ZenohArgs};
 pub use error::{NodeError, Result};
 pub use node::VocabLoader;
@@ -99,6 +108,19 @@ pub fn run_node(args: NodeArgs, load_vocab: VocabLoader<'_>) -> Result<()> {
     let settings = args.resolve()?;
     init_logging(settings.log_format);
     runtime()?.block_on(node::run(settings, load_vocab))
+}
+
+/// `coolgp certs`: writes a fleet's CA and certificates (or adds nodes); prints the files.
+///
+/// # Errors
+/// See [`certs::run`].
+pub fn run_certs(args: &CertsArgs) -> Result<()> {
+    let files = certs::run(args)?;
+    let mut out = std::io::stdout().lock();
+    for f in files {
+        writeln!(out, "{}", f.display()).map_err(|e| NodeError::io("writing", "stdout", e))?;
+    }
+    Ok(())
 }
 
 /// `coolgp query`: prints `mean,var_f,var_y` per input row (one header line) to stdout.

@@ -23,22 +23,21 @@ use zenoh::qos::CongestionControl;
 use zenoh::query::{Query, Queryable};
 use zenoh::sample::SampleKind;
 
+use crate::auth::{Auth, SIGNATURE_LEN};
 use crate::checkpoint::{self, ModelIdentity, NodeMeta, StreamPos};
 use crate::config::{DataSource, NodeSettings, VocabSource};
 use crate::error::{NodeError, Result};
 use crate::inbound::{Inbound, Raw, Rejects};
 use crate::keys;
-use crate::status::{ErrorReply, ExcessJson, PredictReply, PredictRequest, Status};
+use crate::query::{Queries, QueryModel};
+use crate::status::{ExcessJson, Status};
 use crate::stream::{self, Item, Layout};
 use crate::transport::{self, Role};
 
 /// Loads a vocabulary file (`--vocab FILE`); supplied by the CLI, which owns the file format.
 pub type VocabLoader<'a> = &'a (dyn Fn(&Path) -> std::result::Result<Vocabulary, String> + Sync);
 
-/// Most rows one predict query may carry.
-pub const MAX_QUERY_ROWS: usize = 100_000;
-/// Most bytes one predict query may carry.
-pub const MAX_QUERY_BYTES: usize = 64 << 20;
+pub use crate::query::{MAX_QUERY_BYTES, MAX_QUERY_ROWS};
 /// Received messages handled before the loop looks at its timer and queries again.
 const DRAIN_BUDGET: usize = 256;
 /// Accepted (round, version) pairs remembered per sender for duplicate detection.
@@ -67,6 +66,9 @@ struct Node {
     inbound: Arc<Inbound>,
     members: Arc<Mutex<BTreeSet<u64>>>,
     rejects: Rejects,
+    /// Signing key and roster (`--tls`): every message out is signed, every one in verified.
+    auth: Option<Auth>,
+    queries: Queries,
     seen: BTreeMap<u64, VecDeque<(u64, u64)>>,
     data_rx: Option<mpsc::Receiver<Item>>,
     pending_x: Vec<Vec<f64>>,
@@ -282,16 +284,22 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
         })
     };
 
-    // 4. zenoh.
-    let session = transport::open(&s.zenoh, Role::Node).await?;
+    // 4. zenoh (and, with --tls, the signing key and the fleet's roster).
+    let auth = match &s.zenoh.tls {
+        Some(dir) => Some(Auth::load(dir, &s.fleet, s.id)?),
+        None => None,
+    };
+    let session = transport::open(&s.zenoh, Role::Node(s.id)).await?;
     // The largest message a neighbour may send: a push-sum body, plus the fleet projection's
-    // site sums (spec §14) when this node runs that mode.
+    // site sums (spec §14) when this node runs that mode, plus the signature with --tls.
     let site_len = if s.agent.projection == coolgp::ProjectionMode::Fleet {
         codec::site_bytes(vocab.d_latent() * d)
     } else {
         0
     };
-    let max_len = codec::encoded_len_push_sum(vocab.m(), None) + site_len;
+    let max_len = codec::encoded_len_push_sum(vocab.m(), None)
+        + site_len
+        + if auth.is_some() { SIGNATURE_LEN } else { 0 };
     let inbound = Arc::new(Inbound::new(&s.neighbors, s.queue, max_len));
     let mut publishers = BTreeMap::new();
     for &j in &s.neighbors {
@@ -356,6 +364,8 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
         fingerprint = %vocab.fingerprint().short(),
         listen = ?s.zenoh.listen,
         connect = ?s.zenoh.connect,
+        tls = auth.is_some(),
+        roster = ?auth.as_ref().map(|a| a.roster.ids()),
         "node started"
     );
 
@@ -369,6 +379,8 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
         inbound: inbound.clone(),
         members,
         rejects: Rejects::default(),
+        auth,
+        queries: Queries::default(),
         seen: BTreeMap::new(),
         data_rx,
         pending_x: Vec::new(),
@@ -461,7 +473,7 @@ impl Node {
                 }
                 q = predict_q.recv_async() => {
                     if let Ok(q) = q {
-                        self.answer_predict(q).await;
+                        self.queries.submit(q, || self.query_model());
                     }
                 }
                 () = inbound.notify.notified() => self.drain_inbound(inbound),
@@ -483,7 +495,18 @@ impl Node {
     fn handle_raw(&mut self, raw: Raw) {
         self.messages_received += 1;
         self.bytes_received += raw.bytes.len() as u64;
-        let msg = match codec::decode(&raw.bytes) {
+        // Origin first: in a TLS fleet nothing unsigned or forged reaches the codec or agent.
+        let bytes = match self.auth.as_mut() {
+            Some(a) => match a.roster.verify(&raw.bytes) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.rejects.record(raw.key_from, "signature", &e);
+                    return;
+                }
+            },
+            None => raw.bytes,
+        };
+        let msg = match codec::decode(&bytes) {
             Ok(m) => m,
             Err(reason) => {
                 self.rejects.record(raw.key_from, reason.label(), &reason);
@@ -520,7 +543,9 @@ impl Node {
                 }
                 self.note_fused_change();
             }
-            Err(reason) => self.rejects.record(Some(sender), reason.label(), &reason),
+            Err(reason) => {
+                self.rejects.record(Some(sender), reason.label(), &reason);
+            }
         }
         self.drain_events();
     }
@@ -578,7 +603,10 @@ impl Node {
                 self.messages_unchanged_held += 1;
                 continue;
             }
-            let bytes = codec::encode(&msg);
+            let bytes = match &self.auth {
+                Some(a) => a.signer.seal(codec::encode(&msg)),
+                None => codec::encode(&msg),
+            };
             let Some(p) = self.publishers.get(&to) else {
                 continue;
             };
@@ -757,6 +785,7 @@ impl Node {
 
     fn status(&self, with_fused: bool) -> Status {
         let (dropped, oversize) = self.inbound.dropped();
+        let queries = self.queries.counts();
         let mut rejected = self.rejects.counts.clone();
         if oversize > 0 {
             rejected.insert("oversize".into(), oversize);
@@ -833,6 +862,10 @@ impl Node {
             fused_changed_unix_ms: self.fused_changed_unix_ms,
             rmse_holdout,
             uptime_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            tls: self.auth.is_some(),
+            queries_running: queries.running,
+            queries_answered: queries.answered,
+            queries_refused_busy: queries.refused_busy,
             fused,
             own,
         }
@@ -850,88 +883,12 @@ impl Node {
         }
     }
 
-    fn predict(&self, q: &Query) -> std::result::Result<PredictReply, String> {
-        let payload = q
-            .payload()
-            .ok_or("empty query: send a JSON body {\"x\": [[...]]}")?;
-        if payload.len() > MAX_QUERY_BYTES {
-            return Err(format!(
-                "query of {} bytes exceeds {MAX_QUERY_BYTES}",
-                payload.len()
-            ));
-        }
-        let req: PredictRequest = serde_json::from_slice(&payload.to_bytes())
-            .map_err(|e| format!("bad request JSON: {e}"))?;
-        if req.x.len() > MAX_QUERY_ROWS {
-            return Err(format!(
-                "{} rows exceed the limit of {MAX_QUERY_ROWS}",
-                req.x.len()
-            ));
-        }
-        let d = self.layout.inputs.len();
-        let idx: Vec<usize> = match &req.columns {
-            Some(cols) => self
-                .layout
-                .inputs
-                .iter()
-                .map(|name| {
-                    cols.iter().position(|c| c == name).ok_or_else(|| {
-                        format!(
-                            "missing input column '{name}' (inputs: {:?})",
-                            self.layout.inputs
-                        )
-                    })
-                })
-                .collect::<std::result::Result<_, _>>()?,
-            None => (0..d).collect(),
-        };
-        let width = req.columns.as_ref().map_or(d, Vec::len);
-        if let Some((i, r)) = req.x.iter().enumerate().find(|(_, r)| r.len() != width) {
-            return Err(format!("row {i} has {} values, expected {width}", r.len()));
-        }
-        let mut x = Mat::from_fn(req.x.len(), d, |i, j| req.x[i][idx[j]]);
-        if let Some(sc) = &self.scaler {
-            sc.apply_x(&mut x).map_err(|e| e.to_string())?;
-        }
-        let view = match req.view.as_deref().unwrap_or("fused") {
-            "fused" => View::Fused,
-            "own" => View::Own,
-            other => return Err(format!("unknown view '{other}': use fused or own")),
-        };
-        let p = self
-            .agent
-            .predict(x.as_ref(), view)
-            .map_err(|e| e.to_string())?;
-        Ok(match &self.scaler {
-            Some(sc) => {
-                let v = sc.y_std * sc.y_std;
-                PredictReply {
-                    mean: p.mean.iter().map(|m| sc.unscale_y(*m)).collect(),
-                    var_f: p.var_f.iter().map(|s| s * v).collect(),
-                    var_y: p.var_y.iter().map(|s| s * v).collect(),
-                }
-            }
-            None => PredictReply {
-                mean: p.mean,
-                var_f: p.var_f,
-                var_y: p.var_y,
-            },
-        })
-    }
-
-    async fn answer_predict(&mut self, q: Query) {
-        let reply = match self.predict(&q) {
-            Ok(r) => match serde_json::to_vec(&r) {
-                Ok(b) => q.reply(q.key_expr().clone(), b).await,
-                Err(e) => q.reply_err(e.to_string()).await,
-            },
-            Err(error) => {
-                let body = serde_json::to_vec(&ErrorReply { error }).unwrap_or_default();
-                q.reply_err(body).await
-            }
-        };
-        if let Err(e) = reply {
-            tracing::debug!(error = %e, "predict reply failed");
+    /// A copy of what a predict query needs (taken on the loop, used off it).
+    fn query_model(&self) -> QueryModel {
+        QueryModel {
+            agent: self.agent.clone(),
+            inputs: self.layout.inputs.clone(),
+            scaler: self.scaler.clone(),
         }
     }
 }

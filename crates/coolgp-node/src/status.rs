@@ -124,6 +124,18 @@ pub struct Status {
     pub rmse_holdout: Option<f64>,
     /// Time since the process started, in ms.
     pub uptime_ms: u64,
+    /// Mutual TLS and signed messages (`--tls`); false: an open fleet.
+    #[serde(default)]
+    pub tls: bool,
+    /// Predict queries being computed now (off the round loop).
+    #[serde(default)]
+    pub queries_running: u64,
+    /// Predict queries answered.
+    #[serde(default)]
+    pub queries_answered: u64,
+    /// Predict queries refused as busy (too many running at once).
+    #[serde(default)]
+    pub queries_refused_busy: u64,
     /// The fused excess (only when asked with `?fused`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fused: Option<ExcessJson>,

@@ -1,14 +1,18 @@
-//! zenoh session set-up: peer mode, explicit endpoints, multicast scouting off unless asked.
+//! zenoh session set-up: peer mode, explicit endpoints, multicast scouting off unless asked,
+//! mutual TLS with `--tls DIR` ([`crate::tls`]).
 
 use crate::config::ZenohArgs;
 use crate::error::{NodeError, Result};
+use crate::tls::{self, Identity};
 
 /// Whether the session accepts incoming connections when no `--listen` is given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// A node: listens where told (nowhere by default, instead of zenoh's all interfaces).
-    Node,
-    /// A one-shot client (`query`, `status`): never listens unless told.
+    /// Node `id`: listens where told (nowhere by default, instead of zenoh's all interfaces);
+    /// with `--tls` it presents `node-<id>.pem`.
+    Node(u64),
+    /// A one-shot client (`query`, `status`): never listens unless told; with `--tls` it
+    /// presents `reader.pem`.
     Client,
 }
 
@@ -17,10 +21,13 @@ fn json_list(items: &[String]) -> Result<String> {
 }
 
 /// The zenoh configuration for `z`: the file (if any), then `mode = peer`, the endpoints from
-/// the flags, and multicast scouting only with `--scout`.
+/// the flags, multicast scouting only with `--scout`, and with `--tls DIR` the mutual-TLS
+/// settings (then every endpoint must be `tls/`).
 ///
 /// # Errors
-/// [`NodeError::Zenoh`] if the file cannot be read or an endpoint is malformed.
+/// [`NodeError::Zenoh`] if the file cannot be read or an endpoint is malformed;
+/// [`NodeError::Config`] for a plain endpoint with `--tls`; [`NodeError::Tls`] for a missing
+/// certificate or key.
 pub fn zenoh_config(z: &ZenohArgs, role: Role) -> Result<zenoh::Config> {
     let mut c = match &z.zenoh_config {
         Some(p) => zenoh::Config::from_file(p)
@@ -45,6 +52,14 @@ pub fn zenoh_config(z: &ZenohArgs, role: Role) -> Result<zenoh::Config> {
         "scouting/multicast/enabled",
         if z.scout { "true" } else { "false" },
     )?;
+    if let Some(dir) = &z.tls {
+        let who = match role {
+            Role::Node(id) => Identity::Node(id),
+            Role::Client => Identity::Reader,
+        };
+        tls::apply(&mut c, dir, who)?;
+        tls::require_tls_endpoints(&c)?;
+    }
     Ok(c)
 }
 

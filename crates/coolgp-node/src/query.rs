@@ -1,0 +1,233 @@
+//! Predict queries, answered off the round loop.
+//!
+//! The loop only takes a copy of the model (the [`Agent`], its input columns and the
+//! standardization) and a permit; parsing the request, predicting and replying run on other
+//! threads. At most [`MAX_CONCURRENT_QUERIES`] run at once (more are refused at once with a
+//! "busy" error reply), and one query carries at most [`MAX_QUERY_ROWS`] rows and
+//! [`MAX_QUERY_BYTES`] bytes. Fusion rounds therefore keep their period while a large query
+//! runs; the reply reflects the model as it was when the query arrived.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use coolgp::faer::Mat;
+use coolgp::{Agent, View};
+use coolgp_data::Standardizer;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use zenoh::query::Query;
+
+use crate::status::{ErrorReply, PredictReply, PredictRequest};
+
+/// Most rows one predict query may carry.
+pub const MAX_QUERY_ROWS: usize = 100_000;
+/// Most bytes one predict query may carry.
+pub const MAX_QUERY_BYTES: usize = 64 << 20;
+/// Most predict queries computed at once; more are refused as busy.
+pub const MAX_CONCURRENT_QUERIES: usize = 2;
+
+/// What a query needs of the node: a copy of the model at the time it arrived.
+pub struct QueryModel {
+    /// The agent (a clone: the loop goes on changing its own).
+    pub agent: Agent,
+    /// The agent's input column names, in order.
+    pub inputs: Vec<String>,
+    /// Fleet-wide standardization, if any.
+    pub scaler: Option<Standardizer>,
+}
+
+/// Counters of predict queries (reported in `status`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryCounts {
+    /// Being computed now.
+    pub running: u64,
+    /// Answered (with predictions or an error about the request).
+    pub answered: u64,
+    /// Refused at once because [`MAX_CONCURRENT_QUERIES`] were running.
+    pub refused_busy: u64,
+}
+
+/// The predict-query runner of a node.
+pub struct Queries {
+    permits: Arc<Semaphore>,
+    limit: usize,
+    answered: Arc<AtomicU64>,
+    refused: AtomicU64,
+}
+
+impl Default for Queries {
+    fn default() -> Self {
+        Self::new(MAX_CONCURRENT_QUERIES)
+    }
+}
+
+impl Queries {
+    /// A runner computing at most `limit` (≥ 1) queries at once.
+    pub fn new(limit: usize) -> Self {
+        let limit = limit.max(1);
+        Self {
+            permits: Arc::new(Semaphore::new(limit)),
+            limit,
+            answered: Arc::new(AtomicU64::new(0)),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// The counters.
+    pub fn counts(&self) -> QueryCounts {
+        QueryCounts {
+            running: (self.limit - self.permits.available_permits()) as u64,
+            answered: self.answered.load(Ordering::Relaxed),
+            refused_busy: self.refused.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A permit to compute one query, `None` (counted as refused) if [`Queries::new`]'s limit
+    /// is running; the query counts as running until the permit is dropped.
+    pub fn admit(&self) -> Option<OwnedSemaphorePermit> {
+        let p = self.permits.clone().try_acquire_owned().ok();
+        if p.is_none() {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        p
+    }
+
+    /// Called on the loop: refuses `q` at once if busy, else answers it on another thread
+    /// with the model `model()` returns (called only when the query is taken).
+    pub fn submit(&self, q: Query, model: impl FnOnce() -> QueryModel) {
+        let Some(permit) = self.admit() else {
+            let error = format!(
+                "busy: {} predict queries are running; try again",
+                self.limit
+            );
+            tokio::spawn(async move { reply(q, Err(error)).await });
+            return;
+        };
+        let payload = match q.payload() {
+            Some(p) if p.len() > MAX_QUERY_BYTES => Err(format!(
+                "query of {} bytes exceeds {MAX_QUERY_BYTES}",
+                p.len()
+            )),
+            Some(p) => Ok(p.to_bytes().into_owned()),
+            None => Err("empty query: send a JSON body {\"x\": [[...]]}".to_string()),
+        };
+        let model = payload.is_ok().then(model);
+        let answered = self.answered.clone();
+        tokio::spawn(async move {
+            let result = match (payload, model) {
+                (Ok(bytes), Some(model)) => {
+                    tokio::task::spawn_blocking(move || predict(&model, &bytes))
+                        .await
+                        .unwrap_or_else(|e| Err(format!("prediction failed: {e}")))
+                }
+                (Err(e), _) => Err(e),
+                (Ok(_), None) => Err("no model".to_string()),
+            };
+            reply(q, result).await;
+            answered.fetch_add(1, Ordering::Relaxed);
+            drop(permit);
+        });
+    }
+}
+
+async fn reply(q: Query, result: std::result::Result<PredictReply, String>) {
+    let sent = match result {
+        Ok(r) => match serde_json::to_vec(&r) {
+            Ok(b) => q.reply(q.key_expr().clone(), b).await,
+            Err(e) => q.reply_err(e.to_string()).await,
+        },
+        Err(error) => {
+            let body = serde_json::to_vec(&ErrorReply { error }).unwrap_or_default();
+            q.reply_err(body).await
+        }
+    };
+    if let Err(e) = sent {
+        tracing::debug!(error = %e, "predict reply failed");
+    }
+}
+
+/// Parses a request body and predicts with `model`, in original units.
+///
+/// # Errors
+/// A message for the client: bad JSON, too many rows, missing columns, ragged rows, an
+/// unknown view, or the agent's own error.
+pub fn predict(model: &QueryModel, body: &[u8]) -> std::result::Result<PredictReply, String> {
+    let req: PredictRequest =
+        serde_json::from_slice(body).map_err(|e| format!("bad request JSON: {e}"))?;
+    if req.x.len() > MAX_QUERY_ROWS {
+        return Err(format!(
+            "{} rows exceed the limit of {MAX_QUERY_ROWS}",
+            req.x.len()
+        ));
+    }
+    let d = model.inputs.len();
+    let idx: Vec<usize> = match &req.columns {
+        Some(cols) => model
+            .inputs
+            .iter()
+            .map(|name| {
+                cols.iter().position(|c| c == name).ok_or_else(|| {
+                    format!("missing input column '{name}' (inputs: {:?})", model.inputs)
+                })
+            })
+            .collect::<std::result::Result<_, _>>()?,
+        None => (0..d).collect(),
+    };
+    let width = req.columns.as_ref().map_or(d, Vec::len);
+    if let Some((i, r)) = req.x.iter().enumerate().find(|(_, r)| r.len() != width) {
+        return Err(format!("row {i} has {} values, expected {width}", r.len()));
+    }
+    let mut x = Mat::from_fn(req.x.len(), d, |i, j| req.x[i][idx[j]]);
+    if let Some(sc) = &model.scaler {
+        sc.apply_x(&mut x).map_err(|e| e.to_string())?;
+    }
+    let view = match req.view.as_deref().unwrap_or("fused") {
+        "fused" => View::Fused,
+        "own" => View::Own,
+        other => return Err(format!("unknown view '{other}': use fused or own")),
+    };
+    let p = model
+        .agent
+        .predict(x.as_ref(), view)
+        .map_err(|e| e.to_string())?;
+    Ok(match &model.scaler {
+        Some(sc) => {
+            let v = sc.y_std * sc.y_std;
+            PredictReply {
+                mean: p.mean.iter().map(|m| sc.unscale_y(*m)).collect(),
+                var_f: p.var_f.iter().map(|s| s * v).collect(),
+                var_y: p.var_y.iter().map(|s| s * v).collect(),
+            }
+        }
+        None => PredictReply {
+            mean: p.mean,
+            var_f: p.var_f,
+            var_y: p.var_y,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_most_the_limit_run_at_once() {
+        let q = Queries::new(2);
+        let a = q.admit().expect("first");
+        let b = q.admit().expect("second");
+        assert!(q.admit().is_none(), "a third while two run");
+        assert_eq!(
+            q.counts(),
+            QueryCounts {
+                running: 2,
+                answered: 0,
+                refused_busy: 1
+            }
+        );
+        drop(a);
+        let c = q.admit().expect("a slot is free again");
+        assert_eq!(q.counts().running, 2);
+        drop((b, c));
+        assert_eq!(q.counts().running, 0);
+    }
+}
