@@ -73,6 +73,8 @@ enum Command {
     Query(node_cmd::QueryArgs),
     /// Print a running agent's status as JSON.
     Status(node_cmd::StatusArgs),
+    /// Serve a live web page of a running fleet: nodes, network, convergence (read-only).
+    Dashboard(coolgp_dashboard::DashboardArgs),
 }
 
 fn main() -> ExitCode {
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         Command::Node { args } => node_cmd::node(*args),
         Command::Query(a) => node_cmd::query(a),
         Command::Status(a) => node_cmd::status(a),
+        Command::Dashboard(a) => coolgp_dashboard::run_dashboard(a).map_err(Into::into),
         Command::Experiment(e) => experiments::run(&e),
     };
     match result {
