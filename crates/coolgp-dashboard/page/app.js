@@ -181,12 +181,12 @@
       bar.append(fill);
       fp.append(bar);
       const nRej = Object.values(st.rejected || {}).reduce((a, b) => a + b, 0);
-      const ckpt = st.durable ? ago(st.checkpoint_age_ms) : "no --state";
+      const ckpt = st.durable ? ago(st.checkpoint_age_ms) : "none (no --state)";
       tr.append(
         h("td", {}, String(st.id)),
         h("td", {}, int(st.points)),
         fp,
-        h("td", {}, int(st.round)),
+        h("td", {}, String(st.round)),
         h("td", {}, `${st.neighbors_heard} of ${st.neighbors.length}`),
         h("td", { class: "rej" + (nRej > 0 ? " bad" : "") }, rejects(st)),
         h("td", {}, r ? `${num(r.msgs_in_per_s, 1)} · ${num(r.msgs_out_per_s, 1)}` : "—"),
