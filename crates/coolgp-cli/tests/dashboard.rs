@@ -208,6 +208,15 @@ fn dashboard_shows_a_path_of_three_and_follows_membership() {
         "{head}"
     );
     assert!(body.contains("<svg id=\"net\""));
+    let (_, hist) = get(dash.port, "/api/history").expect("history");
+    let hist: Value = serde_json::from_str(&hist).expect("history is JSON");
+    let ticks = hist["t"].as_array().map_or(0, Vec::len);
+    assert!(ticks >= 2, "{hist}");
+    for id in ["0", "1", "2"] {
+        let fp = &hist["series"][id]["fleet_points"];
+        assert_eq!(fp.as_array().map(Vec::len), Some(ticks), "{hist}");
+        assert_eq!(fp[ticks - 1], json!(total as f64), "{hist}");
+    }
     let (_, js) = get(dash.port, "/app.js").expect("app.js");
     assert!(js.contains("data-fleet-points"));
     let mut sse = TcpStream::connect(("127.0.0.1", dash.port)).expect("connect");

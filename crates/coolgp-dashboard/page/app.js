@@ -97,6 +97,7 @@
     el.replaceChildren();
     const plot = new uPlot({
       width, height: 200,
+      legend: { live: false },
       scales: { x: { time: true } },
       axes: [{}, { size: 56 }],
       series: [{}, ...ids.map((id) => ({

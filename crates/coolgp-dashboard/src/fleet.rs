@@ -309,7 +309,10 @@ impl FleetState {
             if rejected > 0 {
                 out.push(Problem {
                     node: Some(*id),
-                    message: format!("rejected {rejected} message(s): {:?}", v.status.rejected),
+                    message: format!(
+                        "has rejected {rejected} message(s) since it started: {:?}",
+                        v.status.rejected
+                    ),
                 });
             }
             for nb in &v.status.neighbors {

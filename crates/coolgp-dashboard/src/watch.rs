@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use coolgp_node::{client, keys};
+use coolgp_node::{client, keys, NodeError};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
@@ -83,6 +83,10 @@ async fn poll_once(
         let mut st = lock(state);
         match reply {
             Ok(bytes) => st.status_reply(id, &bytes, Instant::now(), unix_ms()),
+            Err(NodeError::NoReply { timeout_ms, .. }) => {
+                let msg = format!("no status reply within {timeout_ms} ms");
+                st.status_failed(id, msg, unix_ms());
+            }
             Err(e) => st.status_failed(id, e.to_string(), unix_ms()),
         }
     }
@@ -113,7 +117,7 @@ pub async fn run(
         .history(true)
         .callback(move |sample| apply_liveliness(&st2, &sample))
         .await
-        .map_err(|e| coolgp_node::NodeError::Zenoh {
+        .map_err(|e| NodeError::Zenoh {
             what: "declaring liveliness subscriber",
             message: e.to_string(),
         })?;
