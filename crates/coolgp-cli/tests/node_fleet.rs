@@ -6,6 +6,8 @@
 //! and the reference can be recomputed in-process exactly (with learning, θ and hence `E_i`
 //! depend on message timing; the fused == T0 + Σ own identity is checked separately).
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::Command;
@@ -15,60 +17,11 @@ use std::time::{Duration, Instant};
 
 use coolgp::faer::Mat;
 use coolgp::model::Fingerprint;
-use coolgp::protocol::codec::encode;
-use coolgp::protocol::{Body, Header, Message};
-use coolgp::{Agent, AgentConfig, Excess, View, Vocabulary};
+use coolgp::{Agent, AgentConfig, Excess, View};
 use coolgp_node::zenoh;
 use coolgp_node::zenoh::Wait;
-use coolgp_node::Status;
 
-mod common;
 use common::*;
-
-fn vocab() -> Arc<Vocabulary> {
-    Arc::new(Vocabulary::default_design(M, D, 0).expect("vocab"))
-}
-
-/// The own excess `E_i` of agent `id` after absorbing `rows` in blocks of `batch` (learning off).
-fn own_excess(vocab: &Arc<Vocabulary>, id: u64, rows: &[(Vec<f64>, f64)], batch: usize) -> Excess {
-    let cfg = AgentConfig {
-        learn: false,
-        seed: id,
-        ..AgentConfig::default()
-    };
-    let mut a = Agent::new(id, vocab.clone(), D, cfg).expect("agent");
-    for chunk in rows.chunks(batch) {
-        let x = Mat::from_fn(chunk.len(), D, |i, j| chunk[i].0[j]);
-        let y: Vec<f64> = chunk.iter().map(|r| r.1).collect();
-        a.handle_block(x.as_ref(), &y).expect("block");
-    }
-    a.own_excess().clone()
-}
-
-/// `Σ E_i` (reference: spec §7, `T_g = T0 + Σ_i E_i`).
-fn reference(vocab: &Arc<Vocabulary>, shares: &[Vec<(Vec<f64>, f64)>], batch: usize) -> Excess {
-    let mut total = Excess::zeros(M);
-    for (i, rows) in shares.iter().enumerate() {
-        total.add_in_place(&own_excess(vocab, i as u64, rows, batch));
-    }
-    total
-}
-
-fn fused_err(s: &Status, want: &Excess) -> f64 {
-    s.fused
-        .as_ref()
-        .and_then(|f| f.to_excess())
-        .map_or(f64::INFINITY, |e| e.rel_dist(want))
-}
-
-/// The node read its whole share, its fused model counts every point of the fleet, and it is
-/// the exact T_g − T0 (spec §7: exact on trees) to 1e-9.
-fn done_and_exact(s: &Status, share: usize, total_points: usize, want: &Excess) -> bool {
-    s.stream_ended
-        && s.points as usize == share
-        && s.fleet_points == total_points as f64
-        && fused_err(s, want) <= 1e-9
-}
 
 #[test]
 fn path_cluster_of_five_matches_the_central_model_and_answers_queries() {
@@ -250,30 +203,6 @@ fn a_node_killed_mid_stream_resumes_from_its_checkpoint() {
         "crash test: killed at {killed_at} points, {:.1} s",
         t0.elapsed().as_secs_f64()
     );
-}
-
-fn hostile(
-    vocab: &Vocabulary,
-    from: u64,
-    to: u64,
-    round: u64,
-    excess: Excess,
-    fp: Option<Fingerprint>,
-) -> Vec<u8> {
-    encode(&Message {
-        header: Header {
-            fingerprint: fp.unwrap_or_else(|| vocab.fingerprint()),
-            sender: from,
-            receiver: to,
-            round,
-            version: 1,
-        },
-        body: Body::Tree {
-            excess: excess.into(),
-            points: 10.0,
-        },
-        projection: None,
-    })
 }
 
 #[test]

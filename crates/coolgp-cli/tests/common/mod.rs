@@ -1,16 +1,20 @@
-//! Helpers shared by the integration tests that start real `coolgp node` processes on
-//! 127.0.0.1 (random free ports), each test bounded in time: data files, the processes (killed
-//! on drop), a client session and status polling.
-
-#![allow(dead_code)] // each test binary uses its own subset
+//! Helpers shared by the tests that start real `coolgp node` processes on 127.0.0.1: data,
+//! the in-process reference `T_g − T0 = Σ E_i`, node processes, a fleet with a client session
+//! (plain or mutual TLS), and a hostile message builder.
+#![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use coolgp::faer::Mat;
+use coolgp::model::Fingerprint;
+use coolgp::protocol::codec::encode;
+use coolgp::protocol::{Body, Header, Message};
+use coolgp::{Agent, AgentConfig, Excess, Vocabulary};
 use coolgp_node::client;
 use coolgp_node::{Status, ZenohArgs};
 
@@ -77,6 +81,40 @@ pub fn write_csv(path: &Path, rows: &[(Vec<f64>, f64)]) {
     std::fs::write(path, s).expect("write csv");
 }
 
+pub fn vocab() -> Arc<Vocabulary> {
+    Arc::new(Vocabulary::default_design(M, D, 0).expect("vocab"))
+}
+
+/// The own excess `E_i` of agent `id` after absorbing `rows` in blocks of `batch` (learning off).
+pub fn own_excess(
+    vocab: &Arc<Vocabulary>,
+    id: u64,
+    rows: &[(Vec<f64>, f64)],
+    batch: usize,
+) -> Excess {
+    let cfg = AgentConfig {
+        learn: false,
+        seed: id,
+        ..AgentConfig::default()
+    };
+    let mut a = Agent::new(id, vocab.clone(), D, cfg).expect("agent");
+    for chunk in rows.chunks(batch) {
+        let x = Mat::from_fn(chunk.len(), D, |i, j| chunk[i].0[j]);
+        let y: Vec<f64> = chunk.iter().map(|r| r.1).collect();
+        a.handle_block(x.as_ref(), &y).expect("block");
+    }
+    a.own_excess().clone()
+}
+
+/// `Σ E_i` (reference: spec §7, `T_g = T0 + Σ_i E_i`).
+pub fn reference(vocab: &Arc<Vocabulary>, shares: &[Vec<(Vec<f64>, f64)>], batch: usize) -> Excess {
+    let mut total = Excess::zeros(M);
+    for (i, rows) in shares.iter().enumerate() {
+        total.add_in_place(&own_excess(vocab, i as u64, rows, batch));
+    }
+    total
+}
+
 /// A `coolgp` subcommand running as a child process (stderr to `log`), killed on drop.
 pub struct NodeProc {
     pub child: Option<Child>,
@@ -91,7 +129,7 @@ impl NodeProc {
         Self::start_cmd("node", args, log)
     }
 
-    /// Starts `coolgp CMD ARGS`.
+    /// Starts `coolgp CMD ARGS` (e.g. `dashboard`).
     pub fn start_cmd(cmd: &'static str, args: Vec<String>, log: PathBuf) -> Self {
         let mut n = NodeProc {
             child: None,
@@ -160,6 +198,17 @@ pub struct Fleet {
     pub client: Option<client::BlockingClient>,
 }
 
+/// Runs `coolgp ARGS`, panicking with its stderr unless it succeeds; returns stdout.
+pub fn coolgp_ok(args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).output().expect("run coolgp");
+    assert!(
+        out.status.success(),
+        "coolgp {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 impl Fleet {
     pub fn new(tag: &str, n: usize) -> Self {
         Fleet {
@@ -168,6 +217,19 @@ impl Fleet {
             nodes: Vec::new(),
             ports: (0..n).map(|_| free_port()).collect(),
             client: None,
+        }
+    }
+
+    /// The endpoint of a node's port.
+    pub fn ep(&self, port: u16) -> String {
+        endpoint(port)
+    }
+
+    /// The zenoh flags of a client of this fleet.
+    pub fn client_args(&self) -> ZenohArgs {
+        ZenohArgs {
+            connect: self.ports.iter().map(|p| self.ep(*p)).collect(),
+            ..ZenohArgs::default()
         }
     }
 
@@ -191,7 +253,7 @@ impl Fleet {
             "--round-ms".into(),
             round_ms.to_string(),
             "--listen".into(),
-            endpoint(self.ports[id]),
+            self.ep(self.ports[id]),
         ];
         if !neighbors.is_empty() {
             a.push("--neighbors".into());
@@ -212,10 +274,7 @@ impl Fleet {
     }
 
     pub fn connect_client(&mut self) {
-        let z = ZenohArgs {
-            connect: self.ports.iter().map(|p| endpoint(*p)).collect(),
-            ..ZenohArgs::default()
-        };
+        let z = self.client_args();
         self.client = Some(client::BlockingClient::connect(&z).expect("client session"));
     }
 
@@ -298,6 +357,22 @@ impl Drop for Fleet {
     }
 }
 
+pub fn fused_err(s: &Status, want: &Excess) -> f64 {
+    s.fused
+        .as_ref()
+        .and_then(|f| f.to_excess())
+        .map_or(f64::INFINITY, |e| e.rel_dist(want))
+}
+
+/// The node read its whole share, its fused model counts every point of the fleet, and it is
+/// the exact T_g − T0 (spec §7: exact on trees) to 1e-9.
+pub fn done_and_exact(s: &Status, share: usize, total_points: usize, want: &Excess) -> bool {
+    s.stream_ended
+        && s.points as usize == share
+        && s.fleet_points == total_points as f64
+        && fused_err(s, want) <= 1e-9
+}
+
 pub fn path_neighbors(i: usize, n: usize) -> Vec<usize> {
     let mut v = Vec::new();
     if i > 0 {
@@ -333,7 +408,7 @@ pub fn start_path(
             ]);
         }
         if i > 0 {
-            args.extend(["--connect".into(), endpoint(fleet.ports[i - 1])]);
+            args.extend(["--connect".into(), fleet.ep(fleet.ports[i - 1])]);
         }
         args.extend(extra.iter().map(|a| a.to_string()));
         fleet.start(args.clone());
@@ -341,4 +416,28 @@ pub fn start_path(
     }
     fleet.connect_client();
     all_args
+}
+
+pub fn hostile(
+    vocab: &Vocabulary,
+    from: u64,
+    to: u64,
+    round: u64,
+    excess: Excess,
+    fp: Option<Fingerprint>,
+) -> Vec<u8> {
+    encode(&Message {
+        header: Header {
+            fingerprint: fp.unwrap_or_else(|| vocab.fingerprint()),
+            sender: from,
+            receiver: to,
+            round,
+            version: 1,
+        },
+        body: Body::Tree {
+            excess: excess.into(),
+            points: 10.0,
+        },
+        projection: None,
+    })
 }
