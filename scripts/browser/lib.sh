@@ -11,6 +11,7 @@ start_dashboard() {
   local name=$1
   shift
   url=""
+  : > "$RUN/dash-$name.log" # exists before the background process opens it
   "$COOLGP" dashboard --listen 127.0.0.1:0 "$@" > "$RUN/dash-$name.log" 2>&1 &
   DASH_PIDS+=($!)
   for _ in $(seq 1 100); do
