@@ -12,6 +12,7 @@
 #          M         inducing inputs       (default 20)
 #          ROWS      rows per node         (default 200)
 #          ROUND_MS  round period          (default 100)
+#          NODE_FLAGS extra flags for every node, e.g. "--holdout test.csv" (default none)
 #          KEEP=1    leave the nodes running (stop them with: kill $(cat $WORK/pids))
 #          TLS=1     a secured fleet: `coolgp certs` into $WORK/pki, mutual TLS on tls/ endpoints
 #                    and signed messages (`--tls`); the queries connect as the reader
@@ -48,6 +49,7 @@ fleet_data "$WORK" "$N" "$ROWS"
 fleet_security "$TLS" "$COOLGP" "$FLEET" "$N" "$WORK/pki"
 
 # 2. Start the nodes: node i listens on BASE_PORT+i and connects to node i-1.
+read -r -a node_flags <<< "${NODE_FLAGS:-}"
 for i in $(seq 0 $((N - 1))); do
   nb=""
   [ "$i" -gt 0 ] && nb="$((i - 1))"
@@ -56,7 +58,7 @@ for i in $(seq 0 $((N - 1))); do
   [ "$i" -gt 0 ] && connect=(--connect "$SCHEME/127.0.0.1:$((BASE_PORT + i - 1))")
   "$COOLGP" node --id "$i" --fleet "$FLEET" --inducing "$M" ${nb:+--neighbors "$nb"} \
     --data "$WORK/data$i.csv" --batch 50 --round-ms "$ROUND_MS" --state "$WORK/state$i" \
-    --listen "$SCHEME/127.0.0.1:$((BASE_PORT + i))" "${connect[@]}" "${SEC[@]}" > "$WORK/node$i.log" 2>&1 &
+    --listen "$SCHEME/127.0.0.1:$((BASE_PORT + i))" "${connect[@]}" "${SEC[@]}" "${node_flags[@]}" > "$WORK/node$i.log" 2>&1 &
   echo $! >> "$WORK/pids"
 done
 echo "started $N nodes (fleet '$FLEET', ports $BASE_PORT..$((BASE_PORT + N - 1)))" >&2

@@ -82,6 +82,8 @@ enum Command {
     /// Write a fleet's certificates for `--tls DIR` (Ed25519): ca.pem/.key, node-<id>.pem/.key
     /// (common name = the id) and reader.pem/.key; `--add 4` adds a node to an existing DIR.
     Certs(node_cmd::CertsArgs),
+    /// Serve a live web page of a running fleet: nodes, network, convergence (read-only).
+    Dashboard(coolgp_dashboard::DashboardArgs),
 }
 
 fn main() -> ExitCode {
@@ -99,6 +101,7 @@ fn main() -> ExitCode {
         Command::Query(a) => node_cmd::query(a),
         Command::Status(a) => node_cmd::status(a),
         Command::Certs(a) => node_cmd::certs(&a),
+        Command::Dashboard(a) => coolgp_dashboard::run_dashboard(a).map_err(Into::into),
         Command::Experiment(e) => experiments::run(&e),
     };
     match result {

@@ -30,7 +30,7 @@ use crate::error::{NodeError, Result};
 use crate::inbound::{Inbound, Raw, Rejects};
 use crate::keys;
 use crate::query::{Queries, QueryModel};
-use crate::status::{ExcessJson, Status};
+use crate::status::{projection_digest, ExcessJson, Status};
 use crate::stream::{self, Item, Layout};
 use crate::transport::{self, Role};
 
@@ -82,6 +82,7 @@ struct Node {
     last_ckpt_round: u64,
     checkpoints: u64,
     checkpoint_bytes: u64,
+    last_checkpoint: Option<Instant>,
     rounds_run: u64,
     messages_sent: u64,
     bytes_sent: u64,
@@ -392,6 +393,7 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
         last_ckpt_round,
         checkpoints: 0,
         checkpoint_bytes: 0,
+        last_checkpoint: None,
         rounds_run: 0,
         messages_sent: 0,
         bytes_sent: 0,
@@ -780,6 +782,7 @@ impl Node {
         self.last_ckpt_round = meta.round;
         self.checkpoints += 1;
         self.checkpoint_bytes = n as u64;
+        self.last_checkpoint = Some(Instant::now());
         Ok(())
     }
 
@@ -858,6 +861,10 @@ impl Node {
             messages_unchanged_held: self.messages_unchanged_held,
             checkpoints: self.checkpoints,
             checkpoint_bytes: self.checkpoint_bytes,
+            checkpoint_age_ms: self
+                .last_checkpoint
+                .map(|t| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)),
+            projection_digest: projection_digest(self.agent.projection()),
             last_block_unix_ms: self.last_block_unix_ms,
             fused_changed_unix_ms: self.fused_changed_unix_ms,
             rmse_holdout,

@@ -3,8 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use coolgp::model::Projection;
 use coolgp::Excess;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::checkpoint::ModelIdentity;
 
@@ -116,6 +118,13 @@ pub struct Status {
     pub checkpoints: u64,
     /// Size of the last checkpoint in bytes.
     pub checkpoint_bytes: u64,
+    /// Milliseconds since this process wrote its last checkpoint (`None`: none yet).
+    #[serde(default)]
+    pub checkpoint_age_ms: Option<u64>,
+    /// Short digest of the q(W) (and σ_s, σ_n) the node predicts with: equal digests mean
+    /// bit-identical projections (see [`projection_digest`]).
+    #[serde(default)]
+    pub projection_digest: String,
     /// When the last own block was absorbed (ms since the Unix epoch).
     pub last_block_unix_ms: Option<u64>,
     /// When the fused model last changed by more than 1e-12 relative (ms since the epoch).
@@ -142,6 +151,20 @@ pub struct Status {
     /// The own excess `E_i` (only when asked with `?fused`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own: Option<ExcessJson>,
+}
+
+/// The first 8 bytes, in hex, of SHA-256 over the little-endian bits of θ = (M, log Σ, log σ_s,
+/// log σ_n) in [`Projection::to_flat`] order: two nodes hold the same q(W) iff (up to a
+/// 2⁻⁶⁴ collision) their digests are equal.
+pub fn projection_digest(p: &Projection) -> String {
+    let mut h = Sha256::new();
+    for v in p.to_flat() {
+        h.update(v.to_bits().to_le_bytes());
+    }
+    h.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The request of `coolgp/<fleet>/<agent>/predict`.
@@ -174,4 +197,29 @@ pub struct PredictReply {
 pub struct ErrorReply {
     /// What went wrong.
     pub error: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coolgp::faer::Mat;
+
+    fn proj(v: f64) -> Projection {
+        Projection::new(
+            Mat::from_fn(2, 3, |i, j| (i + 2 * j) as f64 + v),
+            Mat::from_fn(2, 3, |_, _| -1.0),
+            0.1,
+            -2.0,
+        )
+    }
+
+    #[test]
+    fn projection_digest_tells_projections_apart() {
+        let a = projection_digest(&proj(0.0));
+        assert_eq!(a.len(), 16);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(a, projection_digest(&proj(0.0)));
+        // One ulp in one mean entry is a different q(W).
+        assert_ne!(a, projection_digest(&proj(f64::EPSILON)));
+    }
 }

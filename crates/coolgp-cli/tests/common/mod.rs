@@ -115,16 +115,25 @@ pub fn reference(vocab: &Arc<Vocabulary>, shares: &[Vec<(Vec<f64>, f64)>], batch
     total
 }
 
+/// A `coolgp` subcommand running as a child process (stderr to `log`), killed on drop.
 pub struct NodeProc {
     pub child: Option<Child>,
+    pub cmd: &'static str,
     pub args: Vec<String>,
     pub log: PathBuf,
 }
 
 impl NodeProc {
+    /// Starts `coolgp node ARGS`.
     pub fn start(args: Vec<String>, log: PathBuf) -> Self {
+        Self::start_cmd("node", args, log)
+    }
+
+    /// Starts `coolgp CMD ARGS` (e.g. `dashboard`).
+    pub fn start_cmd(cmd: &'static str, args: Vec<String>, log: PathBuf) -> Self {
         let mut n = NodeProc {
             child: None,
+            cmd,
             args,
             log,
         };
@@ -139,14 +148,14 @@ impl NodeProc {
             .open(&self.log)
             .expect("log file");
         let child = Command::new(BIN)
-            .arg("node")
+            .arg(self.cmd)
             .args(&self.args)
             .env("RUST_LOG", "info,zenoh=error")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("spawn coolgp node");
+            .expect("spawn coolgp");
         self.child = Some(child);
     }
 
