@@ -1,9 +1,10 @@
 //! # coolgp — collective online learning of Gaussian processes
 //!
-//! The sans-IO core of COOL-GP (Hoang, How, Hoang & Low, NeurIPS 2018): all the math and the
-//! agent state machine, and nothing else — no clock, socket, file, thread or OS randomness.
-//! The simulator (`coolgp-sim`) and the networked node (`coolgp-node`) are drivers of the same
-//! [`Agent`].
+//! The sans-IO core of COOL-GP (T. N. Hoang, Q. M. Hoang, K. H. Low & J. P. How, "Collective
+//! Online Learning of Gaussian Processes in Massive Multi-Agent Systems", AAAI 2019, arXiv
+//! 1805.09266): all the math and the agent state machine, and nothing else — no clock, socket,
+//! file, thread or OS randomness. The simulator (`coolgp-sim`) and the networked node
+//! (`coolgp-node`) are drivers of the same [`Agent`].
 //!
 //! Each agent learns a sparse GP online with its *own* projection q(W) of its inputs into a
 //! shared unit-scale domain, keeps q(u) over the shared inducing outputs as constant-size
