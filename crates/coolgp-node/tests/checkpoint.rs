@@ -69,9 +69,9 @@ fn trained(cfg: AgentConfig, vocab: &Arc<Vocabulary>) -> Agent {
             .expect("agent")
         })
         .collect();
-    agents[0].set_neighbors([1]);
-    agents[1].set_neighbors([0, 2]);
-    agents[2].set_neighbors([1]);
+    agents[0].set_neighbors([1]).expect("neighbours");
+    agents[1].set_neighbors([0, 2]).expect("neighbours");
+    agents[2].set_neighbors([1]).expect("neighbours");
     for r in 0..4 {
         for (i, a) in agents.iter_mut().enumerate() {
             let (x, y) = block(r * 3 + i, 7, d);

@@ -107,7 +107,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     let mut agents: Vec<Agent> = (0..cfg.agents)
         .map(|i| {
             let mut a = Agent::new(i as u64, vocab.clone(), d, agent_cfg(i))?;
-            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64));
+            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))?;
             Ok(a)
         })
         .collect::<Result<_, coolgp::Error>>()?;

@@ -54,8 +54,8 @@
 //! let vocab = Arc::new(Vocabulary::default_design(20, 2, 7)?);
 //! let mut a = Agent::new(0, vocab.clone(), 2, AgentConfig::default())?;
 //! let mut b = Agent::new(1, vocab.clone(), 2, AgentConfig::default())?;
-//! a.set_neighbors([1]);
-//! b.set_neighbors([0]);
+//! a.set_neighbors([1])?;
+//! b.set_neighbors([0])?;
 //! let x = Mat::from_fn(10, 2, |i, j| (i as f64 * 0.3 + j as f64).sin());
 //! let y: Vec<f64> = (0..10).map(|i| (i as f64 * 0.5).cos()).collect();
 //! a.handle_block(x.as_ref(), &y)?;

@@ -5,6 +5,7 @@ pub mod codec;
 pub mod event;
 mod fleet_projection;
 mod inbound;
+mod learner_check;
 pub mod memory;
 pub mod message;
 pub mod snapshot;
