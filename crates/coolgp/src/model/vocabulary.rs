@@ -376,11 +376,33 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_inducing_inputs_raise_the_jitter_or_fail() {
-        // Two identical rows: K is singular without jitter; with 1e-6 it factors.
+    fn duplicate_inducing_inputs_are_singular_without_jitter_and_factor_with_it() {
+        // Reference: spec §9 (jitter ε on K, part of the vocabulary and its fingerprint).
+        // Two identical rows: K = [[1, 1], [1, 1]] (plus a third point) is singular. A jitter
+        // lost to rounding (1 + 1e-300 = 1) leaves it singular, and the exact jitter tried is
+        // reported; the schedule's first step, 1e-6, makes it positive definite, and that is
+        // the jitter the vocabulary keeps (no needless escalation), on K's diagonal and in the
+        // fingerprint.
         let z = Mat::from_fn(3, 1, |i, _| if i < 2 { 0.0 } else { 1.0 });
-        let v = Vocabulary::new(z, 0).expect("jitter makes it PD");
-        assert!(v.jitter() >= DEFAULT_JITTER);
+        assert_eq!(
+            Vocabulary::with_jitter(z.clone(), 1e-300, 0).map(|v| v.jitter()),
+            Err(Error::NotPositiveDefinite {
+                what: "K",
+                jitter_tried: 1e-300
+            })
+        );
+        let v = Vocabulary::new(z.clone(), 0).expect("jitter makes it PD");
+        assert_eq!(v.jitter(), DEFAULT_JITTER);
+        for j in 0..3 {
+            assert_eq!(v.k()[(j, j)], 1.0 + DEFAULT_JITTER);
+        }
+        assert_eq!(v.k()[(0, 1)], 1.0);
+        let bigger = Vocabulary::with_jitter(z.clone(), 10.0 * DEFAULT_JITTER, 0).expect("PD");
+        assert_ne!(v.fingerprint(), bigger.fingerprint());
+        assert!(matches!(
+            Vocabulary::with_jitter(z, 0.0, 0),
+            Err(Error::InvalidConfig(_))
+        ));
         let nan = Mat::from_fn(2, 1, |i, _| if i == 0 { f64::NAN } else { 0.0 });
         assert!(matches!(
             Vocabulary::new(nan, 0),
