@@ -91,16 +91,16 @@ pub fn run_until_settled(
 /// Rounds used by the fusions of a run that settle ([`run_until_settled`]): the most rounds
 /// one fusion took, and how many fusions stopped at the cap.
 #[derive(Debug, Default)]
-pub struct SettledRounds {
+pub(crate) struct SettledRounds {
     /// Most rounds of one fusion.
-    pub max: std::cell::Cell<usize>,
+    pub(crate) max: std::cell::Cell<usize>,
     /// Fusions that hit the cap before settling.
-    pub capped: std::cell::Cell<usize>,
+    pub(crate) capped: std::cell::Cell<usize>,
 }
 
 impl SettledRounds {
     /// Records one fusion.
-    pub fn record(&self, rounds: usize, settled: bool) {
+    pub(crate) fn record(&self, rounds: usize, settled: bool) {
         self.max.set(self.max.get().max(rounds));
         if !settled {
             self.capped.set(self.capped.get() + 1);
