@@ -89,6 +89,9 @@ impl Server {
     }
 }
 
+/// What [`replay`] returns: the curve, the final RMSE and the upload counters.
+pub(crate) type Replay = (Vec<Option<f64>>, Option<f64>, Uploads);
+
 /// One baseline replayed over the run's stream (in the run's order, fused every `chunk`
 /// batches): its RMSE on the test sets (each capped at `curve_points`) after each chunk, and on
 /// the whole test sets at the end (standardized units), and the upload counters.
@@ -103,7 +106,7 @@ pub(crate) fn replay(
     loss: f64,
     curve_points: usize,
     mut rng: Rng,
-) -> (Vec<Option<f64>>, Option<f64>, Uploads) {
+) -> Replay {
     let mut server = Server::new(which, vocab.m());
     let mut curve = Vec::new();
     for part in order.chunks(chunk.max(1)) {

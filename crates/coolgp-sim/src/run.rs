@@ -9,12 +9,11 @@ use coolgp::rng::Rng;
 use coolgp::{Agent, AgentConfig, FusionRule, NaturalParams, ProjectionMode, View, Vocabulary};
 use rayon::prelude::*;
 
-use crate::baselines::{replay, Uploads};
+use crate::baselines::{replay, Replay};
 use crate::config::{FusionChoice, Schedule, SimConfig};
 use crate::eval::{eval_both, frob, mean_over, rmse, rmse_with};
-use crate::network::{
-    run_rounds, run_schedule, run_until_settled, NetStats, Settle, SettledRounds,
-};
+use crate::network::{run_rounds, run_schedule, NetStats};
+use crate::network::{run_until_settled, Settle, SettledRounds};
 use crate::report::{AgentRow, CurvePoint, Phases, Report};
 use crate::workload::{TestSet, Workload};
 use crate::SimError;
@@ -312,23 +311,22 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             sigma_n: p.sigma_n(),
         };
         let up_rng = Rng::new(cfg.seed, 0xBA5E);
-        let results: Vec<(Vec<Option<f64>>, Option<f64>, Uploads)> =
-            [Baseline::Ddtc, Baseline::Dpitc]
-                .par_iter()
-                .map(|&which| {
-                    replay(
-                        which,
-                        &kern,
-                        &vocab,
-                        work,
-                        &order,
-                        chunk,
-                        cfg.loss,
-                        cfg.curve_points,
-                        up_rng.clone(),
-                    )
-                })
-                .collect();
+        let results: Vec<Replay> = [Baseline::Ddtc, Baseline::Dpitc]
+            .par_iter()
+            .map(|&which| {
+                replay(
+                    which,
+                    &kern,
+                    &vocab,
+                    work,
+                    &order,
+                    chunk,
+                    cfg.loss,
+                    cfg.curve_points,
+                    up_rng.clone(),
+                )
+            })
+            .collect();
         for (c, r) in curves.iter_mut().zip(&results[0].0) {
             c.rmse_ddtc = r.map(|v| v * work.y_scale);
         }
