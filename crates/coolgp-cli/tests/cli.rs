@@ -99,6 +99,29 @@ fn demo_writes_the_documented_summary() {
     ] {
         assert!(dir.join(f).exists(), "{f} missing");
     }
+    // The tables agree with the summary: agents.csv has one row per agent whose blocks and
+    // points add up to the stream, and the last row of curves.csv is the final evaluation.
+    let table = |f: &str| -> Vec<Vec<f64>> {
+        let text = std::fs::read_to_string(dir.join(f)).expect("table");
+        text.lines()
+            .skip(1)
+            .map(|l| {
+                l.split(',')
+                    .map(|v| v.parse().unwrap_or(f64::NAN))
+                    .collect()
+            })
+            .collect()
+    };
+    let agents = table("agents.csv");
+    assert_eq!(agents.len(), 2);
+    let col_sum = |i: usize| agents.iter().map(|r| r[i]).sum::<f64>();
+    assert_eq!(Some(col_sum(1)), s["batches"].as_f64());
+    assert_eq!(Some(col_sum(2)), s["points"].as_f64());
+    let curves = table("curves.csv");
+    let last = curves.last().expect("a curve point");
+    assert_eq!(Some(last[1]), s["points"].as_f64());
+    assert_eq!(Some(last[2]), s["rmse_pre"].as_f64());
+    assert_eq!(Some(last[3]), s["rmse_post"].as_f64());
 }
 
 #[test]
