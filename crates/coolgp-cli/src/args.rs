@@ -86,8 +86,9 @@ pub struct SimArgs {
     /// Probability that one transmission is lost (default 0).
     #[arg(long)]
     pub loss: Option<f64>,
-    /// Communication rounds per fusion (default: enough for the topology; implies
-    /// --schedule rounds).
+    /// Communication rounds per fusion (default: the diameter for tree fusion; for push-sum,
+    /// until every agent's fused estimate changes by less than 1e-9 relative in a round, at
+    /// most 20,000 rounds, reported as `rounds` in summary.json; implies --schedule rounds).
     #[arg(long)]
     pub rounds: Option<usize>,
     /// When tree messages are sent: rounds (the paper: every agent to every neighbour each

@@ -121,6 +121,12 @@ pub fn print_report(r: &Report) {
         r.network.sent,
         r.loss
     );
+    if r.rounds_capped > 0 {
+        println!(
+            "  warning: {} fusion(s) hit the round cap before every estimate settled",
+            r.rounds_capped
+        );
+    }
     println!(
         "  RMSE  pre-fusion {:.4}   post-fusion {:.4}   central {}",
         r.rmse_pre,

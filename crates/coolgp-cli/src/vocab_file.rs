@@ -84,7 +84,7 @@ fn simulated_rmse(v: &Vocabulary, draws: usize, seed: u64) -> Result<f64> {
         );
         let t = NaturalParams::from_excess(v, &Excess::from_unit_stats(&st, 1.0, 0.1));
         let post = t.posterior(v)?;
-        let mean = coolgp::model::predict::predict_mean(v, &proj, &post.alpha, xs.as_ref());
+        let mean = coolgp::model::predict::predict_mean(v, &proj, &post.alpha, xs.as_ref())?;
         total += coolgp::model::predict::rmse(&mean, &fs);
     }
     Ok(total / draws.max(1) as f64)
@@ -124,7 +124,7 @@ fn from_data(a: &VocabArgs, path: &Path) -> Result<Vocabulary> {
             );
         }
     }
-    let c = coolgp::model::vocabulary::kmeans(&pts, a.dim, a.inducing, 25, &mut rng);
+    let c = coolgp::model::vocabulary::kmeans(&pts, a.dim, a.inducing, 25, &mut rng)?;
     let z = Mat::from_fn(a.inducing, a.dim, |j, i| c[j * a.dim + i]);
     Ok(Vocabulary::new(z, a.seed)?)
 }

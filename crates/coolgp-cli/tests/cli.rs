@@ -99,6 +99,29 @@ fn demo_writes_the_documented_summary() {
     ] {
         assert!(dir.join(f).exists(), "{f} missing");
     }
+    // The tables agree with the summary: agents.csv has one row per agent whose blocks and
+    // points add up to the stream, and the last row of curves.csv is the final evaluation.
+    let table = |f: &str| -> Vec<Vec<f64>> {
+        let text = std::fs::read_to_string(dir.join(f)).expect("table");
+        text.lines()
+            .skip(1)
+            .map(|l| {
+                l.split(',')
+                    .map(|v| v.parse().unwrap_or(f64::NAN))
+                    .collect()
+            })
+            .collect()
+    };
+    let agents = table("agents.csv");
+    assert_eq!(agents.len(), 2);
+    let col_sum = |i: usize| agents.iter().map(|r| r[i]).sum::<f64>();
+    assert_eq!(Some(col_sum(1)), s["batches"].as_f64());
+    assert_eq!(Some(col_sum(2)), s["points"].as_f64());
+    let curves = table("curves.csv");
+    let last = curves.last().expect("a curve point");
+    assert_eq!(Some(last[1]), s["points"].as_f64());
+    assert_eq!(Some(last[2]), s["rmse_pre"].as_f64());
+    assert_eq!(Some(last[3]), s["rmse_post"].as_f64());
 }
 
 #[test]
@@ -276,8 +299,64 @@ fn quick_experiment_leaves_a_results_folder() {
             dir.to_str().expect("utf8"),
         ]);
         for f in files {
-            assert!(dir.join(f).exists(), "{name}: {f} missing");
+            let bytes = std::fs::read(dir.join(f)).unwrap_or_else(|e| panic!("{name}: {f}: {e}"));
+            if f.ends_with(".png") {
+                assert!(
+                    bytes.starts_with(b"\x89PNG") && bytes.len() > 1000,
+                    "{name}: {f}"
+                );
+            } else if f.ends_with(".svg") {
+                let text = String::from_utf8_lossy(&bytes);
+                assert!(
+                    text.contains("<svg") && text.contains("</svg>"),
+                    "{name}: {f}"
+                );
+            }
         }
+    }
+    // The bound experiment (spec §4, Lemma 1): d = 1, 2; q = p and a learned q; k = 10, 100.
+    let csv = std::fs::read_to_string(
+        std::env::temp_dir()
+            .join(format!("coolgp-cli-test-{}-exp-bound", std::process::id()))
+            .join("bound.csv"),
+    )
+    .expect("bound.csv");
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("d,q,k,err_unnormalized,err_self_normalized,ess,log_E_p_w2")
+    );
+    let rows: Vec<(String, String, f64, [f64; 4])> = lines
+        .map(|l| {
+            let c: Vec<&str> = l.split(',').collect();
+            let num = |i: usize| c[i].parse::<f64>().unwrap_or_else(|e| panic!("{l}: {e}"));
+            (
+                c[0].into(),
+                c[1].into(),
+                num(2),
+                [num(3), num(4), num(5), num(6)],
+            )
+        })
+        .collect();
+    assert_eq!(rows.len(), 8, "2 dimensions × 2 q × 2 k");
+    for (d, q, k, [err_un, err_sn, ess, log_m2]) in &rows {
+        if q == "q=p" {
+            // Every weight is 1: ESS = k, E_p[w²] = 1, and both normalizations agree.
+            assert!((ess - k).abs() <= 1e-9 * k, "d {d}: ESS {ess} at k {k}");
+            assert_eq!(*log_m2, 0.0);
+            assert!((err_un - err_sn).abs() <= 1e-9 * err_un, "d {d} k {k}");
+        } else {
+            // A learned q: E_p[w²] > 1 and fewer effective samples than drawn.
+            assert!(*log_m2 > 0.0 && ess < k, "d {d} {q} k {k}: {ess} {log_m2}");
+        }
+    }
+    // More samples, smaller error (Monte Carlo rate): each (d, q) at k = 100 beats k = 10.
+    for pair in rows.chunks(2) {
+        assert_eq!((pair[0].2, pair[1].2), (10.0, 100.0), "{pair:?}");
+        assert!(
+            pair[1].3[0] < pair[0].3[0] && pair[1].3[1] < pair[0].3[1],
+            "{pair:?}"
+        );
     }
     // The projection comparison has one row per mode, each with finite RMSEs.
     let csv = std::fs::read_to_string(
@@ -309,6 +388,16 @@ fn quick_experiment_leaves_a_results_folder() {
             assert!(v.parse::<f64>().expect("number").is_finite(), "{r:?}");
         }
     }
+    // Columns seed,projection,rmse_pre,rmse_post,rmse_central,nlpd_post. Fusion helps in
+    // every mode (paper §5), and the central learner is one run shared by all rows.
+    let num = |r: &[&str], i: usize| r[i].parse::<f64>().expect("number");
+    for r in &rows {
+        assert!(num(r, 3) < num(r, 2), "post-fusion not better: {r:?}");
+    }
+    assert!(
+        rows.iter().all(|r| num(r, 4) == num(&rows[0], 4)),
+        "{rows:?}"
+    );
 }
 
 #[test]

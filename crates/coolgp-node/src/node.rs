@@ -232,7 +232,7 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
             // so neighbours never see a round number twice.
             snap.round = snap.round.saturating_add(s.checkpoint_every);
             let mut a = Agent::restore(vocab.clone(), snap)?;
-            a.set_neighbors(s.neighbors.iter().copied());
+            a.set_neighbors(s.neighbors.iter().copied())?;
             acked_blocks = cp.meta.blocks;
             acked_points = cp.meta.points;
             committed.offset = cp.meta.stream.offset;
@@ -257,7 +257,7 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
             // a replay.
             snap.round = unix_ms() / (s.round.as_millis().max(1) as u64);
             let mut a = Agent::restore(vocab.clone(), snap)?;
-            a.set_neighbors(s.neighbors.iter().copied());
+            a.set_neighbors(s.neighbors.iter().copied())?;
             a
         }
     };
@@ -556,6 +556,7 @@ impl Node {
         while let Some(e) = self.agent.poll_event() {
             match e {
                 Event::Jitter { what, jitter } => tracing::debug!(what, jitter, "extra jitter"),
+                Event::StepSkipped { reason } => tracing::warn!(reason, "optimizer step skipped"),
                 Event::ImportanceWeights(d) if d.degenerate => {
                     let due = self
                         .degenerate_logged
@@ -564,6 +565,7 @@ impl Node {
                         tracing::warn!(
                             ess = d.ess,
                             max_log_w = d.max_log_w,
+                            overflowed = d.overflowed,
                             "degenerate importance weights"
                         );
                         self.degenerate_logged = Some(Instant::now());

@@ -69,9 +69,9 @@ fn trained(cfg: AgentConfig, vocab: &Arc<Vocabulary>) -> Agent {
             .expect("agent")
         })
         .collect();
-    agents[0].set_neighbors([1]);
-    agents[1].set_neighbors([0, 2]);
-    agents[2].set_neighbors([1]);
+    agents[0].set_neighbors([1]).expect("neighbours");
+    agents[1].set_neighbors([0, 2]).expect("neighbours");
+    agents[2].set_neighbors([1]).expect("neighbours");
     for r in 0..4 {
         for (i, a) in agents.iter_mut().enumerate() {
             let (x, y) = block(r * 3 + i, 7, d);
@@ -101,9 +101,11 @@ fn round_trip(cfg: AgentConfig) {
         b.handle_block(x.as_ref(), &y).expect("block");
         a.handle_tick();
         b.handle_tick();
-        while let (Some(ma), Some(mb)) = (a.poll_transmit(), b.poll_transmit()) {
-            assert_eq!(ma, mb);
-        }
+        // Every message, in order: an outbox that is longer or shorter is a difference too.
+        let ma: Vec<_> = std::iter::from_fn(|| a.poll_transmit()).collect();
+        let mb: Vec<_> = std::iter::from_fn(|| b.poll_transmit()).collect();
+        assert!(!ma.is_empty(), "the agent has neighbours: a tick sends");
+        assert_eq!(ma, mb);
     }
     let (x, _) = block(7, 4, 3);
     assert_eq!(

@@ -149,7 +149,8 @@ pub struct SimConfig {
     pub fusion: FusionChoice,
     /// Probability that one transmission is lost.
     pub loss: f64,
-    /// Rounds per fusion (default: enough for the topology).
+    /// Rounds per fusion (default: enough for the topology; push-sum: until every agent's
+    /// fused estimate changes by less than 1e-9 relative in a round, at most 20,000 rounds).
     pub rounds: Option<usize>,
     /// When tree messages are sent.
     pub schedule: Schedule,

@@ -12,12 +12,14 @@ pub(crate) fn rmse(p: &[f64], y: &[f64]) -> f64 {
 }
 
 /// RMSE of the own and of the fused q(u) under the agent's q(W), sharing ψ1 (NaN for a view
-/// whose T1 does not factor).
+/// whose T1 does not factor, or for test inputs that do not fit the agent).
 pub(crate) fn eval_both(a: &Agent, x: coolgp::faer::MatRef<'_, f64>, y: &[f64]) -> (f64, f64) {
     match (a.mean_weights(View::Own), a.mean_weights(View::Fused)) {
         (Ok(own), Ok(fused)) => {
-            let m = predict_means(a.vocabulary(), a.projection(), &[&own, &fused], x);
-            (rmse(&m[0], y), rmse(&m[1], y))
+            match predict_means(a.vocabulary(), a.projection(), &[&own, &fused], x) {
+                Ok(m) => (rmse(&m[0], y), rmse(&m[1], y)),
+                Err(_) => (f64::NAN, f64::NAN),
+            }
         }
         (own, fused) => (
             rmse_with(a, own.ok().as_deref(), x, y),
@@ -34,7 +36,7 @@ pub(crate) fn rmse_with(
     y: &[f64],
 ) -> f64 {
     alpha.map_or(f64::NAN, |al| {
-        rmse(&predict_mean(a.vocabulary(), a.projection(), al, x), y)
+        predict_mean(a.vocabulary(), a.projection(), al, x).map_or(f64::NAN, |p| rmse(&p, y))
     })
 }
 
@@ -46,7 +48,9 @@ pub(crate) fn server_rmse(
     x: coolgp::faer::MatRef<'_, f64>,
     y: &[f64],
 ) -> f64 {
-    beta.map_or(f64::NAN, |b| rmse(&kern.mean_at(vocab, b, x), y))
+    beta.map_or(f64::NAN, |b| {
+        kern.mean_at(vocab, b, x).map_or(f64::NAN, |p| rmse(&p, y))
+    })
 }
 
 /// Mean of `f` over the test sets, each capped at `cap` points.

@@ -46,7 +46,7 @@ pub mod run;
 pub mod workload;
 
 pub use config::{FusionChoice, Schedule, SimConfig, TopologyKind};
-pub use network::{run_rounds, run_schedule, NetStats};
+pub use network::{run_rounds, run_schedule, run_until_settled, NetStats, Settle};
 pub use report::{AgentRow, CurvePoint, Phases, Report};
 pub use run::{run, Progress};
 pub use workload::{Batch, TestSet, Workload};

@@ -4,7 +4,8 @@
 //! with probability `loss` (one seeded coin per message, in a fixed order), and the survivors
 //! are delivered grouped by receiver in (sender, round) order (in parallel over receivers).
 //! Deterministic for a seed whatever the thread count. [`run_schedule`] drives an
-//! event-driven schedule instead of rounds (one message per listed edge and step).
+//! event-driven schedule instead of rounds (one message per listed edge and step);
+//! [`run_until_settled`] runs rounds until the fused estimates stop moving.
 
 use coolgp::rng::Rng;
 use coolgp::{Agent, Message};
@@ -37,6 +38,74 @@ pub fn run_rounds(agents: &mut [Agent], rounds: usize, loss: f64, rng: &mut Rng)
         total.add_all(one_round(agents, loss, rng));
     }
     total
+}
+
+/// When [`run_until_settled`] stops: every agent's fused estimate moved by less than `tol`
+/// (relative) in the last round, or `cap` rounds have run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settle {
+    /// Relative change of the fused estimate below which an agent has settled (1e-9).
+    pub tol: f64,
+    /// Most rounds per fusion.
+    pub cap: usize,
+}
+
+impl Default for Settle {
+    fn default() -> Self {
+        Self {
+            tol: 1e-9,
+            cap: 20_000,
+        }
+    }
+}
+
+/// Runs rounds until every agent's fused data part `E_g,i` changes by less than `settle.tol`
+/// relative to its norm in one round (`‖ΔE‖ ≤ tol·‖E‖` in [`coolgp::Excess::rel_dist`]'s
+/// norm), or until `settle.cap` rounds. Returns the counters, the rounds run (at least one,
+/// at most the cap) and whether the fleet settled (false: the cap was hit).
+/// For push-sum, whose estimates approach T_g geometrically: a change below tol per round
+/// leaves an error of about tol/(1 − λ) for contraction rate λ.
+pub fn run_until_settled(
+    agents: &mut [Agent],
+    settle: Settle,
+    loss: f64,
+    rng: &mut Rng,
+) -> (NetStats, usize, bool) {
+    let mut total = NetStats::default();
+    let mut last: Vec<_> = agents.par_iter().map(|a| a.fused_excess().0).collect();
+    for r in 1..=settle.cap.max(1) {
+        total.add_all(one_round(agents, loss, rng));
+        let now: Vec<_> = agents.par_iter().map(|a| a.fused_excess().0).collect();
+        let settled = now
+            .par_iter()
+            .zip(&last)
+            .all(|(n, l)| l.rel_dist(n) <= settle.tol);
+        if settled {
+            return (total, r, true);
+        }
+        last = now;
+    }
+    (total, settle.cap.max(1), false)
+}
+
+/// Rounds used by the fusions of a run that settle ([`run_until_settled`]): the most rounds
+/// one fusion took, and how many fusions stopped at the cap.
+#[derive(Debug, Default)]
+pub(crate) struct SettledRounds {
+    /// Most rounds of one fusion.
+    pub(crate) max: std::cell::Cell<usize>,
+    /// Fusions that hit the cap before settling.
+    pub(crate) capped: std::cell::Cell<usize>,
+}
+
+impl SettledRounds {
+    /// Records one fusion.
+    pub(crate) fn record(&self, rounds: usize, settled: bool) {
+        self.max.set(self.max.get().max(rounds));
+        if !settled {
+            self.capped.set(self.capped.get() + 1);
+        }
+    }
 }
 
 fn one_round(agents: &mut [Agent], loss: f64, rng: &mut Rng) -> NetStats {

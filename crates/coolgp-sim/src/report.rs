@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::baselines::Uploads;
 use crate::network::NetStats;
 
 /// A point of the learning curves (mean RMSE over evaluated agents, original units).
@@ -53,6 +54,10 @@ pub struct Report {
     pub rmse_ddtc: Option<f64>,
     /// dPITC RMSE.
     pub rmse_dpitc: Option<f64>,
+    /// What became of the batch summaries of dDTC and dPITC (`[ddtc, dpitc]`): arrived, lost
+    /// by the network, or failed to compute (dPITC's `Λ_b` not positive definite; such a
+    /// batch is missing from the server's model just like a lost one).
+    pub baseline_uploads: Option<[Uploads; 2]>,
     /// RMSE of the constant (training-mean) predictor.
     pub rmse_constant: f64,
     /// Mean Gaussian NLPD of the fused models (original units), over up to 50 agents × 1,000
@@ -76,8 +81,12 @@ pub struct Report {
     pub topology: String,
     /// Diameter of the graph the fusion ran on (edges), if connected.
     pub diameter: Option<usize>,
-    /// Rounds per fusion (with the two-pass schedule: its steps).
+    /// Rounds per fusion (with the two-pass schedule: its steps; for push-sum without
+    /// `--rounds`, the most rounds one fusion took to settle).
     pub rounds: usize,
+    /// Push-sum without `--rounds`: fusions that stopped at the round cap before every
+    /// estimate settled (0 otherwise).
+    pub rounds_capped: usize,
     /// `rounds` or `two-pass`.
     pub schedule: String,
     /// Transmission loss probability.

@@ -9,11 +9,12 @@ use coolgp::rng::Rng;
 use coolgp::{Agent, AgentConfig, FusionRule, ProjectionMode, View, Vocabulary};
 use rayon::prelude::*;
 
-use crate::baselines::replay;
+use crate::baselines::{replay, Replay};
 use crate::config::{FusionChoice, Schedule, SimConfig};
 use crate::eval::{eval_both, frob, mean_over, rmse, rmse_with};
 use crate::network::{
-    run_rounds, run_schedule, run_schedule_of, run_site_rounds, NetStats, Payload,
+    run_rounds, run_schedule, run_schedule_of, run_site_rounds, run_until_settled, NetStats,
+    Payload, Settle, SettledRounds,
 };
 use crate::report::{AgentRow, CurvePoint, Phases, Report};
 use crate::workload::{TestSet, Workload};
@@ -91,9 +92,17 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             FusionRule::PushSum { .. } => (8 * diameter.unwrap_or(1)).max(40),
         })
     };
+    // Push-sum without --rounds runs each fusion until the estimates settle (or a cap).
+    let settle =
+        (!two_pass && cfg.rounds.is_none() && rule != FusionRule::Tree).then(Settle::default);
+    let settled_rounds = SettledRounds::default();
     let communicate = |agents: &mut [Agent], rng: &mut Rng| {
         if two_pass {
             run_schedule(agents, &steps, cfg.loss, rng)
+        } else if let Some(s) = settle {
+            let (net, used, settled) = run_until_settled(agents, s, cfg.loss, rng);
+            settled_rounds.record(used, settled);
+            net
         } else {
             run_rounds(agents, rounds, cfg.loss, rng)
         }
@@ -119,7 +128,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     let mut agents: Vec<Agent> = (0..cfg.agents)
         .map(|i| {
             let mut a = Agent::new(i as u64, vocab.clone(), d, agent_cfg(i))?;
-            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64));
+            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))?;
             Ok(a)
         })
         .collect::<Result<_, coolgp::Error>>()?;
@@ -337,6 +346,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     let t = Instant::now();
     // Baselines (spec §8): common W0 = the central learner's final mean (else agent 0's).
     let (mut rmse_ddtc, mut rmse_dpitc) = (None, None);
+    let mut baseline_uploads = None;
     if cfg.baselines {
         let p = central.as_ref().unwrap_or(&agents[0]).projection();
         let kern = BaselineKernel {
@@ -345,7 +355,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             sigma_n: p.sigma_n(),
         };
         let up_rng = Rng::new(cfg.seed, 0xBA5E);
-        let results: Vec<(Vec<Option<f64>>, Option<f64>)> = [Baseline::Ddtc, Baseline::Dpitc]
+        let results: Vec<Replay> = [Baseline::Ddtc, Baseline::Dpitc]
             .par_iter()
             .map(|&which| {
                 replay(
@@ -369,6 +379,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         }
         rmse_ddtc = results[0].1.map(|v| v * work.y_scale);
         rmse_dpitc = results[1].1.map(|v| v * work.y_scale);
+        baseline_uploads = Some([results[0].2, results[1].2]);
     }
     phases.baselines_s = t.elapsed().as_secs_f64();
     // The last curve point is the final evaluation (every agent, the whole test set).
@@ -387,6 +398,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         rmse_central,
         rmse_ddtc,
         rmse_dpitc,
+        baseline_uploads,
         rmse_constant,
         nlpd_post,
         agents: cfg.agents,
@@ -402,7 +414,12 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         },
         topology: format!("{:?}", cfg.topology).to_lowercase(),
         diameter,
-        rounds,
+        rounds: if settle.is_some() {
+            settled_rounds.max.get()
+        } else {
+            rounds
+        },
+        rounds_capped: settled_rounds.capped.get(),
         schedule: if two_pass { "two-pass" } else { "rounds" }.into(),
         loss: cfg.loss,
         network: net,

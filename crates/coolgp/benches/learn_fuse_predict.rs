@@ -88,7 +88,8 @@ fn bench_tree(c: &mut Criterion) {
                 ..AgentConfig::default()
             };
             let mut a = Agent::new(i as u64, vocab.clone(), d, config).expect("agent");
-            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64));
+            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))
+                .expect("neighbours");
             let (x, y) = block(d, 20, i as u64);
             a.handle_block(x.as_ref(), &y).expect("block");
             a

@@ -35,6 +35,18 @@ pub enum Error {
         /// Flat index of the first offending value.
         index: usize,
     },
+    /// An input is finite but so large that its ψ statistics would overflow (its |value|, or
+    /// that of its projected moments, is above `limit`,
+    /// [`crate::model::input_range::MAX_ABS_INPUT`]); nothing was changed.
+    #[error("{what} out of range at index {index}: |value| above {limit:e} would overflow the ψ statistics")]
+    OutOfRange {
+        /// What was being checked.
+        what: &'static str,
+        /// Flat index of the first offending input, or the offending row.
+        index: usize,
+        /// The largest |value| accepted.
+        limit: f64,
+    },
     /// A message or state was produced under a different vocabulary (Z, kernel, jitter, seed).
     #[error("vocabulary mismatch: expected fingerprint {expected}, found {found}")]
     VocabularyMismatch {
@@ -62,5 +74,18 @@ pub(crate) fn ensure_finite(what: &'static str, values: &[f64]) -> Result<()> {
     match values.iter().position(|v| !v.is_finite()) {
         Some(index) => Err(Error::NonFinite { what, index }),
         None => Ok(()),
+    }
+}
+
+/// Checks that a size is what was expected; `what` names it in the error.
+pub(crate) fn ensure_dim(what: &'static str, expected: usize, found: usize) -> Result<()> {
+    if expected == found {
+        Ok(())
+    } else {
+        Err(Error::DimensionMismatch {
+            what,
+            expected,
+            found,
+        })
     }
 }

@@ -1,9 +1,10 @@
 //! # coolgp — collective online learning of Gaussian processes
 //!
-//! The sans-IO core of COOL-GP (Hoang, How, Hoang & Low, NeurIPS 2018): all the math and the
-//! agent state machine, and nothing else — no clock, socket, file, thread or OS randomness.
-//! The simulator (`coolgp-sim`) and the networked node (`coolgp-node`) are drivers of the same
-//! [`Agent`].
+//! The sans-IO core of COOL-GP (T. N. Hoang, Q. M. Hoang, K. H. Low & J. P. How, "Collective
+//! Online Learning of Gaussian Processes in Massive Multi-Agent Systems", AAAI 2019, arXiv
+//! 1805.09266): all the math and the agent state machine, and nothing else — no clock, socket,
+//! file, thread or OS randomness. The simulator (`coolgp-sim`) and the networked node
+//! (`coolgp-node`) are drivers of the same [`Agent`].
 //!
 //! Each agent learns a sparse GP online with its *own* projection q(W) of its inputs into a
 //! shared unit-scale domain, keeps q(u) over the shared inducing outputs as constant-size
@@ -53,8 +54,8 @@
 //! let vocab = Arc::new(Vocabulary::default_design(20, 2, 7)?);
 //! let mut a = Agent::new(0, vocab.clone(), 2, AgentConfig::default())?;
 //! let mut b = Agent::new(1, vocab.clone(), 2, AgentConfig::default())?;
-//! a.set_neighbors([1]);
-//! b.set_neighbors([0]);
+//! a.set_neighbors([1])?;
+//! b.set_neighbors([0])?;
 //! let x = Mat::from_fn(10, 2, |i, j| (i as f64 * 0.3 + j as f64).sin());
 //! let y: Vec<f64> = (0..10).map(|i| (i as f64 * 0.5).cos()).collect();
 //! a.handle_block(x.as_ref(), &y)?;

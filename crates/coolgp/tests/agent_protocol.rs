@@ -77,8 +77,8 @@ fn pair() -> (Arc<Vocabulary>, Agent, Agent, Message) {
     let vocab = Arc::new(Vocabulary::default_design(5, 2, 31).expect("design"));
     let mut a = Agent::new(0, vocab.clone(), 2, AgentConfig::default()).expect("agent");
     let mut b = Agent::new(1, vocab.clone(), 2, AgentConfig::default()).expect("agent");
-    a.set_neighbors([1]);
-    b.set_neighbors([0]);
+    a.set_neighbors([1]).expect("neighbours");
+    b.set_neighbors([0]).expect("neighbours");
     let mut rng = Rng::new(700, 1);
     let (x, y) = block(&mut rng, 8, 2);
     a.handle_block(x.as_ref(), &y).expect("block");
@@ -318,7 +318,8 @@ fn run_fleet(mode: UpdateMode, agent_seed: u64) -> Vec<Agent> {
                 ..AgentConfig::default()
             };
             let mut a = Agent::new(i as u64, vocab.clone(), 2, cfg).expect("agent");
-            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64));
+            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))
+                .expect("neighbours");
             a
         })
         .collect();

@@ -33,7 +33,8 @@ fn fleet_on(topo: &Topology, vocab: &Arc<Vocabulary>) -> Vec<Agent> {
     (0..topo.len())
         .map(|i| {
             let mut a = Agent::new(i as u64, vocab.clone(), D, cfg()).expect("agent");
-            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64));
+            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))
+                .expect("neighbours");
             a
         })
         .collect()
@@ -276,7 +277,7 @@ fn an_invalid_site_is_rejected_and_leaves_the_agent_bit_identical() {
     }
     // A site-only body is a wrong kind for a per-agent agent, and a site in its messages is bad.
     let mut per_agent = Agent::new(1, v.clone(), D, AgentConfig::default()).expect("agent");
-    per_agent.set_neighbors([0]);
+    per_agent.set_neighbors([0]).expect("neighbours");
     let mut site_only = good.clone();
     site_only.body = Body::Site;
     assert_eq!(

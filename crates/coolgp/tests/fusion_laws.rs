@@ -57,7 +57,8 @@ fn fleet(vocab: &Arc<Vocabulary>, topo: &Topology, d: usize, cfg: &AgentConfig) 
     (0..topo.len())
         .map(|i| {
             let mut a = Agent::new(i as u64, vocab.clone(), d, cfg.clone()).expect("agent");
-            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64));
+            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))
+                .expect("neighbours");
             a
         })
         .collect()

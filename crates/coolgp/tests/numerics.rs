@@ -246,7 +246,7 @@ fn prediction_matches_monte_carlo() {
             .posterior(&vocab)
             .expect("posterior");
         let xs = inputs(&mut rng, 3, d, 0.8);
-        let pred = predict(&vocab, &proj, &post, xs.as_ref());
+        let pred = predict(&vocab, &proj, &post, xs.as_ref()).expect("predict");
         // q(u) = N(mean_u, S), sampled as mean_u + L ε with S = L Lᵀ.
         let (mean_u, s) = post.moments(&vocab);
         let chol_s = Cholesky::new(s.as_ref(), "S").expect("S is SPD");

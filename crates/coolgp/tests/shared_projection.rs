@@ -22,9 +22,9 @@ fn fleet(mode: ProjectionMode) -> (Vec<Agent>, Vec<Vec<f64>>, Vec<f64>) {
     let mut agents: Vec<Agent> = (0..3)
         .map(|i| Agent::new(i, vocab.clone(), 2, cfg.clone()).expect("agent"))
         .collect();
-    agents[0].set_neighbors([1]);
-    agents[1].set_neighbors([0, 2]);
-    agents[2].set_neighbors([1]);
+    agents[0].set_neighbors([1]).expect("neighbours");
+    agents[1].set_neighbors([0, 2]).expect("neighbours");
+    agents[2].set_neighbors([1]).expect("neighbours");
     let mut rng = Rng::new(9, 0);
     for (i, a) in agents.iter_mut().enumerate() {
         for _ in 0..=i {

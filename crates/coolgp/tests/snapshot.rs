@@ -36,9 +36,9 @@ fn fleet(cfg: &AgentConfig, vocab: &Arc<Vocabulary>, rounds: usize) -> Vec<Agent
             .expect("agent")
         })
         .collect();
-    agents[0].set_neighbors([1]);
-    agents[1].set_neighbors([0, 2]);
-    agents[2].set_neighbors([1]);
+    agents[0].set_neighbors([1]).expect("neighbours");
+    agents[1].set_neighbors([0, 2]).expect("neighbours");
+    agents[2].set_neighbors([1]).expect("neighbours");
     for r in 0..rounds {
         step(&mut agents, r);
     }

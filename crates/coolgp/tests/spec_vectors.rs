@@ -45,7 +45,7 @@ fn check_model(file: &str) {
     // Reference: spec §1 (K with jitter), §2 (psi statistics).
     close_mat("K", &vocab.k().to_owned(), &v["K"], TOL);
     close_mat("Kinv", &vocab.k_inv().to_owned(), &v["Kinv"], TOL);
-    let p1 = psi1_matrix(&vocab, &proj, x.as_ref());
+    let p1 = psi1_matrix(&vocab, &proj, x.as_ref()).expect("psi1");
     let p1s = Mat::from_fn(p1.nrows(), p1.ncols(), |i, j| ss * p1[(i, j)]);
     close_mat("psi1", &p1s, &v["psi1"], TOL);
     let psi2_want = v["psi2"].as_array().expect("psi2");
@@ -82,7 +82,7 @@ fn check_model(file: &str) {
     );
     // Reference: spec §5 (prediction).
     let xs = mat(&inp["Xstar"]);
-    let pred = predict(&vocab, &proj, &post, xs.as_ref());
+    let pred = predict(&vocab, &proj, &post, xs.as_ref()).expect("predict");
     close_vec("pred.mean", &pred.mean, &v["pred"]["mean"], TOL);
     close_vec("pred.var_f", &pred.var_f, &v["pred"]["var_f"], TOL);
     close_vec("pred.var_y", &pred.var_y, &v["pred"]["var_y"], TOL);
@@ -302,7 +302,7 @@ fn spec_vectors_fusion_tree4() {
     let (gm, gs) = post.moments(&vocab);
     close_mat("R_g.S", &gs, &rg["S"], TOL);
     close_vec("R_g.m", &gm, &rg["m"], TOL);
-    let pred = predict(&vocab, &projs[0], &post, mat(&inp["Xstar"]).as_ref());
+    let pred = predict(&vocab, &projs[0], &post, mat(&inp["Xstar"]).as_ref()).expect("predict");
     let pw0 = &v["agent0_prediction_with_R_g"];
     close_vec("agent0.mean", &pred.mean, &pw0["mean"], TOL);
     close_vec("agent0.var_f", &pred.var_f, &pw0["var_f"], TOL);

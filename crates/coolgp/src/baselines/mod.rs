@@ -124,7 +124,7 @@ impl BaselineKernel {
         server: &NaturalParams,
         x: MatRef<'_, f64>,
     ) -> Result<Vec<f64>> {
-        Ok(self.mean_at(vocab, &self.mean_weights(server)?, x))
+        self.mean_at(vocab, &self.mean_weights(server)?, x)
     }
 
     /// `β = Σ̈⁻¹ ÿ [m]` of the server's model (factor once, then [`BaselineKernel::mean_at`]
@@ -137,10 +137,20 @@ impl BaselineKernel {
     }
 
     /// The predictive mean `K_fu β` at `x [n, d]` (batched).
-    pub fn mean_at(&self, vocab: &Vocabulary, beta: &[f64], x: MatRef<'_, f64>) -> Vec<f64> {
-        kernel_means(vocab, self.w0.as_ref(), None, self.sigma_s, &[beta], x)
-            .pop()
-            .unwrap_or_default()
+    ///
+    /// # Errors
+    /// [`crate::Error::DimensionMismatch`] as [`kernel_means`].
+    pub fn mean_at(
+        &self,
+        vocab: &Vocabulary,
+        beta: &[f64],
+        x: MatRef<'_, f64>,
+    ) -> Result<Vec<f64>> {
+        Ok(
+            kernel_means(vocab, self.w0.as_ref(), None, self.sigma_s, &[beta], x)?
+                .pop()
+                .unwrap_or_default(),
+        )
     }
 
     /// The shared predictive from the server's sums `Σ̈ = K + Σ Σ̇`, `ÿ = Σ ẏ`.

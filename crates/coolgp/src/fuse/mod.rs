@@ -1,5 +1,5 @@
 //! Fusion: pairwise and multi-agent (Eq. 4.10), communication graphs, tree message passing
-//! (exact on trees) and push-sum (loopy, lossy, changing graphs) — spec §7.
+//! (exact on trees) and push-sum (loopy or lossy graphs with fixed links) — spec §7.
 
 pub mod pairwise;
 pub mod pushsum;

@@ -1,5 +1,5 @@
-//! Push-sum on the excesses for loopy, lossy or changing graphs (spec §7, alternative 2),
-//! in the running-sum form of Hadjicostis, Domínguez-García & Vaidya (2016).
+//! Push-sum on the excesses for loopy or lossy graphs (spec §7, alternative 2), in the
+//! running-sum form of Hadjicostis, Domínguez-García & Vaidya (2016).
 //!
 //! State `(x_i, ω_i)` starts at `(E_i, 1)`. Each round agent j splits its state into
 //! `deg_j + 1` equal shares, keeps one and sends one to each neighbour as a *running total*
@@ -7,9 +7,18 @@
 //! is delivered with the next one. Estimate: `T_g,i ≈ T0 + s · x_i/ω_i` (s agents).
 //! `x_i/ω_i` is a nonnegative combination of the E_j, so every estimate is a valid posterior.
 //! When E_i changes, the difference is injected into x_i (mass is conserved).
+//!
+//! **Fixed links.** The running totals assume each link exists from the first round on: a
+//! neighbour added later would receive the sender's whole cumulative σ_j (mass created), and a
+//! link removed with a lost total in flight loses that mass. Conserving mass across such
+//! changes needs per-link totals and a reset handshake that the message format does not carry,
+//! so the neighbour set is frozen once any total has been sent or received
+//! ([`check_neighbor_change`]); a fleet whose links change uses the tree rule on its current
+//! spanning tree, or restarts push-sum.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::error::{Error, Result};
 use crate::model::Excess;
 
 /// One agent's share of the push-sum mass: excess, weight and represented data points.
@@ -108,4 +117,28 @@ impl PushSum {
         let c = scale / self.mass.w;
         Some((self.mass.x.scaled(c), self.mass.points * c))
     }
+}
+
+/// Checks that a push-sum agent may move from neighbours `old` to `new`: always when the set
+/// is unchanged, and otherwise only while no running total has been sent or received (before
+/// the first round with a neighbour).
+///
+/// # Errors
+/// [`Error::InvalidConfig`] naming the added and removed neighbours.
+pub fn check_neighbor_change(
+    state: &PushSum,
+    old: &BTreeSet<u64>,
+    new: &BTreeSet<u64>,
+) -> Result<()> {
+    let fresh = state.received.is_empty() && state.sent == Mass::zeros(state.sent.x.m());
+    if old == new || fresh {
+        return Ok(());
+    }
+    let added: Vec<u64> = new.difference(old).copied().collect();
+    let removed: Vec<u64> = old.difference(new).copied().collect();
+    Err(Error::InvalidConfig(format!(
+        "push-sum neighbours cannot change once mass has been exchanged (added {added:?}, \
+         removed {removed:?}): the running totals would create or lose mass; use tree fusion \
+         on the current spanning tree, or restart push-sum"
+    )))
 }

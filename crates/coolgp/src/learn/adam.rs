@@ -1,5 +1,7 @@
 //! Adam on the per-datum gradient with a Robbins–Monro decay (spec §6, revised).
 
+use crate::error::{ensure_dim, Result};
+
 /// Optimizer settings (defaults: spec §6).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdamConfig {
@@ -54,8 +56,16 @@ impl Adam {
         }
     }
 
-    /// One ascent step `θ += lr_t · m̂/(√v̂ + ε)` on gradient `g` (maximization).
-    pub fn step(&mut self, theta: &mut [f64], g: &[f64]) {
+    /// One ascent step `θ += lr_t · m̂/(√v̂ + ε)` on gradient `g` (maximization), with
+    /// `lr_t = lr · (1 + t/τ)^−κ` (Robbins–Monro) and the bias corrections `1 − β^t`.
+    ///
+    /// # Errors
+    /// [`crate::Error::DimensionMismatch`] unless θ, g and both moment vectors have the same
+    /// length; the state is then unchanged.
+    pub fn step(&mut self, theta: &mut [f64], g: &[f64]) -> Result<()> {
+        ensure_dim("Adam gradient (one per parameter)", theta.len(), g.len())?;
+        ensure_dim("Adam first moments", theta.len(), self.m1.len())?;
+        ensure_dim("Adam second moments", theta.len(), self.m2.len())?;
         let c = &self.config;
         self.t += 1;
         let t = self.t as f64;
@@ -73,6 +83,7 @@ impl Adam {
             let vh = *m2 / bc2;
             *th += c.lr * rm * mh / (vh.sqrt() + c.eps);
         }
+        Ok(())
     }
 }
 
@@ -94,8 +105,68 @@ mod tests {
         let mut th = [0.0];
         for _ in 0..2000 {
             let g = [-2.0 * (th[0] - 3.0)];
-            adam.step(&mut th, &g);
+            adam.step(&mut th, &g).expect("step");
         }
         assert!((th[0] - 3.0).abs() < 1e-2, "θ = {}", th[0]);
+    }
+
+    #[test]
+    fn defaults_are_the_spec_values() {
+        // Reference: spec §6 (Adam lr 0.01, β = (0.9, 0.999), ε = 1e-8; Robbins–Monro
+        // (1 + t/τ)^−κ with τ = 50, κ = 0.6).
+        let c = AdamConfig::default();
+        assert_eq!(
+            (c.lr, c.beta1, c.beta2, c.eps, c.tau, c.kappa),
+            (0.01, 0.9, 0.999, 1e-8, 50.0, 0.6)
+        );
+    }
+
+    #[test]
+    fn robbins_monro_decays_the_step_as_specified() {
+        // With a constant gradient, m̂ = g and v̂ = g² exactly after the bias corrections, so
+        // step t moves θ by lr (1 + t/τ)^−κ · g/(|g| + ε): the decay alone sets the step size.
+        // Reference: spec §6. Tolerance: a few ulps of the bias-corrected moments.
+        let c = AdamConfig::default();
+        let mut adam = Adam::new(c.clone(), 1);
+        let g = 2.0;
+        let mut th = [0.0];
+        for t in 1..=200u64 {
+            let before = th[0];
+            adam.step(&mut th, &[g]).expect("step");
+            let want = c.lr * (1.0 + t as f64 / 50.0).powf(-0.6) * g / (g + c.eps);
+            let got = th[0] - before;
+            assert!(
+                (got - want).abs() <= 1e-12 * want,
+                "step {t}: moved {got}, want {want}"
+            );
+        }
+        // The decay is real: step 200 is (1 + 4)^−0.6 / (1 + 1/50)^−0.6 ≈ 0.39 of step 1.
+        let first = c.lr * (1.0f64 + 1.0 / 50.0).powf(-0.6);
+        let last = c.lr * 5.0f64.powf(-0.6);
+        assert!(last / first < 0.4 && last / first > 0.38);
+        assert_eq!(adam.t, 200);
+    }
+
+    #[test]
+    fn mismatched_lengths_are_an_error_and_change_nothing() {
+        let mut adam = Adam::new(AdamConfig::default(), 3);
+        let before = adam.clone();
+        let mut th = [1.0, 2.0, 3.0];
+        let err = adam.step(&mut th, &[0.5, 0.5]).expect_err("short gradient");
+        assert!(matches!(
+            err,
+            crate::Error::DimensionMismatch {
+                expected: 3,
+                found: 2,
+                ..
+            }
+        ));
+        let mut long = [1.0; 4];
+        assert!(
+            adam.step(&mut long, &[0.5; 4]).is_err(),
+            "θ longer than the moments"
+        );
+        assert_eq!(adam, before);
+        assert_eq!(th, [1.0, 2.0, 3.0]);
     }
 }

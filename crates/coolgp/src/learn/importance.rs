@@ -35,7 +35,11 @@ pub struct IsDiagnostics {
     pub max_log_w: f64,
     /// Number of samples k.
     pub samples: usize,
-    /// Flagged when `max log w > 700` or `ESS < 2` (spec §9).
+    /// Weights ω_t that overflowed to infinity (unnormalized weights with `log w_t` above
+    /// ≈ 709 + ln k): their samples are left out of Ê, which can turn Ê into 0. Any overflow
+    /// also sets `degenerate`.
+    pub overflowed: usize,
+    /// Flagged when `max log w > 700`, `ESS < 2` or a weight overflowed (spec §9).
     pub degenerate: bool,
 }
 
@@ -170,23 +174,28 @@ impl ImportanceCache {
         let lse2 = logsumexp(lw.iter().map(|v| 2.0 * v));
         let ess = (2.0 * lse - lse2).exp();
         let max_log_w = lw.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let omega = match self.normalization {
+        let omega: Vec<f64> = match self.normalization {
             IsNormalization::Unnormalized => lw
                 .iter()
                 .map(|v| (v - max_log_w).exp() * max_log_w.exp() / k as f64)
                 .collect(),
             IsNormalization::SelfNormalized => lw.iter().map(|v| (v - lse).exp()).collect(),
         };
+        let overflowed = omega.iter().filter(|w| !w.is_finite()).count();
         let diag = IsDiagnostics {
             ess,
             max_log_w,
             samples: k,
-            degenerate: max_log_w > 700.0 || ess < 2.0 || !ess.is_finite(),
+            overflowed,
+            degenerate: max_log_w > 700.0 || ess < 2.0 || !ess.is_finite() || overflowed > 0,
         };
         (omega, diag)
     }
 
-    /// The estimated data part `Ê` under `proj` with its diagnostics. Cost O(k m²).
+    /// The estimated data part `Ê` under `proj` with its diagnostics. Cost O(k m²). Weights
+    /// that overflowed (or are zero) are skipped and counted in
+    /// [`IsDiagnostics::overflowed`]: the driver sees them in
+    /// [`crate::Event::ImportanceWeights`].
     pub fn excess(&self, vocab: &Vocabulary, proj: &Projection) -> (Excess, IsDiagnostics) {
         let (omega, diag) = self.weights(proj);
         let m = vocab.m();
@@ -224,5 +233,39 @@ impl ImportanceCache {
             }
         }
         acc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overflowing_weights_are_counted_not_silently_skipped() {
+        // One sample W_t = 0 [1, 2] under q(W) = N(0, e^−720 I): log w_t = Σ_ij −log σ_ij =
+        // 2·360 = 720 > ln(f64::MAX) ≈ 709.8, so the unnormalized ω_t overflows, the sample is
+        // left out and Ê = 0. The diagnostics must say so (spec §4b, §9).
+        let vocab = Vocabulary::default_design(4, 1, 3).expect("design");
+        let zero = Mat::zeros(1, 2);
+        let mut cache = ImportanceCache::with_samples(
+            &vocab,
+            vec![zero.clone()],
+            IsNormalization::Unnormalized,
+        );
+        let x = Mat::from_fn(3, 2, |i, j| 0.1 * (i + j) as f64);
+        cache.absorb(&vocab, x.as_ref(), &[1.0, 0.5, -0.2]);
+        let proj = Projection::new(zero.clone(), Mat::from_fn(1, 2, |_, _| -360.0), 0.0, -1.0);
+        let (e, diag) = cache.excess(&vocab, &proj);
+        assert_eq!(diag.overflowed, 1);
+        assert!(diag.degenerate);
+        assert!(
+            e.d2.iter().all(|v| *v == 0.0),
+            "the overflowed sample is left out"
+        );
+        // Control: a moderate q(W) keeps the weight finite, counts nothing and uses the data.
+        let proj = Projection::new(zero, Mat::from_fn(1, 2, |_, _| -1.0), 0.0, -1.0);
+        let (e, diag) = cache.excess(&vocab, &proj);
+        assert_eq!(diag.overflowed, 0);
+        assert!(e.d2.iter().any(|v| *v != 0.0));
     }
 }

@@ -1,6 +1,7 @@
 //! What the model *is*: the unit kernel, the shared vocabulary, the projection q(W), psi
 //! statistics, the natural parameters of q(u) and prediction.
 
+pub mod input_range;
 pub mod kernel;
 pub mod natural;
 pub mod predict;

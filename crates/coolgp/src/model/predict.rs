@@ -9,12 +9,13 @@
 
 use faer::{Mat, MatRef};
 
+use crate::error::{ensure_dim, Result};
 use crate::linalg::{mul, mul_add};
 use crate::simd::{dispatch, exp, ln};
 
 use crate::model::natural::Posterior;
 use crate::model::projection::Projection;
-use crate::model::psi::{point_upper, PsiWorkspace};
+use crate::model::psi::{check_shapes, point_upper, PsiWorkspace};
 use crate::model::Vocabulary;
 
 /// Predictive moments for a set of inputs, each `[n]`.
@@ -63,13 +64,20 @@ pub fn rmse(pred: &[f64], y: &[f64]) -> f64 {
 }
 
 /// Predicts at the rows of `x [n, d]` with the agent's own q(W) and a factored q(u).
+///
+/// # Errors
+/// [`crate::Error::DimensionMismatch`] when `x`, q(W) or q(u) do not fit together.
 pub fn predict(
     vocab: &Vocabulary,
     proj: &Projection,
     post: &Posterior,
     x: MatRef<'_, f64>,
-) -> Prediction {
+) -> Result<Prediction> {
+    check_shapes(vocab, proj, x)?;
     let m = vocab.m();
+    ensure_dim("q(u) mean weights α (m)", m, post.alpha.len())?;
+    ensure_dim("q(u) matrix B (m)", m, post.b.nrows())?;
+    ensure_dim("q(u) matrix B (m)", m, post.b.ncols())?;
     let d = proj.d();
     let (ss, sn2) = (proj.sigma_s(), proj.sigma_n() * proj.sigma_n());
     let mut ws = PsiWorkspace::default();
@@ -104,7 +112,7 @@ pub fn predict(
         out.var_f.push(var_f);
         out.var_y.push(var_f + sn2);
     }
-    out
+    Ok(out)
 }
 
 dispatch! {
@@ -136,15 +144,18 @@ dispatch! {
 }
 
 /// Predictive means only, `ψ1(x*) α`, at O(m d') per point (no ψ2): for RMSE evaluation.
+///
+/// # Errors
+/// As [`kernel_means`].
 pub fn predict_mean(
     vocab: &Vocabulary,
     proj: &Projection,
     alpha: &[f64],
     x: MatRef<'_, f64>,
-) -> Vec<f64> {
-    predict_means(vocab, proj, &[alpha], x)
+) -> Result<Vec<f64>> {
+    Ok(predict_means(vocab, proj, &[alpha], x)?
         .pop()
-        .unwrap_or_default()
+        .unwrap_or_default())
 }
 
 /// Rows per chunk of [`predict_means`] (bounds its scratch to `ROWS·m` numbers).
@@ -158,12 +169,15 @@ const ROWS: usize = 256;
 /// with `c = 1 + s`, so the (n, j) part is one product `[n, 2d'] × [2d', m]`, then one
 /// exponential per entry and one product `Ψ̄1 [n, m] × [α_v] [m, V]`. Agrees with the
 /// per-point form of [`crate::model::psi::psi1_point`] to rounding (the tests check 1e-12).
+///
+/// # Errors
+/// As [`kernel_means`].
 pub fn predict_means(
     vocab: &Vocabulary,
     proj: &Projection,
     alphas: &[&[f64]],
     x: MatRef<'_, f64>,
-) -> Vec<Vec<f64>> {
+) -> Result<Vec<Vec<f64>>> {
     kernel_means(
         vocab,
         proj.mu(),
@@ -178,6 +192,10 @@ pub fn predict_means(
 /// `w` = W `[d', d]`, `s2` = S `[d', d]` (elementwise variances), or `None` for a fixed W, when
 /// `ψ̄1_j(x) = exp(−½‖W x − z_j‖²)` is the unit SE kernel `k(Wx, z_j)` (the server baselines'
 /// K_fu). Batched as documented on [`predict_means`].
+///
+/// # Errors
+/// [`crate::Error::DimensionMismatch`] when `x` does not have W's d columns, W (or S) is not
+/// `[d', d]`, or an α is not `[m]`.
 pub fn kernel_means(
     vocab: &Vocabulary,
     w: MatRef<'_, f64>,
@@ -185,8 +203,17 @@ pub fn kernel_means(
     scale: f64,
     alphas: &[&[f64]],
     x: MatRef<'_, f64>,
-) -> Vec<Vec<f64>> {
+) -> Result<Vec<Vec<f64>>> {
     let (m, dz, n) = (vocab.m(), vocab.d_latent(), x.nrows());
+    ensure_dim("W rows (d')", dz, w.nrows())?;
+    ensure_dim("input columns (d)", w.ncols(), x.ncols())?;
+    if let Some(s2) = s2 {
+        ensure_dim("S rows (d')", dz, s2.nrows())?;
+        ensure_dim("S columns (d)", w.ncols(), s2.ncols())?;
+    }
+    for a in alphas {
+        ensure_dim("mean weights α (m)", m, a.len())?;
+    }
     let z = vocab.z();
     // Q = [Zᵀ; −½ (Z∘Z)ᵀ]  [2d', m]
     let q = Mat::from_fn(2 * dz, m, |i, j| {
@@ -239,9 +266,9 @@ pub fn kernel_means(
         );
         start += rows;
     }
-    (0..alphas.len())
+    Ok((0..alphas.len())
         .map(|v| out.col_as_slice(v).to_vec())
-        .collect()
+        .collect())
 }
 
 dispatch! {
@@ -306,7 +333,7 @@ mod tests {
             let x = Mat::from_fn(n, d, |_, _| 1.5 * rng.normal());
             let a1: Vec<f64> = (0..m).map(|_| rng.normal()).collect();
             let a2: Vec<f64> = (0..m).map(|_| rng.normal()).collect();
-            let got = predict_means(&vocab, &proj, &[&a1, &a2], x.as_ref());
+            let got = predict_means(&vocab, &proj, &[&a1, &a2], x.as_ref()).expect("means");
             let (mut a, mut s) = (vec![0.0; dz], vec![0.0; dz]);
             let mut psi1 = vec![0.0; m];
             let mut scale: f64 = 0.0;
@@ -333,5 +360,63 @@ mod tests {
                 "m {m} d' {dz}: worst relative error {worst:e}"
             );
         }
+    }
+
+    #[test]
+    fn column_mismatches_are_errors_not_panics() {
+        // Inputs with d + 1 columns, α of length m − 1, a q(W) of the wrong d': each public
+        // entry point returns DimensionMismatch instead of indexing out of bounds.
+        use crate::model::psi::psi1_matrix;
+        use crate::Error;
+        let (m, dz, d) = (6, 2, 3);
+        let vocab = Vocabulary::default_design(m, dz, 5).expect("design");
+        let proj = vocab.initial_projection(d);
+        let post = vocab.t0().posterior(&vocab).expect("prior posterior");
+        let good = Mat::from_fn(4, d, |i, j| (i + j) as f64 * 0.1);
+        let wide = Mat::from_fn(4, d + 1, |i, j| (i + j) as f64 * 0.1);
+        let mismatch = |r: Result<()>, what: &str| match r {
+            Err(Error::DimensionMismatch { .. }) => {}
+            other => panic!("{what}: expected DimensionMismatch, got {other:?}"),
+        };
+        mismatch(
+            psi1_matrix(&vocab, &proj, wide.as_ref()).map(drop),
+            "psi1_matrix",
+        );
+        mismatch(
+            predict(&vocab, &proj, &post, wide.as_ref()).map(drop),
+            "predict",
+        );
+        let alpha = post.alpha.clone();
+        mismatch(
+            predict_means(&vocab, &proj, &[&alpha], wide.as_ref()).map(drop),
+            "predict_means",
+        );
+        mismatch(
+            kernel_means(&vocab, proj.mu(), None, 1.0, &[&alpha[1..]], good.as_ref()).map(drop),
+            "kernel_means short α",
+        );
+        mismatch(
+            kernel_means(&vocab, proj.mu(), None, 1.0, &[&alpha], wide.as_ref()).map(drop),
+            "kernel_means columns",
+        );
+        let other = Vocabulary::default_design(m, dz + 1, 5).expect("design");
+        mismatch(
+            predict(&other, &proj, &post, good.as_ref()).map(drop),
+            "predict with a q(W) of another d'",
+        );
+        // The same calls with fitting shapes succeed.
+        assert_eq!(
+            psi1_matrix(&vocab, &proj, good.as_ref())
+                .expect("psi1")
+                .nrows(),
+            4
+        );
+        assert_eq!(
+            predict(&vocab, &proj, &post, good.as_ref())
+                .expect("predict")
+                .mean
+                .len(),
+            4
+        );
     }
 }

@@ -331,8 +331,17 @@ impl PsiWorkspace {
     }
 }
 
-/// Unit-scale `Ψ̄1 [n, m]` of a set of inputs.
-pub fn psi1_matrix(vocab: &Vocabulary, proj: &Projection, x: MatRef<'_, f64>) -> Mat<f64> {
+/// Unit-scale `Ψ̄1 [n, m]` of a set of inputs `x [n, d]`.
+///
+/// # Errors
+/// [`crate::Error::DimensionMismatch`] when `x` does not have `d` columns or q(W) does not
+/// have the vocabulary's d' rows.
+pub fn psi1_matrix(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    x: MatRef<'_, f64>,
+) -> crate::Result<Mat<f64>> {
+    check_shapes(vocab, proj, x)?;
     let (m, dz, d) = (vocab.m(), vocab.d_latent(), proj.d());
     let mut ws = PsiWorkspace::default();
     ws.prepare(m, dz, d);
@@ -348,7 +357,20 @@ pub fn psi1_matrix(vocab: &Vocabulary, proj: &Projection, x: MatRef<'_, f64>) ->
             out[(n, j)] = row[j];
         }
     }
-    out
+    Ok(out)
+}
+
+/// Checks that `x [n, d]` fits q(W) `[d', d]` and q(W) fits the vocabulary's d'.
+///
+/// # Errors
+/// [`crate::Error::DimensionMismatch`] naming the size that does not fit.
+pub(crate) fn check_shapes(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    x: MatRef<'_, f64>,
+) -> crate::Result<()> {
+    crate::error::ensure_dim("q(W) rows (d')", vocab.d_latent(), proj.mu().nrows())?;
+    crate::error::ensure_dim("input columns (d)", proj.d(), x.ncols())
 }
 
 /// Per-point evaluator of the full (symmetric) unit-scale `ψ̄2(x) [m, m]` and `ψ̄1(x) [m]`,

@@ -142,7 +142,7 @@ impl Vocabulary {
         let mut rng = Rng::new(seed, 0x5A5A);
         let n = 40 * m;
         let pts: Vec<f64> = (0..n * d_latent).map(|_| rng.normal()).collect();
-        let centres = kmeans(&pts, d_latent, m, 25, &mut rng);
+        let centres = kmeans(&pts, d_latent, m, 25, &mut rng)?;
         let z = Mat::from_fn(m, d_latent, |j, i| centres[j * d_latent + i]);
         Self::new(z, seed)
     }
@@ -251,8 +251,28 @@ fn fingerprint_of(z: MatRef<'_, f64>, jitter: f64, init_seed: u64) -> Fingerprin
 
 /// Lloyd's k-means on `n` points of dimension `d` (row-major), k-means++ seeding, fixed
 /// iteration count: deterministic for a given RNG state. Returns `k` centres, row-major.
-pub fn kmeans(pts: &[f64], d: usize, k: usize, iters: usize, rng: &mut Rng) -> Vec<f64> {
+///
+/// # Errors
+/// [`Error::InvalidConfig`] for `d = 0`, `k = 0` or no points; [`Error::DimensionMismatch`]
+/// when `pts.len()` is not a multiple of `d`; [`Error::NonFinite`] for NaN or infinite points.
+pub fn kmeans(pts: &[f64], d: usize, k: usize, iters: usize, rng: &mut Rng) -> Result<Vec<f64>> {
+    if d == 0 || k == 0 {
+        return Err(Error::InvalidConfig(format!(
+            "k-means needs d > 0 and k > 0, got d = {d}, k = {k}"
+        )));
+    }
+    if pts.len() % d != 0 {
+        return Err(Error::DimensionMismatch {
+            what: "k-means points (a multiple of d)",
+            expected: pts.len().next_multiple_of(d),
+            found: pts.len(),
+        });
+    }
     let n = pts.len() / d;
+    if n == 0 {
+        return Err(Error::InvalidConfig("k-means on no points".into()));
+    }
+    ensure_finite("k-means points", pts)?;
     let p = |i: usize| &pts[i * d..(i + 1) * d];
     let dist = |a: &[f64], b: &[f64]| crate::model::kernel::sqdist(a, b);
     let mut centres = Vec::with_capacity(k * d);
@@ -310,12 +330,38 @@ pub fn kmeans(pts: &[f64], d: usize, k: usize, iters: usize, rng: &mut Rng) -> V
             }
         }
     }
-    centres
+    Ok(centres)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kmeans_on_bad_input_is_an_error_not_a_panic() {
+        let mut rng = Rng::new(1, 2);
+        assert!(matches!(
+            kmeans(&[], 2, 3, 5, &mut rng),
+            Err(Error::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            kmeans(&[1.0, 2.0], 0, 1, 5, &mut rng),
+            Err(Error::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            kmeans(&[1.0, 2.0, 3.0], 2, 1, 5, &mut rng),
+            Err(Error::DimensionMismatch { found: 3, .. })
+        ));
+        assert!(matches!(
+            kmeans(&[1.0, f64::NAN], 2, 1, 5, &mut rng),
+            Err(Error::NonFinite { index: 1, .. })
+        ));
+        // Valid input still works: two clusters, two centres.
+        let c = kmeans(&[0.0, 0.1, 10.0, 10.1], 1, 2, 5, &mut rng).expect("kmeans");
+        let mut c = c;
+        c.sort_by(f64::total_cmp);
+        assert_eq!(c, vec![0.05, 10.05]);
+    }
 
     #[test]
     fn default_design_is_deterministic_and_factors() {
@@ -330,11 +376,33 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_inducing_inputs_raise_the_jitter_or_fail() {
-        // Two identical rows: K is singular without jitter; with 1e-6 it factors.
+    fn duplicate_inducing_inputs_are_singular_without_jitter_and_factor_with_it() {
+        // Reference: spec §9 (jitter ε on K, part of the vocabulary and its fingerprint).
+        // Two identical rows: K = [[1, 1], [1, 1]] (plus a third point) is singular. A jitter
+        // lost to rounding (1 + 1e-300 = 1) leaves it singular, and the exact jitter tried is
+        // reported; the schedule's first step, 1e-6, makes it positive definite, and that is
+        // the jitter the vocabulary keeps (no needless escalation), on K's diagonal and in the
+        // fingerprint.
         let z = Mat::from_fn(3, 1, |i, _| if i < 2 { 0.0 } else { 1.0 });
-        let v = Vocabulary::new(z, 0).expect("jitter makes it PD");
-        assert!(v.jitter() >= DEFAULT_JITTER);
+        assert_eq!(
+            Vocabulary::with_jitter(z.clone(), 1e-300, 0).map(|v| v.jitter()),
+            Err(Error::NotPositiveDefinite {
+                what: "K",
+                jitter_tried: 1e-300
+            })
+        );
+        let v = Vocabulary::new(z.clone(), 0).expect("jitter makes it PD");
+        assert_eq!(v.jitter(), DEFAULT_JITTER);
+        for j in 0..3 {
+            assert_eq!(v.k()[(j, j)], 1.0 + DEFAULT_JITTER);
+        }
+        assert_eq!(v.k()[(0, 1)], 1.0);
+        let bigger = Vocabulary::with_jitter(z.clone(), 10.0 * DEFAULT_JITTER, 0).expect("PD");
+        assert_ne!(v.fingerprint(), bigger.fingerprint());
+        assert!(matches!(
+            Vocabulary::with_jitter(z, 0.0, 0),
+            Err(Error::InvalidConfig(_))
+        ));
         let nan = Mat::from_fn(2, 1, |i, _| if i == 0 { f64::NAN } else { 0.0 });
         assert!(matches!(
             Vocabulary::new(nan, 0),

@@ -39,7 +39,8 @@ const MAX_EVENTS: usize = 4096;
 pub enum FusionRule {
     /// Message passing, exact on trees (never use it on a graph with cycles).
     Tree,
-    /// Running-sum push-sum for loopy, lossy or changing graphs. `agents` is the fleet size s
+    /// Running-sum push-sum for loopy or lossy graphs whose links are fixed once fusion has
+    /// started ([`Agent::set_neighbors`] refuses a later change). `agents` is the fleet size s
     /// (estimate `T0 + s·x/ω`); with `leader` weights use `agents = 1.0`.
     PushSum {
         /// Scale of the estimate (the agent count s).
@@ -288,14 +289,24 @@ impl Agent {
         })
     }
 
-    /// Sets the neighbours (a static tree or graph, or the current links of a changing one).
-    /// Messages last received from agents that are no longer neighbours are dropped from the
-    /// tree view.
-    pub fn set_neighbors(&mut self, ids: impl IntoIterator<Item = AgentId>) {
-        self.neighbors = ids.into_iter().filter(|&j| j != self.id).collect();
+    /// Sets the neighbours. Under the tree rule the set may change at any time (messages last
+    /// received from agents that are no longer neighbours are dropped from the fused view).
+    /// Under push-sum it is fixed once mass has been exchanged: see
+    /// [`crate::fuse::pushsum::check_neighbor_change`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a push-sum agent whose neighbour set would change after
+    /// it has sent or received a running total; the agent is then unchanged.
+    pub fn set_neighbors(&mut self, ids: impl IntoIterator<Item = AgentId>) -> Result<()> {
+        let ids: BTreeSet<AgentId> = ids.into_iter().filter(|&j| j != self.id).collect();
+        if let FusionRule::PushSum { .. } = self.config.fusion {
+            crate::fuse::pushsum::check_neighbor_change(&self.pushsum, &self.neighbors, &ids)?;
+        }
+        self.neighbors = ids;
         let keep = &self.neighbors;
         self.inbox.retain(|k, _| keep.contains(k));
         self.sent_cache.clear();
+        Ok(())
     }
 
     /// This agent's id.
@@ -438,7 +449,7 @@ impl Agent {
     pub fn predict(&self, x: MatRef<'_, f64>, view: View) -> Result<Prediction> {
         self.check_inputs(x, None)?;
         let post = self.posterior(view)?;
-        Ok(predict(&self.vocab, &self.proj, &post, x))
+        predict(&self.vocab, &self.proj, &post, x)
     }
 
     fn check_inputs(&self, x: MatRef<'_, f64>, y: Option<&[f64]>) -> Result<()> {
@@ -469,14 +480,15 @@ impl Agent {
                 }
             }
         }
-        Ok(())
+        crate::model::input_range::check_input_range(&self.proj, x)
     }
 
     /// Absorbs one block of own data `(x [n, d], y [n])`, takes one optimizer step, and
     /// recomputes the own excess.
     ///
     /// # Errors
-    /// [`Error::DimensionMismatch`] or [`Error::NonFinite`]; the agent is then unchanged.
+    /// [`Error::DimensionMismatch`], [`Error::NonFinite`] or [`Error::OutOfRange`] (inputs
+    /// whose ψ statistics would overflow); the agent is then unchanged.
     pub fn handle_block(&mut self, x: MatRef<'_, f64>, y: &[f64]) -> Result<()> {
         self.check_inputs(x, Some(y))?;
         if y.is_empty() {
@@ -529,7 +541,15 @@ impl Agent {
     ) -> Option<BlockElbo> {
         let post = match self.posterior(View::Fused) {
             Ok(p) => p,
-            Err(_) => self.posterior(View::Own).ok()?,
+            Err(_) => match self.posterior(View::Own) {
+                Ok(p) => p,
+                Err(_) => {
+                    self.push_event(Event::StepSkipped {
+                        reason: "posterior",
+                    });
+                    return None;
+                }
+            },
         };
         if post.jitter() > 0.0 {
             self.push_event(Event::Jitter {
@@ -580,11 +600,13 @@ impl Agent {
             .map(|(l, k)| l / n - k / kl_den)
             .collect();
         if g.iter().any(|v| !v.is_finite()) {
-            return;
+            return self.push_event(Event::StepSkipped { reason: "gradient" });
         }
         let mut theta = self.proj.to_flat();
-        self.adam.step(&mut theta, &g);
-        self.proj.set_flat(&theta);
+        match self.adam.step(&mut theta, &g) {
+            Ok(()) => self.proj.set_flat(&theta),
+            Err(_) => self.push_event(Event::StepSkipped { reason: "adam" }),
+        }
     }
 
     /// The fleet projection mode's site step (spec §14): the block's data-term gradient under
@@ -596,7 +618,7 @@ impl Agent {
         };
         let target = Site::block_target(&self.proj, &elbo, self.n_own as f64, y.len() as f64);
         if !target.is_valid(self.site.len()) {
-            return;
+            return self.push_event(Event::StepSkipped { reason: "site" });
         }
         // Running mean of the targets for the first 1/ρ blocks, then the damped average.
         let rate = (1.0 / self.blocks.max(1) as f64).max(self.config.site.damping);

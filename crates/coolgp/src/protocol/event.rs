@@ -24,6 +24,14 @@ pub enum Event {
     /// The importance estimate was recomputed (reported every time, spec §4b); check
     /// `degenerate`.
     ImportanceWeights(IsDiagnostics),
+    /// A block was absorbed but its optimizer step was skipped, so θ (q(W), σ_s, σ_n) did not
+    /// move: `reason` is "posterior" when neither the fused nor the own T1 could be factored,
+    /// "gradient" when the gradient was not finite, "adam" when the optimizer state does not
+    /// fit θ. The data stays absorbed; the next block tries again.
+    StepSkipped {
+        /// Why the step was skipped.
+        reason: &'static str,
+    },
     /// The fused view changed after an accepted message.
     FusedUpdated {
         /// Data points represented in the fused model.

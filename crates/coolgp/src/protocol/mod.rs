@@ -6,6 +6,7 @@ pub mod event;
 mod fleet_projection;
 mod fleet_sites;
 mod inbound;
+mod learner_check;
 pub mod memory;
 pub mod message;
 pub mod snapshot;

@@ -113,8 +113,9 @@ impl Agent {
     /// Rebuilds an agent from a snapshot taken under `vocab`.
     ///
     /// # Errors
-    /// [`Error::DimensionMismatch`] when the snapshot's shapes do not fit the vocabulary,
-    /// [`Error::NonFinite`] for NaN in θ.
+    /// [`Error::DimensionMismatch`] when the snapshot's shapes (q(W), excesses, the learner's
+    /// caches, the Adam moments) do not fit the vocabulary, [`Error::NonFinite`] for NaN in θ
+    /// or in a cache, [`Error::InvalidConfig`] for a learner of another update mode.
     pub fn restore(vocab: Arc<Vocabulary>, mut s: AgentSnapshot) -> Result<Self> {
         let (m, dz) = (vocab.m(), vocab.d_latent());
         let d = s.mu.ncols();
@@ -144,6 +145,7 @@ impl Agent {
         for v in s.push_received.values() {
             check_excess(&v.x)?;
         }
+        super::learner_check::check_learner(&s.learner, s.config.mode, m, dz, d)?;
         let mut agent = Agent::new(s.id, vocab, d, s.config)?;
         let proj = Projection::new(s.mu, s.log_sigma, s.log_sigma_s, s.log_sigma_n);
         let theta = proj.to_flat();
