@@ -73,10 +73,14 @@ pub struct SimArgs {
     /// 1 − (1−ρ)^k ≲ 0.5 for k blocks per agent between site fusions).
     #[arg(long)]
     pub site_damping: Option<f64>,
-    /// Fleet projection only: N0, the pseudo-points behind the shared initial q(W), σ_s, σ_n;
-    /// their weight fades as exp(−N/N0) with the fleet's N data points (default 2000).
+    /// Fleet projection only: N0, the scale of the shared initial q(W)'s pseudo-site, whose
+    /// weight fades as exp(−N/N0) with the fleet's N data points (default 2000).
     #[arg(long)]
     pub site_prior_points: Option<f64>,
+    /// Fleet projection only: pseudo-points of the initial σ_s = 1, σ_n = 0.5 (a fixed prior on
+    /// the scales, counted once; default 100000).
+    #[arg(long)]
+    pub scale_prior_points: Option<f64>,
     /// path, star, random-tree (default), mst, ring, grid, complete, geometric.
     #[arg(long)]
     pub topology: Option<String>,
@@ -171,6 +175,7 @@ impl SimArgs {
             site_every,
             site_damping,
             site_prior_points,
+            scale_prior_points,
             topology,
             fusion,
             loss,

@@ -174,12 +174,31 @@ pub fn sim_config(a: &SimArgs, n_batches: usize, groups: Option<usize>) -> Resul
         baselines: !a.no_baselines,
         learn: !a.no_learn,
         site_every: a.site_every,
-        site_damping: a.site_damping.unwrap_or(0.3),
-        site_prior_points: a
-            .site_prior_points
-            .unwrap_or(coolgp::learn::SiteConfig::default().prior_points),
+        // A fleet of one is the central learner: its default damping is the central's.
+        site: site_config(
+            a.site_damping
+                .or((agents == 1).then_some(SimConfig::default().central_damping)),
+            a.site_prior_points,
+            a.scale_prior_points,
+        )?,
         ..SimConfig::default()
     })
+}
+
+/// The fleet projection's site update from the flags (defaults: [`SiteConfig::default`]).
+fn site_config(
+    damping: Option<f64>,
+    prior_points: Option<f64>,
+    scale_prior_points: Option<f64>,
+) -> Result<coolgp::learn::SiteConfig> {
+    let d = coolgp::learn::SiteConfig::default();
+    let c = coolgp::learn::SiteConfig {
+        damping: damping.unwrap_or(d.damping),
+        prior_points: prior_points.unwrap_or(d.prior_points),
+        scale_prior_points: scale_prior_points.unwrap_or(d.scale_prior_points),
+    };
+    c.validate().map_err(anyhow::Error::msg)?;
+    Ok(c)
 }
 
 fn run_sim(

@@ -165,9 +165,9 @@ pub struct AgentMeta {
     /// Projection mode: `per-agent` or `fleet` (spec §14).
     #[serde(default = "per_agent")]
     pub projection: String,
-    /// Fleet projection: damping ρ and pseudo-points N0 of the site update.
+    /// Fleet projection: damping ρ, N0 and N_h of the site update.
     #[serde(default)]
-    pub site: Option<(f64, f64)>,
+    pub site: Option<[f64; 3]>,
     /// Inbox entries carrying site sums (fleet projection).
     #[serde(default)]
     pub inbox_sites: Vec<u64>,
@@ -384,7 +384,11 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
         inbox_shares: shares,
         push_received: s.push_received.keys().copied().collect(),
         projection: s.config.projection.name().into(),
-        site: fleet.then_some((s.config.site.damping, s.config.site.prior_points)),
+        site: fleet.then_some([
+            s.config.site.damping,
+            s.config.site.prior_points,
+            s.config.site.scale_prior_points,
+        ]),
         inbox_sites,
     };
     let meta_json = serde_json::to_string(meta).map_err(|e| NodeError::Checkpoint {
@@ -702,9 +706,10 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
             learn: a.learn,
             seed: a.seed,
             site: match a.site {
-                Some((damping, prior_points)) => SiteConfig {
+                Some([damping, prior_points, scale_prior_points]) => SiteConfig {
                     damping,
                     prior_points,
+                    scale_prior_points,
                 },
                 None => SiteConfig::default(),
             },

@@ -90,10 +90,14 @@ pub struct NodeArgs {
     /// Fleet projection: damping ρ ∈ (0, 1] of the site steps [default: 0.3].
     #[arg(long)]
     pub site_damping: Option<f64>,
-    /// Fleet projection: N0, the pseudo-points of the shared initial q(W); their weight fades
-    /// as exp(−N/N0) with the fleet's N points [default: 2000].
+    /// Fleet projection: N0, the scale of the shared initial q(W)'s pseudo-site, whose weight
+    /// fades as exp(−N/N0) with the fleet's N points [default: 2000].
     #[arg(long)]
     pub site_prior_points: Option<f64>,
+    /// Fleet projection: pseudo-points of the initial σ_s, σ_n (a fixed prior on the scales,
+    /// counted once) [default: 100000].
+    #[arg(long)]
+    pub scale_prior_points: Option<f64>,
     /// Online update mode: frozen, importance or exact [default: frozen].
     #[arg(long)]
     pub mode: Option<String>,
@@ -222,6 +226,7 @@ struct NodeFile {
     projection: Option<String>,
     site_damping: Option<f64>,
     site_prior_points: Option<f64>,
+    scale_prior_points: Option<f64>,
     mode: Option<String>,
     samples: Option<usize>,
     normalization: Option<String>,
@@ -451,6 +456,10 @@ impl NodeArgs {
                 .site_prior_points
                 .or(f.site_prior_points)
                 .unwrap_or(defaults.prior_points),
+            scale_prior_points: self
+                .scale_prior_points
+                .or(f.scale_prior_points)
+                .unwrap_or(defaults.scale_prior_points),
         };
         site.validate().map_err(NodeError::Config)?;
         let agent = AgentConfig {

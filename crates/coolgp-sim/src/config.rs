@@ -179,24 +179,14 @@ pub struct SimConfig {
     /// Fleet projection mode: batches between two site fusions (`None`: every 1% of the
     /// stream or every round of blocks — `agents` batches — whichever is sooner).
     pub site_every: Option<usize>,
-    /// Fleet projection mode: damping ρ of the agents' site steps (spec §14).
-    pub site_damping: f64,
-    /// Fleet projection mode: N0, the pseudo-points of the shared initial q(W) (spec §14).
-    pub site_prior_points: f64,
+    /// Fleet projection mode: the agents' site update (spec §14).
+    pub site: SiteConfig,
     /// Fleet projection mode: damping ρ of the central learner's site steps (spec §14: about
     /// 0.01 for one learner that sees the whole stream).
     pub central_damping: f64,
 }
 
-impl SimConfig {
-    /// The site settings of the agents of this run (spec §14).
-    pub fn site_config(&self) -> SiteConfig {
-        SiteConfig {
-            damping: self.site_damping,
-            prior_points: self.site_prior_points,
-        }
-    }
-}
+impl SimConfig {}
 
 impl Default for SimConfig {
     fn default() -> Self {
@@ -222,8 +212,7 @@ impl Default for SimConfig {
             adam: AdamConfig::default(),
             shuffle: true,
             site_every: None,
-            site_damping: 0.3,
-            site_prior_points: SiteConfig::default().prior_points,
+            site: SiteConfig::default(),
             central_damping: 0.01,
         }
     }

@@ -115,7 +115,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             run_site_rounds(agents, rounds, cfg.loss, rng)
         }
     };
-    let site = cfg.site_config();
+    let site = cfg.site.clone();
     let agent_cfg = |i: usize| AgentConfig {
         mode: cfg.mode,
         projection: cfg.projection,

@@ -389,3 +389,62 @@ fn thread_count_invariance(loss: f64) {
     };
     assert_eq!(key(&one), key(&three));
 }
+
+#[test]
+fn a_fleet_of_one_equals_the_central_learner_in_the_fleet_projection_mode() {
+    // Issue 8 / spec §14: the central learner runs the same site update as the fleet; with the
+    // same damping, a fleet of one is the central learner.
+    let w = one_phenomenon(30, 10, 5);
+    let base = SimConfig {
+        agents: 1,
+        inducing: 15,
+        fuse_every: 7,
+        baselines: false,
+        projection: coolgp::ProjectionMode::Fleet,
+        ..SimConfig::default()
+    };
+    let cfg = SimConfig {
+        site: coolgp::learn::SiteConfig {
+            damping: base.central_damping,
+            ..base.site.clone()
+        },
+        ..base
+    };
+    let r = quiet_run(&cfg, &w);
+    let c = r.rmse_central.expect("central learner");
+    assert!(
+        (r.rmse_post - c).abs() <= 1e-12 * c,
+        "fleet of one {} vs central {c}",
+        r.rmse_post
+    );
+    assert!(r.rmse_post < 0.9 * r.rmse_constant, "it learned something");
+}
+
+#[test]
+fn fleet_projection_fuses_exactly_and_helps_a_fleet_on_one_phenomenon() {
+    // 8 agents on one phenomenon: every agent ends with the fleet's q(u) (exact tree sums),
+    // and fusion improves on the agents' own models.
+    let w = one_phenomenon(48, 10, 6);
+    let cfg = SimConfig {
+        agents: 8,
+        inducing: 15,
+        fuse_every: 12,
+        baselines: false,
+        projection: coolgp::ProjectionMode::Fleet,
+        ..SimConfig::default()
+    };
+    let r = quiet_run(&cfg, &w);
+    assert!(r.fusion_max_rel_err < 1e-12, "{}", r.fusion_max_rel_err);
+    assert!(
+        r.rmse_post < r.rmse_pre,
+        "post {} pre {}",
+        r.rmse_post,
+        r.rmse_pre
+    );
+    let spread = r
+        .per_agent
+        .iter()
+        .map(|a| (a.rmse_post - r.rmse_post).abs())
+        .fold(0.0, f64::max);
+    assert!(spread < 1e-9, "fused agents differ by {spread:e}");
+}

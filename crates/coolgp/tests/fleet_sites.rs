@@ -24,6 +24,7 @@ fn cfg() -> AgentConfig {
         site: SiteConfig {
             damping: 0.3,
             prior_points: 50.0,
+            scale_prior_points: 50.0,
         },
         ..AgentConfig::default()
     }

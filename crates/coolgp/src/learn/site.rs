@@ -12,17 +12,19 @@
 //! Because the fleet's q(W), σ_s and σ_n are functions of **sums**, the tree, two-pass and
 //! push-sum machinery that fuses q(u) fuses them too, exactly, with no agreement on timing.
 //!
-//! **Initialization (improved on spec §14).** The shared initial q0(W) (and q0's σ_s, σ_n at
-//! `N0` pseudo-points) is a pseudo-site `P` counted once, outside the agents' sites, with
-//! weight `w = exp(−N/N0)` where `N` is the fleet's data points in the sums: the fleet forgets
-//! q0 as its data grow, as fast as one learner with the same data would, rather than as each
-//! agent's own few blocks arrive. Each agent's site is the running mean of its block targets
+//! **Initialization (improved on spec §14).** The shared initial q0(W) is a pseudo-site `P`
+//! counted once, outside the agents' sites, with weight `w = exp(−N/N0)` where `N` is the
+//! fleet's data points in the sums: the fleet forgets q0 as its data grow, as fast as one
+//! learner with the same data would, rather than as each agent's own few blocks arrive. q0's
+//! σ_s, σ_n enter as a fixed pseudo-site of `N_h` points (a conjugate-style prior counted once,
+//! never forgotten): measured on the airline stream, it keeps the frozen q(u) statistics and
+//! the scales consistent while q(u) is still weak (EXPERIMENTS.md). Each agent's site is the running mean of its block targets
 //! for its first `1/ρ` blocks, then their exponential average with rate ρ (`r_k = max(1/k, ρ)`:
 //! no start-up bias). Each site carries its raw point count so `N` is itself a sum. A fleet
 //! with no data holds exactly q0; no agent needs to know the fleet's size.
 //!
 //! ```text
-//! view = prior N(0, 1) + w·P + Σ_i s_i,   w = exp(−Σ_i N_i / N0)
+//! view = prior N(0, 1) + w·P_W + P_h + Σ_i s_i,   w = exp(−Σ_i N_i / N0)
 //! ```
 
 use faer::Mat;
@@ -107,9 +109,10 @@ pub struct SiteConfig {
     /// k-th block: about 0.3 in a fleet whose sites fuse every round (or every 1% of the
     /// stream); about 0.01 for one learner alone.
     pub damping: f64,
-    /// `N0`: pseudo-points behind q0's σ_s, σ_n, and the scale of the pseudo-site's weight
-    /// `exp(−N/N0)`.
+    /// `N0`: the scale of the q0(W) pseudo-site's weight `exp(−N/N0)`.
     pub prior_points: f64,
+    /// `N_h`: pseudo-points of q0's σ_s, σ_n (a fixed prior on the scales).
+    pub scale_prior_points: f64,
 }
 
 impl Default for SiteConfig {
@@ -117,6 +120,7 @@ impl Default for SiteConfig {
         Self {
             damping: 0.3,
             prior_points: 2000.0,
+            scale_prior_points: 100_000.0,
         }
     }
 }
@@ -131,6 +135,12 @@ impl SiteConfig {
             return Err(format!(
                 "site damping must be in (0, 1], got {}",
                 self.damping
+            ));
+        }
+        if !(self.scale_prior_points > 0.0 && self.scale_prior_points.is_finite()) {
+            return Err(format!(
+                "scale prior points must be finite and > 0, got {}",
+                self.scale_prior_points
             ));
         }
         if !(self.prior_points > 0.0 && self.prior_points.is_finite()) {
@@ -165,8 +175,8 @@ impl Site {
     }
 
     /// The pseudo-site of the shared initial `q0` (spec §14): `Λ = 1/σ0² − 1`, `λ = M0/σ0²`
-    /// (σ0 the entries' standard deviations), and `prior_points` pseudo-points at q0's σ_s,
-    /// σ_n. With the prior it gives exactly q0. Its `points` are 0: it is not data.
+    /// (σ0 the entries' standard deviations), and `scale_prior_points` pseudo-points at q0's
+    /// σ_s, σ_n. With the prior it gives exactly q0. Its `points` are 0: it is not data.
     pub fn pseudo(q0: &Projection, cfg: &SiteConfig) -> Self {
         let share = 1.0;
         let (dz, d) = (q0.d_latent(), q0.d());
@@ -180,7 +190,7 @@ impl Site {
             }
         }
         let (ss, sn) = (q0.sigma_s(), q0.sigma_n());
-        let n0 = cfg.prior_points;
+        let n0 = cfg.scale_prior_points;
         Self {
             prec,
             shift,
@@ -195,15 +205,18 @@ impl Site {
         }
     }
 
-    /// The view the agent predicts and learns with, from the fused sums `self`:
-    /// `self + exp(−N/N0)·pseudo` with `N = self.points` (module docs).
+    /// The view the agent predicts and learns with, from the fused sums `self`: the q(W)
+    /// part of `pseudo` with weight `exp(−N/N0)` (`N = self.points`) and its scale part whole
+    /// (module docs).
     pub fn with_pseudo(mut self, pseudo: &Site, cfg: &SiteConfig) -> Site {
         let w = (-self.points.max(0.0) / cfg.prior_points).exp();
-        if w > 0.0 {
-            let points = self.points;
-            self.add_scaled_in_place(pseudo, w);
-            self.points = points;
+        for (a, b) in self.prec.iter_mut().zip(&pseudo.prec) {
+            *a += w * b;
         }
+        for (a, b) in self.shift.iter_mut().zip(&pseudo.shift) {
+            *a += w * b;
+        }
+        self.hyper.axpby(1.0, &pseudo.hyper, 1.0);
         self
     }
 
@@ -323,13 +336,14 @@ mod tests {
         for (a, b) in p.to_flat().iter().zip(q0.to_flat()) {
             assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{a} vs {b}");
         }
-        // N = N0 points of data in the sums: the pseudo-site weighs e^-1.
+        // N = N0 points of data in the sums: the q(W) pseudo-site weighs e^-1, the scales' whole.
         let mut data = Site::zeros(6);
         data.points = cfg.prior_points;
         let view = data.with_pseudo(&pseudo, &cfg);
         let want = (-1.0f64).exp() * pseudo.prec[0];
         assert!((view.prec[0] - want).abs() <= 1e-12 * want);
         assert_eq!(view.points, cfg.prior_points, "pseudo-points are not data");
+        assert_eq!(view.hyper, pseudo.hyper);
     }
 
     #[test]
