@@ -9,7 +9,8 @@
 # Usage:   examples/bench_fleet.sh                 (N = 20, MS = "100 200")
 # Env:     COOLGP, N, MS, ROWS (200), BATCH (50), ROUND_MS (100), BASE_PORT (17447),
 #          RESEND (1: every message every round; N: unchanged messages every N rounds),
-#          TLS (1: `coolgp certs`, mutual TLS and signed messages; default 0, an open fleet)
+#          TLS (1: `coolgp certs`, mutual TLS and signed messages; default 0, an open fleet),
+#          PROJECTION (per-agent, the default, or fleet: site sums ride in every message)
 # Needs:   python3 (for JSON), awk.
 set -euo pipefail
 N=${N:-20}
@@ -20,6 +21,7 @@ ROUND_MS=${ROUND_MS:-100}
 RESEND=${RESEND:-1}
 BASE_PORT=${BASE_PORT:-17447}
 TLS=${TLS:-0}
+PROJECTION=${PROJECTION:-per-agent}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COOLGP=${COOLGP:-$ROOT/target/release/coolgp}
 [ -x "$COOLGP" ] || (cd "$ROOT" && cargo build --release -p coolgp-cli)
@@ -35,7 +37,7 @@ trap cleanup EXIT
 . "$ROOT/examples/fleet_data.sh"
 fleet_data "$WORK" "$N" "$ROWS"
 
-echo "N = $N nodes (binary tree), $ROWS rows each in blocks of $BATCH, round $ROUND_MS ms, resend every $RESEND, TLS $TLS, $(nproc) cores"
+echo "N = $N nodes (binary tree), $ROWS rows each in blocks of $BATCH, round $ROUND_MS ms, resend every $RESEND, TLS $TLS, projection $PROJECTION, $(nproc) cores"
 for M in $MS; do
   FLEET="bench-m$M"
   fleet_security "$TLS" "$COOLGP" "$FLEET" "$N" "$WORK/pki-m$M"
@@ -50,7 +52,7 @@ for M in $MS; do
     [ "$i" -gt 0 ] && connect=(--connect "$SCHEME/127.0.0.1:$((BASE_PORT + (i - 1) / 2))")
     "$COOLGP" node --id "$i" --fleet "$FLEET" --inducing "$M" --neighbors "$nbs" \
       --data "$WORK/data$i.csv" --batch "$BATCH" --round-ms "$ROUND_MS" --resend-every "$RESEND" \
-      --state "$WORK/m$M-state$i" --listen "$SCHEME/127.0.0.1:$((BASE_PORT + i))" "${connect[@]}" "${SEC[@]}" \
+      --projection "$PROJECTION" --state "$WORK/m$M-state$i" --listen "$SCHEME/127.0.0.1:$((BASE_PORT + i))" "${connect[@]}" "${SEC[@]}" \
       > "$WORK/m$M-node$i.log" 2>&1 &
     echo $! >> "$WORK/pids"
     sleep 0.05
