@@ -165,18 +165,32 @@ pub fn run_schedule_of(
     rng: &mut Rng,
 ) -> NetStats {
     let mut total = NetStats::default();
-    let mut targets: Vec<Vec<usize>> = vec![Vec::new(); agents.len()];
     for step in steps {
-        for &(from, to) in step {
-            if let Some(t) = targets.get_mut(from) {
-                t.push(to);
+        // Only the step's senders tick (a step lists a few edges of a large fleet).
+        let mut edges: Vec<(usize, usize)> = step.clone();
+        edges.sort_by_key(|e| e.0);
+        let mut work: Vec<(&mut Agent, Vec<usize>)> = Vec::new();
+        let mut next = edges.iter().peekable();
+        for (i, a) in agents.iter_mut().enumerate() {
+            let mut to = Vec::new();
+            while let Some(&&(from, j)) = next.peek() {
+                if from != i {
+                    break;
+                }
+                to.push(j);
+                next.next();
+            }
+            if !to.is_empty() {
+                work.push((a, to));
+            }
+            if next.peek().is_none() {
+                break;
             }
         }
-        let outgoing: Vec<Vec<Message>> = agents
-            .par_iter_mut()
-            .zip(targets.par_iter_mut())
+        let outgoing: Vec<Vec<Message>> = work
+            .into_par_iter()
             .map(|(a, to)| {
-                for j in to.drain(..) {
+                for j in to {
                     match what {
                         Payload::Model => a.handle_tick_to(j as u64),
                         Payload::Sites => a.handle_site_tick_to(j as u64),
@@ -199,7 +213,8 @@ fn deliver(
     rng: &mut Rng,
 ) -> NetStats {
     let mut stats = NetStats::default();
-    let mut inboxes: Vec<Vec<Message>> = vec![Vec::new(); agents.len()];
+    // (receiver, message) in sender order; the coins are drawn in that order.
+    let mut arrivals: Vec<(usize, Message)> = Vec::new();
     for msgs in outgoing {
         for msg in msgs {
             stats.sent += 1;
@@ -208,14 +223,31 @@ fn deliver(
                 continue;
             }
             let to = msg.header.receiver as usize;
-            if let Some(inbox) = inboxes.get_mut(to) {
-                inbox.push(msg);
+            if to < agents.len() {
+                arrivals.push((to, msg));
             }
         }
     }
-    let rejected: u64 = agents
-        .par_iter_mut()
-        .zip(inboxes)
+    // Grouped by receiver, each group in sender order (stable sort); only receivers work.
+    arrivals.sort_by_key(|(to, _)| *to);
+    let mut work: Vec<(&mut Agent, Vec<Message>)> = Vec::new();
+    let mut next = arrivals.into_iter().peekable();
+    for (i, a) in agents.iter_mut().enumerate() {
+        let mut msgs = Vec::new();
+        while next.peek().is_some_and(|(to, _)| *to == i) {
+            if let Some((_, m)) = next.next() {
+                msgs.push(m);
+            }
+        }
+        if !msgs.is_empty() {
+            work.push((a, msgs));
+        }
+        if next.peek().is_none() {
+            break;
+        }
+    }
+    let rejected: u64 = work
+        .into_par_iter()
         .map(|(a, msgs)| {
             let mut r = 0;
             for msg in msgs {
