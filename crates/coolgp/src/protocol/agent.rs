@@ -169,6 +169,9 @@ pub struct Agent {
     pub(crate) own: Excess,
     /// Own site of the fleet's q(W) (fleet projection mode; else empty).
     pub(crate) site: Site,
+    /// The pseudo-site of the shared initial q0(W) (derived from the vocabulary and the site
+    /// settings: not in snapshots).
+    pub(crate) pseudo: Site,
     pub(crate) inbox: BTreeMap<AgentId, Inbound>,
     pub(crate) pushsum: PushSum,
     pub(crate) last_round: BTreeMap<AgentId, u64>,
@@ -258,6 +261,11 @@ impl Agent {
         }
         let proj = vocab.initial_projection(d);
         let site = Site::zeros(if fleet { proj.d() * proj.d_latent() } else { 0 });
+        let pseudo = if fleet {
+            Site::pseudo(&proj, &config.site)
+        } else {
+            Site::zeros(0)
+        };
         let adam = Adam::new(config.adam.clone(), proj.n_params());
         let learner = Learner::new(&vocab, d, config.mode, config.seed);
         let m = vocab.m();
@@ -278,6 +286,7 @@ impl Agent {
             neighbors: BTreeSet::new(),
             own: Excess::zeros(m),
             site,
+            pseudo,
             inbox: BTreeMap::new(),
             pushsum: PushSum::new(Excess::zeros(m), weight, 0.0),
             last_round: BTreeMap::new(),

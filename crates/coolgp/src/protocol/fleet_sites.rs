@@ -39,9 +39,8 @@ impl Agent {
     /// The fused site sums the agent predicts and learns with: the sums it holds plus the
     /// faded pseudo-site of q0 ([`Site::with_pseudo`]).
     pub fn fused_site(&self) -> Site {
-        let q0 = self.vocab.initial_projection(self.proj.d());
-        let pseudo = Site::pseudo(&q0, &self.config.site);
-        self.site_sums(None).with_pseudo(&pseudo, &self.config.site)
+        self.site_sums(None)
+            .with_pseudo(&self.pseudo, &self.config.site)
     }
 
     /// Sets q(W), σ_s, σ_n from the fused sums ([`Site::projection`]); unusable sums leave
