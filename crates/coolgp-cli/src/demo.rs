@@ -63,7 +63,7 @@ pub fn run(out: Option<PathBuf>, seed: u64) -> Result<()> {
     );
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
     println!(
-        "  central learner (one model, all {} days): {} (Adam on q(W)), {} (the fleet's site update)",
+        "  central learner (one model, all {} station-days): {} (Adam on q(W)), {} (the fleet's site update)",
         per.points,
         opt(per.rmse_central),
         opt(fleet.rmse_central)
