@@ -60,7 +60,7 @@ pub struct SimArgs {
     /// per-agent (default, the paper); fleet (spec §14: one fleet-wide q(W), σ_s, σ_n as the
     /// prior plus a sum of per-agent natural-parameter sites, fused by the same message
     /// passing as q(u)); shared (federated averaging of θ weighted by points); both (simulate
-    /// only: per-agent, shared and fleet side by side, references computed once); spec §13's
+    /// only: per-agent, shared and fleet side by side, dDTC/dPITC computed once); spec §13's
     /// proxies for comparison: shared-plain-proxy, shared-product-proxy.
     #[arg(long)]
     pub projection: Option<String>,

@@ -140,7 +140,13 @@ pub fn print_report(r: &Report) {
         r.rmse_constant
     );
     println!(
-        "  NLPD post-fusion {:.4}   fusion max rel err {:.2e}   wall {:.2}s",
-        r.nlpd_post, r.fusion_max_rel_err, r.wall_s
+        "  NLPD  post-fusion {:.4}   central {}   95% coverage post-fusion {:.3}",
+        r.nlpd_post,
+        o(r.nlpd_central),
+        r.coverage95_post
+    );
+    println!(
+        "  fusion max rel err {:.2e}   wall {:.2}s",
+        r.fusion_max_rel_err, r.wall_s
     );
 }

@@ -21,6 +21,8 @@ pub struct Prepared {
     pub description: String,
     /// Number of routing groups (stations), if routed.
     pub groups: Option<usize>,
+    /// The routing keys in group order (group `g` is `group_names[g]`; empty if not keyed).
+    pub group_names: Vec<String>,
 }
 
 /// Builds the workload the flags describe.
@@ -57,6 +59,7 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
     st.apply(&mut test)?;
     let batch = args.batch.unwrap_or(20).max(1);
     let mut batches = Vec::new();
+    let mut group_names = Vec::new();
     let groups = match &train.keys {
         Some(keys) => {
             // One group per key; rows of a key keep their order and are cut into batches.
@@ -64,6 +67,7 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
             for (i, k) in keys.iter().enumerate() {
                 by_key.entry(k.as_str()).or_default().push(i);
             }
+            group_names = by_key.keys().map(|k| (*k).to_owned()).collect();
             for (g, rows) in by_key.values().enumerate() {
                 for c in rows.chunks(batch) {
                     batches.push(to_batch(&train, c, Some(g)));
@@ -103,6 +107,7 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
         },
         description,
         groups,
+        group_names,
     })
 }
 
@@ -219,5 +224,6 @@ fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared> {
         },
         description,
         groups: Some(cfg.phenomena),
+        group_names: Vec::new(),
     })
 }

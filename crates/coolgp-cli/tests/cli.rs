@@ -71,16 +71,23 @@ fn demo_writes_the_documented_summary() {
     let dir = tmp("demo");
     let out = coolgp_ok(&["demo", "--quiet", "--out", dir.to_str().expect("utf8")]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("RMSE pre-fusion") && text.contains("central learner"),
-        "{text}"
-    );
+    for want in [
+        "alone",
+        "fused (per-agent q(W))",
+        "fused (fleet q(W))",
+        "central learner",
+        "Takeaway",
+    ] {
+        assert!(text.contains(want), "no '{want}' in: {text}");
+    }
     let s = summary(&dir);
     for key in [
         "rmse_pre",
         "rmse_post",
         "rmse_central",
         "nlpd_post",
+        "nlpd_central",
+        "coverage95_post",
         "agents",
         "inducing",
         "points",
@@ -89,7 +96,32 @@ fn demo_writes_the_documented_summary() {
     ] {
         assert!(s.get(key).is_some(), "summary.json lacks {key}: {s}");
     }
-    assert_eq!(s["agents"], 2);
+    // One agent per wind station; DIR holds the fleet run, DIR/per-agent the per-agent run.
+    assert_eq!(s["agents"], 12);
+    assert_eq!(s["dataset"], "wind");
+    assert_eq!(s["projection"], "fleet");
+    assert_eq!(s["stations"].as_array().map(Vec::len), Some(12), "{s}");
+    let per = summary(&dir.join("per-agent"));
+    assert_eq!(per["projection"], "per-agent");
+    let num = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    // The printed table is the summaries': the mean row holds each station alone (per-agent
+    // pre-fusion), fused per-agent and fused fleet.
+    let mean_row = format!(
+        "{:.3}  {:>22.3}  {:>18.3}",
+        num(&per, "rmse_pre"),
+        num(&per, "rmse_post"),
+        num(&s, "rmse_post")
+    );
+    assert!(text.contains(&mean_row), "no '{mean_row}' in: {text}");
+    // Fusion helps every station's model, and the fleet's q(W) more than per-agent q(W).
+    assert!(
+        num(&s, "rmse_post") < num(&per, "rmse_post")
+            && num(&per, "rmse_post") < num(&per, "rmse_pre"),
+        "{s} {per}"
+    );
+    let cov = num(&s, "coverage95_post");
+    assert!((0.0..=1.0).contains(&cov), "{cov}");
+    assert!(num(&s, "nlpd_central").is_finite(), "{s}");
     for f in [
         "curves.csv",
         "agents.csv",
@@ -113,7 +145,7 @@ fn demo_writes_the_documented_summary() {
             .collect()
     };
     let agents = table("agents.csv");
-    assert_eq!(agents.len(), 2);
+    assert_eq!(agents.len(), 12);
     let col_sum = |i: usize| agents.iter().map(|r| r[i]).sum::<f64>();
     assert_eq!(Some(col_sum(1)), s["batches"].as_f64());
     assert_eq!(Some(col_sum(2)), s["points"].as_f64());
@@ -380,24 +412,32 @@ fn quick_experiment_leaves_a_results_folder() {
             "per-agent",
             "shared",
             "shared-plain-proxy",
-            "shared-product-proxy"
+            "shared-product-proxy",
+            "fleet"
         ]
     );
+    // Columns seed,projection,rmse_pre,rmse_post,rmse_central,nlpd_post,nlpd_central,
+    // coverage95_post,central_update.
     for r in &rows {
-        for v in &r[2..] {
+        for v in &r[2..8] {
             assert!(v.parse::<f64>().expect("number").is_finite(), "{r:?}");
         }
     }
-    // Columns seed,projection,rmse_pre,rmse_post,rmse_central,nlpd_post. Fusion helps in
-    // every mode (paper §5), and the central learner is one run shared by all rows.
+    // Fusion helps in every mode (paper §5); the central learner (Adam) is one run shared by
+    // the first four rows, the fleet's runs the site update; coverage is a fraction.
     let num = |r: &[&str], i: usize| r[i].parse::<f64>().expect("number");
     for r in &rows {
         assert!(num(r, 3) < num(r, 2), "post-fusion not better: {r:?}");
+        assert!((0.0..=1.0).contains(&num(r, 7)), "{r:?}");
     }
     assert!(
-        rows.iter().all(|r| num(r, 4) == num(&rows[0], 4)),
+        rows[..4]
+            .iter()
+            .all(|r| (num(r, 4), num(r, 6), r[8]) == (num(&rows[0], 4), num(&rows[0], 6), "adam")),
         "{rows:?}"
     );
+    assert_eq!(rows[4][8], "sites", "{rows:?}");
+    assert_ne!(num(&rows[4], 4), num(&rows[0], 4), "{rows:?}");
 }
 
 #[test]
@@ -531,16 +571,47 @@ fn simulate_reports_both_projection_modes_side_by_side_on_any_csv() {
     ));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("per-agent") && text.contains("shared"),
+        text.contains("per-agent") && text.contains("shared") && text.contains("fleet"),
         "{text}"
     );
     let per = summary(&out_dir.join("per-agent"));
     let shared = summary(&out_dir.join("shared"));
-    // The references are computed once and reported for both modes.
+    let fleet = summary(&out_dir.join("fleet"));
+    // dDTC and dPITC are computed once and reported for every mode; the central learner
+    // (Adam) once for per-agent and shared, while the fleet's runs the site update.
     assert_eq!(per["rmse_central"], shared["rmse_central"]);
-    assert_eq!(per["rmse_ddtc"], shared["rmse_ddtc"]);
+    assert_eq!(per["nlpd_central"], shared["nlpd_central"]);
+    assert_ne!(per["rmse_central"], fleet["rmse_central"]);
+    for s in [&shared, &fleet] {
+        assert_eq!(per["rmse_ddtc"], s["rmse_ddtc"]);
+        assert_eq!(per["rmse_dpitc"], s["rmse_dpitc"]);
+    }
     assert!(per["rmse_post"].as_f64().expect("number").is_finite());
     assert_ne!(per["rmse_pre"], shared["rmse_pre"], "the modes must differ");
+    assert_ne!(
+        per["rmse_post"], fleet["rmse_post"],
+        "the modes must differ"
+    );
+    // summary.csv: one row per mode, with the density scores of each run's summary.json.
     let table = std::fs::read_to_string(out_dir.join("summary.csv")).expect("summary.csv");
-    assert_eq!(table.lines().count(), 3, "{table}");
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let modes: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(modes, ["per-agent", "shared", "fleet"], "{table}");
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    for (r, s) in rows.iter().zip([&per, &shared, &fleet]) {
+        for key in ["nlpd_post", "coverage95_post"] {
+            let v: f64 = r[col(key)].parse().expect("number");
+            assert_eq!(Some(v), s[key].as_f64(), "{key}: {table}");
+        }
+        let cov: f64 = r[col("coverage95_post")].parse().expect("number");
+        assert!((0.0..=1.0).contains(&cov), "{table}");
+        let nc: f64 = r[col("nlpd_central")].parse().expect("number");
+        assert!(
+            (nc - s["nlpd_central"].as_f64().expect("number")).abs() < 1e-5,
+            "{table}"
+        );
+    }
+    assert_eq!(rows[2][col("central_update")], "sites", "{table}");
 }

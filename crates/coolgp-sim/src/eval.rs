@@ -2,7 +2,7 @@
 //! between natural parameters.
 
 use coolgp::baselines::BaselineKernel;
-use coolgp::model::predict::{predict_mean, predict_means};
+use coolgp::model::predict::{predict_mean, predict_means, Prediction};
 use coolgp::{Agent, NaturalParams, View, Vocabulary};
 
 use crate::workload::TestSet;
@@ -38,6 +38,36 @@ pub(crate) fn rmse_with(
     alpha.map_or(f64::NAN, |al| {
         predict_mean(a.vocabulary(), a.projection(), al, x).map_or(f64::NAN, |p| rmse(&p, y))
     })
+}
+
+/// Fraction of `y` inside the central 95% interval `mean ± 1.96·sqrt(var_y)` of `p` (NaN
+/// for no points).
+pub(crate) fn coverage95(p: &Prediction, y: &[f64]) -> f64 {
+    let inside = p
+        .mean
+        .iter()
+        .zip(&p.var_y)
+        .zip(y)
+        .filter(|((m, v), t)| (*t - *m).abs() <= 1.96 * v.max(0.0).sqrt())
+        .count();
+    inside as f64 / y.len() as f64
+}
+
+/// `(NLPD, coverage95)` of `a`'s `view` on the first `cap` points of `t`: the mean Gaussian
+/// NLPD in original units (`+ ln y_scale` for targets standardized by `y_scale`) and the
+/// fraction inside `mean ± 1.96·sqrt(var_y)` (NaN, NaN if the agent cannot predict there).
+pub(crate) fn density_scores(
+    a: &Agent,
+    view: View,
+    t: &TestSet,
+    cap: usize,
+    y_scale: f64,
+) -> (f64, f64) {
+    let n = t.y.len().min(cap);
+    a.predict(t.x.as_ref().subrows(0, n), view)
+        .map_or((f64::NAN, f64::NAN), |p| {
+            (p.nlpd(&t.y[..n]) + y_scale.ln(), coverage95(&p, &t.y[..n]))
+        })
 }
 
 /// RMSE of a server's predictive mean with weights `beta` (NaN without them).
@@ -82,4 +112,21 @@ pub(crate) fn frob(t: &NaturalParams, minus: Option<&NaturalParams>) -> f64 {
         s += v * v;
     }
     s.sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coverage_counts_targets_inside_1_96_predictive_sd_of_y() {
+        // var_y = 4 (sd 2): the interval is ±3.92; var_f alone (sd 1) would give ±1.96.
+        let p = Prediction {
+            mean: vec![1.0; 5],
+            var_f: vec![1.0; 5],
+            var_y: vec![4.0; 5],
+        };
+        let y = [1.0 + 3.9, 1.0 - 3.9, 1.0 + 3.95, 1.0 + 2.5, 1.0 - 1.0];
+        assert_eq!(coverage95(&p, &y), 4.0 / 5.0);
+    }
 }

@@ -63,6 +63,13 @@ pub struct Report {
     /// Mean Gaussian NLPD of the fused models (original units), over up to 50 agents × 1,000
     /// test points.
     pub nlpd_post: f64,
+    /// Mean Gaussian NLPD of the central learner (original units) on the same test points as
+    /// `nlpd_post`.
+    pub nlpd_central: Option<f64>,
+    /// Fraction of test targets inside `mean ± 1.96·sqrt(var_y)` of the fused models (the
+    /// central 95% predictive interval of y), averaged over the agents and points of
+    /// `nlpd_post`.
+    pub coverage95_post: f64,
     /// Agents.
     pub agents: usize,
     /// Inducing inputs m.

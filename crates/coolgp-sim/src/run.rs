@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::baselines::{replay, Replay};
 use crate::config::{FusionChoice, Schedule, SimConfig};
-use crate::eval::{eval_both, frob, mean_over, rmse, rmse_with};
+use crate::eval::{density_scores, eval_both, frob, mean_over, rmse, rmse_with};
 use crate::network::{
     run_rounds, run_schedule, run_schedule_of, run_site_rounds, run_until_settled, NetStats,
     Payload, Settle, SettledRounds,
@@ -168,13 +168,14 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             None => rng.below(cfg.agents),
         })
         .collect();
-    let test_of = |agent: usize| -> &TestSet {
+    let test_index = |agent: usize| -> usize {
         if work.test_by_group {
-            &work.tests[(agent % groups) % work.tests.len()]
+            (agent % groups) % work.tests.len()
         } else {
-            &work.tests[0]
+            0
         }
     };
+    let test_of = |agent: usize| -> &TestSet { &work.tests[test_index(agent)] };
     let total = order.len();
     let chunk = if cfg.fuse_every == 0 {
         total.max(1)
@@ -322,17 +323,40 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         })
         .collect();
     let nlpd_ids = spaced(cfg.agents, cfg.curve_agents);
-    let nlpd_post = nlpd_ids
+    let scores: Vec<(f64, f64)> = nlpd_ids
         .par_iter()
         .map(|&i| {
-            let t = test_of(i);
-            let n = t.y.len().min(NLPD_POINTS);
-            agents[i]
-                .predict(t.x.as_ref().subrows(0, n), View::Fused)
-                .map_or(f64::NAN, |p| p.nlpd(&t.y[..n]) + work.y_scale.ln())
+            density_scores(
+                &agents[i],
+                View::Fused,
+                test_of(i),
+                NLPD_POINTS,
+                work.y_scale,
+            )
         })
-        .sum::<f64>()
-        / nlpd_ids.len().max(1) as f64;
+        .collect();
+    let k = scores.len().max(1) as f64;
+    let nlpd_post = scores.iter().map(|s| s.0).sum::<f64>() / k;
+    let coverage95_post = scores.iter().map(|s| s.1).sum::<f64>() / k;
+    // The central learner on the same points: each evaluated agent's test set (each distinct
+    // set predicted once).
+    let nlpd_central = central.as_ref().map(|c| {
+        let per_set: Vec<f64> = (0..work.tests.len())
+            .into_par_iter()
+            .map(|j| {
+                if nlpd_ids.iter().any(|&i| test_index(i) == j) {
+                    density_scores(c, View::Own, &work.tests[j], NLPD_POINTS, work.y_scale).0
+                } else {
+                    f64::NAN
+                }
+            })
+            .collect();
+        nlpd_ids
+            .iter()
+            .map(|&i| per_set[test_index(i)])
+            .sum::<f64>()
+            / k
+    });
     let na = per_agent.len().max(1) as f64;
     let rmse_pre = per_agent.iter().map(|r| r.rmse_pre).sum::<f64>() / na;
     let rmse_post = per_agent.iter().map(|r| r.rmse_post).sum::<f64>() / na;
@@ -401,6 +425,8 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         baseline_uploads,
         rmse_constant,
         nlpd_post,
+        nlpd_central,
+        coverage95_post,
         agents: cfg.agents,
         inducing: vocab.m(),
         points,

@@ -417,6 +417,13 @@ fn a_fleet_of_one_equals_the_central_learner_in_the_fleet_projection_mode() {
         "fleet of one {} vs central {c}",
         r.rmse_post
     );
+    // The same predictive density on the same test points.
+    let nc = r.nlpd_central.expect("central NLPD");
+    assert!(
+        nc.is_finite() && (r.nlpd_post - nc).abs() <= 1e-12 * nc.abs().max(1.0),
+        "NLPD fleet of one {} vs central {nc}",
+        r.nlpd_post
+    );
     assert!(r.rmse_post < 0.9 * r.rmse_constant, "it learned something");
 }
 

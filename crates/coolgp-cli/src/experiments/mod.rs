@@ -24,8 +24,8 @@ pub enum Name {
     /// Fig. 1: two agents, two related synthetic phenomena; |Z| × k for the importance mode,
     /// plus frozen; pre vs post fusion vs batches.
     Synthetic,
-    /// Fig. 4a: 1,000 agents on the airline stream, per-agent pre vs post scatter, both
-    /// projection modes.
+    /// Fig. 4a: 1,000 agents on the airline stream, per-agent pre vs post scatter, the per-agent,
+    /// shared and fleet projection modes.
     Airline,
     /// Fig. 2 in spirit: one agent per weather station (Irish wind), routed by station.
     Stations,
@@ -163,7 +163,7 @@ fn synthetic(a: &ExperimentArgs, dir: &Path) -> Result<()> {
     )
 }
 
-/// Fig. 4a (airline) or Fig. 2 in spirit (stations): both projection modes side by side.
+/// Fig. 4a (airline) or Fig. 2 in spirit (stations): the projection modes side by side.
 fn single_phenomenon(a: &ExperimentArgs, dir: &Path, dataset: &str) -> Result<()> {
     let stations = dataset != "airline";
     let base = SimArgs {
@@ -192,11 +192,14 @@ fn single_phenomenon(a: &ExperimentArgs, dir: &Path, dataset: &str) -> Result<()
     both_modes(&base, a.quiet, Some(dir), dataset)
 }
 
-/// Runs `base` in the per-agent and in the shared projection mode and reports them side by
-/// side (`coolgp simulate --projection both` and the single-phenomenon experiments). The
-/// references (central learner, dDTC, dPITC) do not depend on the fleet's projection mode:
-/// computed in the first run and reused for the second. With `dir`: `DIR/per-agent/`,
-/// `DIR/shared/` (each a full run folder), `summary.json` and `summary.csv`.
+/// Runs `base` in the per-agent, shared and fleet projection modes and reports them side by
+/// side (`coolgp simulate --projection both` and the single-phenomenon experiments). dDTC and
+/// dPITC do not depend on the fleet's projection mode: computed in the first run and reused.
+/// The central learner is the per-agent one (Adam on q(W)) for per-agent and shared, computed
+/// once; in the fleet mode it runs the fleet's site update (spec §14), so the fleet run
+/// computes its own (column `central_update`: `adam` or `sites`). With `dir`:
+/// `DIR/per-agent/`, `DIR/shared/`, `DIR/fleet/` (each a full run folder), `summary.json` and
+/// `summary.csv`.
 pub(crate) fn both_modes(
     base: &SimArgs,
     quiet: bool,
@@ -205,20 +208,25 @@ pub(crate) fn both_modes(
 ) -> Result<()> {
     let mut rows = Vec::new();
     let mut summary = serde_json::Map::new();
-    let mut refs: Option<(Option<f64>, Option<f64>, Option<f64>)> = None;
-    for projection in ["per-agent", "shared"] {
+    let mut baselines: Option<(Option<f64>, Option<f64>)> = None;
+    let mut central: Option<(Option<f64>, Option<f64>)> = None;
+    for projection in MODES {
+        let fleet = projection == "fleet";
         let args = SimArgs {
             projection: Some(projection.into()),
-            no_baselines: base.no_baselines || refs.is_some(),
-            no_central: base.no_central || refs.is_some(),
+            no_baselines: base.no_baselines || baselines.is_some(),
+            no_central: base.no_central || (central.is_some() && !fleet),
             ..base.clone()
         };
         let mut r = sim(&args, quiet, projection)?;
-        match refs {
-            None => refs = Some((r.rmse_central, r.rmse_ddtc, r.rmse_dpitc)),
-            Some((c, d, p)) => {
-                (r.rmse_central, r.rmse_ddtc, r.rmse_dpitc) = (c, d, p);
-            }
+        match baselines {
+            None => baselines = Some((r.rmse_ddtc, r.rmse_dpitc)),
+            Some((d, p)) => (r.rmse_ddtc, r.rmse_dpitc) = (d, p),
+        }
+        match central {
+            Some((c, n)) if !fleet => (r.rmse_central, r.nlpd_central) = (c, n),
+            Some(_) => {}
+            None => central = Some((r.rmse_central, r.nlpd_central)),
         }
         if let Some(dir) = dir {
             output::write_run(
@@ -228,10 +236,11 @@ pub(crate) fn both_modes(
                 serde_json::json!({}),
             )?;
         }
-        println!("  {projection:<9}");
+        let update = if fleet { "sites" } else { "adam" };
+        println!("  {projection:<9} (central learner: {update})");
         output::print_report(&r);
         rows.push(format!(
-            "{projection},{},{},{},{},{},{},{},{},{}",
+            "{projection},{},{},{},{},{},{},{},{},{},{},{},{},{update}",
             r.agents,
             r.rmse_pre,
             r.rmse_post,
@@ -240,7 +249,10 @@ pub(crate) fn both_modes(
             o(r.rmse_dpitc),
             r.rmse_constant,
             r.fusion_max_rel_err,
-            r.wall_s
+            r.wall_s,
+            r.nlpd_post,
+            o(r.nlpd_central),
+            r.coverage95_post,
         ));
         summary.insert(projection.into(), serde_json::to_value(&r)?);
     }
@@ -254,10 +266,13 @@ pub(crate) fn both_modes(
     write_table(
         dir,
         "summary.csv",
-        "projection,agents,rmse_pre,rmse_post,rmse_central,rmse_ddtc,rmse_dpitc,rmse_constant,fusion_max_rel_err,wall_s",
+        "projection,agents,rmse_pre,rmse_post,rmse_central,rmse_ddtc,rmse_dpitc,rmse_constant,fusion_max_rel_err,wall_s,nlpd_post,nlpd_central,coverage95_post,central_update",
         &rows,
     )
 }
+
+/// The projection modes of [`both_modes`], in order.
+pub(crate) const MODES: [&str; 3] = ["per-agent", "shared", "fleet"];
 
 /// Fig. 5a: two agents on one phenomenon (airline); A1 receives `k1` batches at the start and
 /// nothing after, A2 receives every other batch; fusion every 10 batches.

@@ -1,6 +1,8 @@
 //! `coolgp experiment projection`: spec §13's comparison of the projection modes on one
 //! phenomenon — per-agent q(W), the shared q(W) (federated averaging weighted by points), the
-//! spec's two proxies (plain average, product of the agents' q(W)) and the central learner.
+//! spec's two proxies (plain average, product of the agents' q(W)), the fleet's q(W) (spec §14:
+//! natural-parameter sites) and the central learner (Adam on q(W) for the first four, the
+//! fleet's site update for `fleet`: column `central_update`).
 
 use std::path::Path;
 
@@ -11,11 +13,12 @@ use crate::args::SimArgs;
 use crate::plot::{self, Series};
 
 /// The modes compared, as `--projection` values.
-const MODES: [&str; 4] = [
+const MODES: [&str; 5] = [
     "per-agent",
     "shared",
     "shared-plain-proxy",
     "shared-product-proxy",
+    "fleet",
 ];
 
 /// Spec §13's configuration: 100 agents on 50,000 flights, m = 50, batches of 20, fusion every
@@ -29,9 +32,11 @@ pub fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
     let mut rows = Vec::new();
     let mut curves: Vec<Series> = Vec::new();
     let mut central_curve = None;
+    let mut fleet_central = None;
     for &seed in &seeds {
         let mut central = None;
         for mode in MODES {
+            let fleet = mode == "fleet";
             let args = SimArgs {
                 dataset: Some("airline".into()),
                 agents: Some(100),
@@ -41,18 +46,27 @@ pub fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
                 projection: Some(mode.into()),
                 seed: Some(seed),
                 no_baselines: true,
-                no_central: central.is_some(),
+                no_central: central.is_some() && !fleet,
                 ..SimArgs::default()
             };
             let r = sim(&args, a.quiet, &format!("{mode}, seed {seed}"))?;
-            let c = *central.get_or_insert(r.rmse_central.unwrap_or(f64::NAN));
+            let own = (
+                r.rmse_central.unwrap_or(f64::NAN),
+                r.nlpd_central.unwrap_or(f64::NAN),
+            );
+            let (c, nc) = if fleet {
+                own
+            } else {
+                *central.get_or_insert(own)
+            };
+            let update = if fleet { "sites" } else { "adam" };
             println!(
-                "  seed {seed}  {mode:<21} pre {:.3}  post {:.3}  central {c:.3}  NLPD post {:.4}",
-                r.rmse_pre, r.rmse_post, r.nlpd_post
+                "  seed {seed}  {mode:<21} pre {:.3}  post {:.3}  central ({update}) {c:.3}  NLPD post {:.4} central {nc:.4}  95% coverage {:.3}",
+                r.rmse_pre, r.rmse_post, r.nlpd_post, r.coverage95_post
             );
             rows.push(format!(
-                "{seed},{mode},{},{},{c},{}",
-                r.rmse_pre, r.rmse_post, r.nlpd_post
+                "{seed},{mode},{},{},{c},{},{nc},{},{update}",
+                r.rmse_pre, r.rmse_post, r.nlpd_post, r.coverage95_post
             ));
             if seed == seeds[0] {
                 let pts = |f: &dyn Fn(&coolgp_sim::CurvePoint) -> Option<f64>| {
@@ -67,7 +81,13 @@ pub fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
                 });
                 if central_curve.is_none() {
                     central_curve = Some(Series {
-                        label: "central learner".into(),
+                        label: "central learner (Adam)".into(),
+                        points: pts(&|p| p.rmse_central),
+                    });
+                }
+                if fleet {
+                    fleet_central = Some(Series {
+                        label: "central learner (site update)".into(),
                         points: pts(&|p| p.rmse_central),
                     });
                 }
@@ -75,6 +95,7 @@ pub fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
         }
     }
     curves.extend(central_curve);
+    curves.extend(fleet_central);
     plot::lines(
         dir,
         "projection",
@@ -89,7 +110,7 @@ pub fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
     write_table(
         dir,
         "projection.csv",
-        "seed,projection,rmse_pre,rmse_post,rmse_central,nlpd_post",
+        "seed,projection,rmse_pre,rmse_post,rmse_central,nlpd_post,nlpd_central,coverage95_post,central_update",
         &rows,
     )
 }
