@@ -120,8 +120,8 @@ pub struct NodeMeta {
     pub agent: AgentMeta,
 }
 
-/// Non-matrix agent fields.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Non-matrix agent fields (`Default`: the placeholder that [`to_bytes`] fills in).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentMeta {
     /// Own points absorbed.
     pub n_own: usize,
