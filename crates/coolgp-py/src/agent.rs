@@ -175,10 +175,24 @@ impl Agent {
         self.inner.blocks()
     }
 
-    /// Rounds ticked (the round number of the last messages sent).
+    /// The round counter: the round number of the last messages sent (strictly increasing;
+    /// peers reject a round they have seen as stale). It can be moved forward only: a
+    /// restarted process starts it from the clock, as `coolgp node` does, so that peers that
+    /// remember an earlier incarnation do not take its messages for replays.
     #[getter]
-    fn round(&self) -> u64 {
+    fn get_round(&self) -> u64 {
         self.inner.round()
+    }
+
+    #[setter]
+    fn set_round(&mut self, round: u64) -> PyResult<()> {
+        if round < self.inner.round() {
+            return Err(PyValueError::new_err(format!(
+                "round can only move forward (now {}, asked {round})",
+                self.inner.round()
+            )));
+        }
+        fenced("round", || self.rebuild(|s| s.round = round))
     }
 
     /// Neighbours from which a message has been accepted.
@@ -313,11 +327,7 @@ impl Agent {
     ///
     /// Raises ValueError if T1 cannot be factored (a corrupted state).
     #[pyo3(signature = (fused=true))]
-    fn posterior<'py>(
-        &self,
-        py: Python<'py>,
-        fused: bool,
-    ) -> PyResult<VecMat<'py>> {
+    fn posterior<'py>(&self, py: Python<'py>, fused: bool) -> PyResult<VecMat<'py>> {
         let post = self.inner.posterior(view(fused)).map_err(core_err)?;
         let (mean, cov) = post.moments(self.inner.vocabulary());
         Ok((

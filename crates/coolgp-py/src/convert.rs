@@ -10,18 +10,27 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// `numpy.asarray(obj, dtype=float64)`, with a `TypeError` naming `what` if that fails.
+/// `numpy.asarray(obj, dtype=float64)`, with a `TypeError` naming `what` if that fails or
+/// would lose information (complex values).
 fn as_f64_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
     let np = py.import("numpy")?;
-    let kw = PyDict::new(py);
-    kw.set_item("dtype", np.getattr("float64")?)?;
-    np.call_method("asarray", (obj,), Some(&kw)).map_err(|e| {
+    let cannot = |e: PyErr| {
         PyTypeError::new_err(format!(
             "{what}: cannot convert to a float64 array ({})",
             e.value(py)
         ))
-    })
+    };
+    let arr = np.call_method1("asarray", (obj,)).map_err(cannot)?;
+    let kind: String = arr.getattr("dtype")?.getattr("kind")?.extract()?;
+    if kind == "c" {
+        return Err(PyTypeError::new_err(format!(
+            "{what}: cannot convert complex values to float64 without losing their imaginary part"
+        )));
+    }
+    let kw = PyDict::new(py);
+    kw.set_item("dtype", np.getattr("float64")?)?;
+    np.call_method("asarray", (arr,), Some(&kw)).map_err(cannot)
 }
 
 /// Rejects the first non-finite entry of `v` (row-major flat index).
