@@ -169,3 +169,13 @@ def test_help_and_docstrings():
                 coolgp.message_info):
         assert obj.__doc__ and len(obj.__doc__) > 40, obj
     assert "observe" in coolgp.Agent.__doc__ or "observe" in coolgp.Agent.observe.__doc__
+
+
+def test_readme_example_runs(capsys):
+    from conftest import REPO
+
+    text = (REPO / "README.md").read_text()
+    start = text.index("```python\nimport numpy as np, coolgp")
+    code = text[start + len("```python\n") : text.index("```", start + 10)]
+    exec(compile(code, "README.md", "exec"), {})
+    assert capsys.readouterr().out.split() == ["250", "500.0"]
