@@ -61,3 +61,15 @@ pub fn node_err(e: coolgp_node::NodeError) -> PyErr {
 pub fn cli_err(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(format!("{e:#}"))
 }
+
+/// Self-test of the fence, for the test suite: panics inside [`fenced`] and returns what
+/// Python sees (a `RuntimeError` naming the panic).
+///
+/// # Errors
+/// Always: the `RuntimeError` the fence made of the panic.
+#[pyfunction]
+pub fn _panic_fence_check() -> PyResult<()> {
+    fenced("_panic_fence_check", || -> PyResult<()> {
+        panic!("deliberate panic (fence self-test)")
+    })
+}

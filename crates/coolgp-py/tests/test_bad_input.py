@@ -174,3 +174,15 @@ def test_bad_constructor_and_settings():
         coolgp.FleetRegressor(agents=0)
     with pytest.raises(ValueError, match="topology"):
         coolgp.FleetRegressor(topology="ring").fit(np.zeros((10, 1)), np.zeros(10))
+
+
+def test_a_panic_does_not_cross_into_python():
+    # The last fence: a Rust panic inside a call becomes RuntimeError, and the interpreter
+    # (and every agent) carries on.
+    from coolgp import _coolgp
+
+    with pytest.raises(RuntimeError, match="internal error in coolgp.*deliberate panic"):
+        _coolgp._panic_fence_check()
+    a = coolgp.Agent(1, coolgp.Vocabulary(4, 1, 0), 1)
+    a.observe([[0.0], [1.0]], [0.0, 1.0])
+    assert a.points == 2
