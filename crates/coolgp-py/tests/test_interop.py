@@ -56,7 +56,7 @@ def test_python_agent_joins_a_node_fleet(coolgp_bin, tmp_path):
             [sys.executable, str(EXAMPLE), "--id", "2", "--fleet", fleet, "--neighbors", "1",
              "--data", str(tmp_path / "b.csv"), "--inducing", str(M), "--batch", str(BATCH),
              "--round-ms", str(ROUND_MS), "--connect", f"tcp/127.0.0.1:{port}",
-             "--until-points", str(2 * ROWS), "--linger", "8", "--timeout", "60"],
+             "--until-points", str(2 * ROWS), "--linger", "15", "--timeout", "60"],
             capture_output=True, text=True, timeout=120)
         assert agent.returncode == 0, agent.stderr + (tmp_path / "node.log").read_text()[-3000:]
         py = json.loads(agent.stdout.strip().splitlines()[-1])
