@@ -28,6 +28,9 @@ type Moments<'py> = (
 /// A vector and a matrix, e.g. q(u)'s `(mean [m], cov [m, m])`.
 type VecMat<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>);
 
+/// A matrix and a vector, e.g. q(u)'s K-form `(T1 [m, m], T2 [m])`.
+type MatVec<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>);
+
 /// `(mean, std)` of q(W) as `[d', d]` matrices.
 pub fn projection_arrays(p: &Projection) -> (Mat<f64>, Mat<f64>) {
     let mu = p.mu().to_owned();
@@ -311,16 +314,14 @@ impl Agent {
     /// q(u) in K-form: `(T1 [m, m], T2 [m])` with T1 = K + E1, T2 = E2 (spec §3), fused
     /// (default) or own. Fusion adds these: T_ab = T_a + T_b − T0, T0 = (K, 0).
     #[pyo3(signature = (fused=true))]
-    fn natural_params<'py>(
-        &self,
-        py: Python<'py>,
-        fused: bool,
-    ) -> (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>) {
-        let t = self.inner.natural_params(view(fused));
-        (
+    fn natural_params<'py>(&self, py: Python<'py>, fused: bool) -> PyResult<MatVec<'py>> {
+        let t = fenced("natural_params", || {
+            Ok(self.inner.natural_params(view(fused)))
+        })?;
+        Ok((
             convert::to_numpy_mat(py, &t.t1),
             convert::to_numpy_vec(py, t.t2),
-        )
+        ))
     }
 
     /// q(u) = N(mean, cov) over the inducing outputs u = f(Z): `(mean [m], cov [m, m])`.
@@ -328,8 +329,10 @@ impl Agent {
     /// Raises ValueError if T1 cannot be factored (a corrupted state).
     #[pyo3(signature = (fused=true))]
     fn posterior<'py>(&self, py: Python<'py>, fused: bool) -> PyResult<VecMat<'py>> {
-        let post = self.inner.posterior(view(fused)).map_err(core_err)?;
-        let (mean, cov) = post.moments(self.inner.vocabulary());
+        let (mean, cov) = fenced("posterior", || {
+            let post = self.inner.posterior(view(fused)).map_err(core_err)?;
+            Ok(post.moments(self.inner.vocabulary()))
+        })?;
         Ok((
             convert::to_numpy_vec(py, mean),
             convert::to_numpy_mat(py, &cov),

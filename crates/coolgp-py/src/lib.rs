@@ -1,4 +1,7 @@
 //! Python bindings of COOL-GP: the native module `coolgp._coolgp` behind the `coolgp` package.
+//! Not a reimplementation: every number comes from the Rust crates (`coolgp`, `coolgp-sim`,
+//! `coolgp-node`'s checkpoint format, `coolgp-cli`'s `simulate` flags); the Python API and its
+//! tests are in `python/coolgp` and `tests/` (pytest), the example in the package docstring.
 //!
 //! A thin layer over the Rust API: numpy arrays in and out, keyword configuration, exceptions
 //! instead of panics. Each concern has its own module: [`convert`] (array-likes ↔ matrices,

@@ -179,3 +179,10 @@ def test_readme_example_runs(capsys):
     code = text[start + len("```python\n") : text.index("```", start + 10)]
     exec(compile(code, "README.md", "exec"), {})
     assert capsys.readouterr().out.split() == ["250", "500.0"]
+
+
+def test_package_docstring_example():
+    import doctest
+
+    result = doctest.testmod(coolgp, verbose=False)
+    assert result.attempted >= 8 and result.failed == 0
