@@ -47,6 +47,13 @@ fn to_json(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
             .collect::<PyResult<_>>()?;
         return Ok(Value::Array(items));
     }
+    // numpy scalars and other number-likes (`__index__`, then `__float__`).
+    if let Ok(n) = v.extract::<u64>() {
+        return Ok(Value::from(n));
+    }
+    if let Ok(x) = v.extract::<f64>() {
+        return Ok(Value::from(x));
+    }
     let os = v.py().import("os")?;
     match os.call_method1("fspath", (v,)) {
         Ok(p) => Ok(Value::String(p.extract()?)),

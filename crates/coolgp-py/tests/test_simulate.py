@@ -50,6 +50,14 @@ def test_config_file(tmp_path):
         k: v for k, v in direct.items() if k not in TIMINGS}
 
 
+def test_numpy_scalars_and_paths_are_accepted(tmp_path):
+    import numpy as np
+
+    s = coolgp.simulate(**{**FLAGS, "agents": np.int64(4), "max_train": np.uint32(1600)},
+                        out=tmp_path / "o")
+    assert s["agents"] == 4 and (tmp_path / "o" / "summary.json").is_file()
+
+
 def test_bad_keywords():
     with pytest.raises(TypeError, match="unknown keyword `agnts`.*`agents`"):
         coolgp.simulate(agnts=3)
