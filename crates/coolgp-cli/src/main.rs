@@ -16,9 +16,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use coolgp_sim::{FusionChoice, SimConfig, TopologyKind};
+use coolgp_sim::SimConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 
+pub use crate::args::sim_config;
 use crate::args::SimArgs;
 
 /// Collective online learning of Gaussian processes: many agents, each learning its own sparse
@@ -130,77 +131,6 @@ pub fn progress_bar(quiet: bool, len: u64, what: &str) -> ProgressBar {
     );
     pb.set_message(what.to_string());
     pb
-}
-
-/// Resolves flags into a simulator configuration.
-pub fn sim_config(a: &SimArgs, n_batches: usize, groups: Option<usize>) -> Result<SimConfig> {
-    let topology: TopologyKind = a
-        .topology
-        .as_deref()
-        .unwrap_or("random-tree")
-        .parse()
-        .map_err(anyhow::Error::msg)?;
-    let fusion: FusionChoice = a
-        .fusion
-        .as_deref()
-        .unwrap_or("auto")
-        .parse()
-        .map_err(anyhow::Error::msg)?;
-    let vocab = match &a.vocab {
-        Some(p) => Some(std::sync::Arc::new(vocab_file::load(p)?)),
-        None => None,
-    };
-    let agents = a
-        .agents
-        .unwrap_or_else(|| groups.filter(|_| a.agent_by.is_some()).unwrap_or(10));
-    Ok(SimConfig {
-        agents,
-        inducing: a.inducing.unwrap_or(50),
-        d_latent: a.latent_dim,
-        mode: a.update_mode()?,
-        projection: a.projection_mode()?,
-        topology,
-        fusion,
-        loss: a.loss.unwrap_or(0.0),
-        rounds: a.rounds,
-        schedule: a
-            .schedule
-            .as_deref()
-            .unwrap_or("auto")
-            .parse()
-            .map_err(anyhow::Error::msg)?,
-        fuse_every: a.fuse_every.unwrap_or((n_batches / 10).max(1)),
-        seed: a.seed.unwrap_or(0),
-        vocab,
-        central: !a.no_central,
-        baselines: !a.no_baselines,
-        learn: !a.no_learn,
-        site_every: a.site_every,
-        // A fleet of one is the central learner: its default damping is the central's.
-        site: site_config(
-            a.site_damping
-                .or((agents == 1).then_some(SimConfig::default().central_damping)),
-            a.site_prior_points,
-            a.scale_prior_points,
-        )?,
-        ..SimConfig::default()
-    })
-}
-
-/// The fleet projection's site update from the flags (defaults: [`SiteConfig::default`]).
-fn site_config(
-    damping: Option<f64>,
-    prior_points: Option<f64>,
-    scale_prior_points: Option<f64>,
-) -> Result<coolgp::learn::SiteConfig> {
-    let d = coolgp::learn::SiteConfig::default();
-    let c = coolgp::learn::SiteConfig {
-        damping: damping.unwrap_or(d.damping),
-        prior_points: prior_points.unwrap_or(d.prior_points),
-        scale_prior_points: scale_prior_points.unwrap_or(d.scale_prior_points),
-    };
-    c.validate().map_err(anyhow::Error::msg)?;
-    Ok(c)
 }
 
 fn run_sim(

@@ -125,7 +125,7 @@ pub struct NodeMeta {
     pub agent: AgentMeta,
 }
 
-/// Non-matrix agent fields.
+/// Non-matrix agent fields (`Default`: the placeholder that [`to_bytes`] fills in).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentMeta {
     /// Own points absorbed.

@@ -1,0 +1,86 @@
+//! Keyword settings of `coolgp.Agent` → [`AgentConfig`]. Mode and projection names are parsed
+//! by the command line's own parsers, so they are the flags' names (`--mode`, `--projection`)
+//! and new names added there are accepted here too.
+
+use coolgp::{AgentConfig, FusionRule};
+use coolgp_cli::args::SimArgs;
+
+/// The keyword settings of an agent, as given.
+pub struct AgentKw<'a> {
+    /// `frozen` | `importance` | `exact`.
+    pub mode: &'a str,
+    /// Importance samples k.
+    pub samples: Option<usize>,
+    /// `unnormalized` | `self-normalized`.
+    pub normalization: Option<&'a str>,
+    /// `per-agent` | `shared` | `shared-plain-proxy` | `shared-product-proxy`.
+    pub projection: &'a str,
+    /// `tree` | `push-sum`.
+    pub fusion: &'a str,
+    /// Fleet size s (push-sum).
+    pub fleet_size: Option<usize>,
+    /// Learn θ online.
+    pub learn: bool,
+    /// The agent's own seed.
+    pub seed: u64,
+}
+
+/// Resolves the keywords into an [`AgentConfig`].
+///
+/// # Errors
+/// A message naming the bad keyword and the accepted values.
+pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
+    let flags = SimArgs {
+        mode: Some(kw.mode.to_string()),
+        samples: kw.samples,
+        normalization: kw.normalization.map(str::to_string),
+        projection: Some(kw.projection.to_string()),
+        ..SimArgs::default()
+    };
+    let mode = flags.update_mode().map_err(|e| format!("mode: {e}"))?;
+    let projection = flags
+        .projection_mode()
+        .map_err(|e| format!("projection: {e}"))?;
+    let fusion = match kw.fusion {
+        "tree" => FusionRule::Tree,
+        "push-sum" | "pushsum" => match kw.fleet_size {
+            Some(s) if s > 0 => FusionRule::PushSum {
+                agents: s as f64,
+                weight: 1.0,
+            },
+            _ => {
+                return Err(
+                    "fusion='push-sum' needs fleet_size=N > 0 (the number of agents)".into(),
+                )
+            }
+        },
+        other => {
+            return Err(format!(
+                "unknown fusion '{other}': use 'tree' or 'push-sum'"
+            ))
+        }
+    };
+    Ok(AgentConfig {
+        mode,
+        projection,
+        fusion,
+        learn: kw.learn,
+        seed: kw.seed,
+        ..AgentConfig::default()
+    })
+}
+
+/// The command-line names of a configuration's update mode and fusion rule (the projection
+/// mode's name is kept as given, so that modes added later need no change here).
+pub fn describe(c: &AgentConfig) -> (String, String) {
+    let mode = match c.mode {
+        coolgp::UpdateMode::Frozen => "frozen".to_string(),
+        coolgp::UpdateMode::Exact => "exact".to_string(),
+        coolgp::UpdateMode::Importance { samples, .. } => format!("importance(k={samples})"),
+    };
+    let fusion = match c.fusion {
+        FusionRule::Tree => "tree".to_string(),
+        FusionRule::PushSum { agents, .. } => format!("push-sum(s={agents})"),
+    };
+    (mode, fusion)
+}

@@ -1,0 +1,188 @@
+"""The API of issue 9, called as a user would."""
+import numpy as np
+import pytest
+
+import coolgp
+from conftest import block
+
+
+def rmse(a, b):
+    return float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
+
+
+@pytest.fixture
+def pair():
+    vocab = coolgp.Vocabulary(inducing=30, latent_dim=2, seed=0)
+    a = coolgp.Agent(1, vocab, input_dim=2)
+    b = coolgp.Agent(2, vocab, input_dim=2)
+    a.neighbors = [2]
+    b.neighbors = [1]
+    return vocab, a, b
+
+
+def test_version_and_vocabulary():
+    assert isinstance(coolgp.__version__, str) and coolgp.__version__.count(".") == 2
+    v = coolgp.Vocabulary(inducing=30, latent_dim=2, seed=0)
+    assert (v.inducing, v.latent_dim, v.seed) == (30, 2, 0)
+    assert isinstance(v.fingerprint, str) and len(v.fingerprint) == 64
+    int(v.fingerprint, 16)
+    assert v.z.shape == (30, 2) and v.k.shape == (30, 30)
+    # The default design is deterministic; another seed is another vocabulary.
+    assert coolgp.Vocabulary(30, 2, 0).fingerprint == v.fingerprint
+    assert coolgp.Vocabulary(30, 2, 1).fingerprint != v.fingerprint
+    assert coolgp.Vocabulary(30, 2, 0) == v
+    # K = k(Z, Z) + εI with the unit squared-exponential kernel.
+    z = v.z
+    sq = ((z[:, None, :] - z[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(v.k, np.exp(-0.5 * sq) + v.jitter * np.eye(30), rtol=1e-12, atol=1e-14)
+    # Explicit Z.
+    w = coolgp.Vocabulary(z=z, seed=0, jitter=v.jitter)
+    assert w.fingerprint == v.fingerprint
+
+
+def test_vocabulary_file_round_trip(tmp_path):
+    v = coolgp.Vocabulary(inducing=12, latent_dim=3, seed=5)
+    v.save(tmp_path / "v.json")
+    w = coolgp.Vocabulary.load(str(tmp_path / "v.json"))
+    assert w.fingerprint == v.fingerprint
+    np.testing.assert_array_equal(w.z, v.z)
+
+
+def test_two_agents_fuse(pair):
+    _, a, b = pair
+    rng = np.random.default_rng(0)
+    x, y = block(rng, 300, 2)
+    xt, yt = block(rng, 200, 2)
+    a.observe(x, y)
+    assert (a.points, a.blocks, b.points) == (300, 1, 0)
+    assert a.neighbors == [2] and b.neighbors == [1]
+    msgs = a.tick()
+    assert [r for r, _ in msgs] == [2]
+    assert all(isinstance(p, bytes) for _, p in msgs)
+    for receiver, payload in msgs:
+        info = coolgp.message_info(payload)
+        assert (info["sender"], info["receiver"], info["kind"], info["points"]) == (1, 2, "tree", 300.0)
+        assert info["fingerprint"] == a.vocabulary.fingerprint
+        b.receive(payload)
+    assert b.fleet_points == 300 and b.points == 0 and b.neighbors_heard == 1
+    mean, var_f, var_y = b.predict(xt, fused=True)
+    for arr in (mean, var_f, var_y):
+        assert isinstance(arr, np.ndarray) and arr.shape == (200,) and arr.dtype == np.float64
+    assert np.all(var_f > 0) and np.all(var_y > var_f)
+    own, _, _ = b.predict(xt, fused=False)
+    # b has no data of its own: its own model is the prior (mean 0); fused it learned from a.
+    assert np.all(own == 0.0)
+    assert rmse(mean, yt) < 0.7 * rmse(own, yt)
+    # Fused natural parameters add: T_b,fused = T0 + E_a (b has no data; σ's are shared
+    # initially, and a's E under its own q(W) is what it sent).
+    t1a, t2a = a.natural_params(fused=False)
+    t1b, t2b = b.natural_params(fused=True)
+    np.testing.assert_allclose(t1b, t1a, rtol=1e-12)
+    np.testing.assert_allclose(t2b, t2a, rtol=1e-12)
+
+
+def test_tick_to_and_round(pair):
+    _, a, b = pair
+    a.observe(*block(np.random.default_rng(1), 20, 2))
+    assert a.tick_to(7) is None  # not a neighbour
+    p = a.tick_to(2)
+    assert coolgp.message_info(p)["receiver"] == 2
+    b.receive(p)
+    r = a.round
+    a.round = r + 1000
+    assert a.round == r + 1000
+    with pytest.raises(ValueError, match="forward"):
+        a.round = r
+    (_, p2), = a.tick()
+    assert coolgp.message_info(p2)["round"] == r + 1001
+    b.receive(p2)
+
+
+def test_config_keywords():
+    v = coolgp.Vocabulary(10, 2, 0)
+    a = coolgp.Agent(3, v, 2, mode="importance", samples=4, projection="shared", learn=False, seed=9)
+    assert a.config == {"mode": "importance(k=4)", "projection": "shared", "fusion": "tree",
+                        "learn": False, "seed": 9}
+    assert coolgp.Agent(3, v, 2).config["seed"] == 3  # default seed: the id, as the node
+    p = coolgp.Agent(3, v, 2, fusion="push-sum", fleet_size=5, mode="exact")
+    assert p.config["fusion"] == "push-sum(s=5)" and p.config["mode"] == "exact"
+    for bad in (dict(mode="nope"), dict(projection="nope"), dict(fusion="push-sum"),
+                dict(fusion="nope"), dict(projection="shared", fusion="push-sum", fleet_size=3)):
+        with pytest.raises(ValueError):
+            coolgp.Agent(3, v, 2, **bad)
+    with pytest.raises(ValueError, match="input dimension"):
+        coolgp.Agent(3, v, 0)
+
+
+def test_learning_moves_the_projection():
+    v = coolgp.Vocabulary(10, 2, 0)
+    a = coolgp.Agent(1, v, 2)
+    frozen = coolgp.Agent(1, v, 2, learn=False)
+    x, y = block(np.random.default_rng(2), 50, 2)
+    a.observe(x, y)
+    frozen.observe(x, y)
+    mean0, std0 = v.initial_projection(2)
+    np.testing.assert_array_equal(frozen.projection["mean"], mean0)
+    np.testing.assert_array_equal(frozen.projection["std"], std0)
+    assert not np.array_equal(a.projection["mean"], mean0)
+
+
+def test_fleet_regressor():
+    rng = np.random.default_rng(3)
+    x, y = block(rng, 800, 2)
+    xt, yt = block(rng, 300, 2)
+    reg = coolgp.FleetRegressor(agents=4, inducing=30).fit(x, y)
+    assert isinstance(reg, coolgp.FleetRegressor)
+    assert reg.n_agents_ == 4 and sum(reg.points_) == 800
+    assert reg.fleet_points_ == [800.0] * 4  # every agent's fused model holds all the data
+    mean = reg.predict(xt)
+    mean2, std = reg.predict(xt, return_std=True)
+    np.testing.assert_array_equal(mean, mean2)
+    assert mean.shape == std.shape == (300,) and np.all(std > 0)
+    _, std_y = reg.predict(xt, return_std=True, include_noise=True)
+    assert np.all(std_y > std)
+    constant = rmse(np.full_like(yt, y.mean()), yt)
+    assert rmse(mean, yt) < 0.5 * constant
+    assert reg.score(xt, yt) > 0.75
+    assert reg.get_params()["agents"] == 4
+
+
+def test_fleet_regressor_groups_and_scale():
+    rng = np.random.default_rng(4)
+    x, y = block(rng, 600, 2)
+    groups = np.array(["north", "south", "east"])[rng.integers(0, 3, size=600)]
+    # Original units: a shifted, scaled target and inputs are standardized inside.
+    reg = coolgp.FleetRegressor(agents=99, inducing=20).fit(100 + 10 * x, 1000 + 50 * y, groups=groups)
+    assert reg.n_agents_ == 3
+    assert sorted(reg.points_) == sorted(int((groups == g).sum()) for g in ("north", "south", "east"))
+    mean = reg.predict(100 + 10 * x[:100])
+    assert rmse(mean, 1000 + 50 * y[:100]) < 0.5 * 50 * y.std()
+    with pytest.raises(ValueError, match="not fitted"):
+        coolgp.FleetRegressor().predict(x)
+    with pytest.raises(ValueError, match="one label per row"):
+        coolgp.FleetRegressor().fit(x, y, groups=groups[:10])
+
+
+def test_help_and_docstrings():
+    for obj in (coolgp.Agent, coolgp.Agent.observe, coolgp.Agent.tick, coolgp.Agent.receive,
+                coolgp.Agent.predict, coolgp.Vocabulary, coolgp.FleetRegressor, coolgp.simulate,
+                coolgp.message_info):
+        assert obj.__doc__ and len(obj.__doc__) > 40, obj
+    assert "observe" in coolgp.Agent.__doc__ or "observe" in coolgp.Agent.observe.__doc__
+
+
+def test_readme_example_runs(capsys):
+    from conftest import REPO
+
+    text = (REPO / "README.md").read_text()
+    start = text.index("```python\nimport numpy as np, coolgp")
+    code = text[start + len("```python\n") : text.index("```", start + 10)]
+    exec(compile(code, "README.md", "exec"), {})
+    assert capsys.readouterr().out.split() == ["250", "500.0"]
+
+
+def test_package_docstring_example():
+    import doctest
+
+    result = doctest.testmod(coolgp, verbose=False)
+    assert result.attempted >= 8 and result.failed == 0

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# CI step for the Python package (issue 9), run by .ci/run after `cargo test`:
+# a venv, `pip install ./crates/coolgp-py` (maturin builds the abi3 wheel with cargo, reusing
+# the release artifacts of `cargo test --release`), pytest, numpy and eclipse-zenoh from PyPI,
+# the `coolgp` binary (the interop and simulate tests start it), then pytest.
+#
+# Env: PYTHON (default python3), COOLGP_VENV (default <repo>/target/ci-venv),
+#      CARGO_TARGET_DIR (honoured; default <repo>/target).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PYTHON=${PYTHON:-python3}
+VENV=${COOLGP_VENV:-$ROOT/target/ci-venv}
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+start=$(date +%s)
+
+if ! command -v "$PYTHON" >/dev/null || ! "$PYTHON" -c "import venv, ensurepip" 2>/dev/null; then
+  echo "installing python3 and python3-venv (apt)" >&2
+  apt-get update -qq && apt-get install -y -qq python3 python3-venv python3-pip >/dev/null
+  PYTHON=python3
+fi
+"$PYTHON" -m venv "$VENV"
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+"${PIP[@]}" install --quiet "numpy>=1.21" "pytest>=7" "eclipse-zenoh>=1.10,<1.11"
+"${PIP[@]}" install ./crates/coolgp-py
+
+if [ ! -x "$TARGET/release/coolgp" ]; then
+  cargo build --release -p coolgp-cli
+fi
+export COOLGP="$TARGET/release/coolgp" COOLGP_REQUIRE_BINARY=1
+
+# The sources are under python/coolgp, so the installed package is the one imported.
+cd "$ROOT/crates/coolgp-py"
+set +e
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider tests
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests in crates/coolgp-py/tests: the Python suite is missing" >&2
+  exit 1
+fi
+echo "python CI step: $(( $(date +%s) - start )) s (exit $rc)" >&2
+exit "$rc"
