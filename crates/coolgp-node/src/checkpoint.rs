@@ -659,11 +659,8 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
         }
         other => return Err(r.err(format!("unknown fusion '{other}'"))),
     };
-    let projection = match a.projection.as_str() {
-        "per-agent" => ProjectionMode::PerAgent,
-        "fleet" => ProjectionMode::Fleet,
-        other => return Err(r.err(format!("unknown projection mode '{other}'"))),
-    };
+    let projection = ProjectionMode::from_name(&a.projection)
+        .ok_or_else(|| r.err(format!("unknown projection mode '{}'", a.projection)))?;
     let mut inbox = BTreeMap::new();
     for k in &a.inbox {
         let p = format!("inbox/{k}");

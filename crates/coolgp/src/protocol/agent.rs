@@ -83,6 +83,19 @@ impl ProjectionMode {
         !matches!(self, Self::PerAgent | Self::Fleet)
     }
 
+    /// The mode of a command-line name ([`ProjectionMode::name`]), `None` for another string.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [
+            Self::PerAgent,
+            Self::Shared,
+            Self::SharedPlainProxy,
+            Self::SharedProductProxy,
+            Self::Fleet,
+        ]
+        .into_iter()
+        .find(|m| m.name() == name)
+    }
+
     /// The command-line name (`per-agent`, `shared`, `shared-plain-proxy`,
     /// `shared-product-proxy`, `fleet`).
     pub fn name(self) -> &'static str {
