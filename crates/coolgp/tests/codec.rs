@@ -1,6 +1,5 @@
 //! The wire codec: round trips, truncations, hostile bytes, specific errors.
 
-use std::time::{Duration, Instant};
 
 use coolgp::faer::Mat;
 use coolgp::fuse::Mass;
@@ -329,16 +328,18 @@ fn decoded_d1_is_symmetric_even_from_asymmetric_input() {
 }
 
 #[test]
-fn huge_claim_in_short_packet_is_rejected_quickly() {
+fn huge_claim_in_short_packet_is_rejected_before_allocating() {
+    // The whole body length is checked against the bytes present before the 128 MB matrix of
+    // m = MAX_M is allocated: the error names the claimed and the present length (no timing:
+    // the machines are shared).
     let mut b = encode(&tree_msg(1, None));
     b[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&(MAX_M as u32).to_le_bytes());
-    let start = Instant::now();
-    for _ in 0..1000 {
-        let e = decode_err(&b);
-        assert!(e.starts_with("truncated body: need "), "{e}");
-    }
-    // 1000 rejections; allocating the 128 MB matrix even once would blow this.
-    assert!(start.elapsed() < Duration::from_millis(500));
+    let need = 8 * (1 + MAX_M * (MAX_M + 1) / 2 + MAX_M);
+    let have = b.len() - HEADER_LEN;
+    assert_eq!(
+        decode_err(&b),
+        format!("truncated body: need {need} bytes, have {have}")
+    );
     // And a 20-byte packet.
     assert_eq!(decode_err(&b[..20]), "truncated header");
 }
