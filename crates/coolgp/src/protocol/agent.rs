@@ -226,8 +226,8 @@ impl Agent {
     /// A new agent of input dimension `d`, starting from the vocabulary's shared initial q(W).
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for `d = 0`, zero importance samples, or the shared projection
-    /// with push-sum.
+    /// [`Error::InvalidConfig`] for `d = 0`, zero importance samples, the shared projection
+    /// with push-sum, the fleet projection with the importance mode, or bad site settings.
     pub fn new(id: AgentId, vocab: Arc<Vocabulary>, d: usize, config: AgentConfig) -> Result<Self> {
         if d == 0 {
             return Err(Error::InvalidConfig("input dimension d must be > 0".into()));
@@ -250,11 +250,6 @@ impl Agent {
                 ));
             }
             config.site.validate().map_err(Error::InvalidConfig)?;
-            if config.fusion != FusionRule::Tree {
-                return Err(Error::InvalidConfig(
-                    "the fleet projection mode needs tree fusion (two-pass or rounds); push-sum sites are not implemented yet".into(),
-                ));
-            }
         }
         let proj = vocab.initial_projection(d);
         let site = Site::zeros(if fleet { proj.d() * proj.d_latent() } else { 0 });
@@ -265,6 +260,10 @@ impl Agent {
             FusionRule::PushSum { weight, .. } => weight,
             FusionRule::Tree => 1.0,
         };
+        let mut pushsum = PushSum::new(Excess::zeros(m), weight, 0.0);
+        if fleet && config.fusion != FusionRule::Tree {
+            pushsum = pushsum.with_site(site.len());
+        }
         Ok(Self {
             id,
             config,
@@ -279,7 +278,7 @@ impl Agent {
             own: Excess::zeros(m),
             site,
             inbox: BTreeMap::new(),
-            pushsum: PushSum::new(Excess::zeros(m), weight, 0.0),
+            pushsum,
             last_round: BTreeMap::new(),
             outbox: VecDeque::new(),
             events: VecDeque::new(),
@@ -622,7 +621,14 @@ impl Agent {
         }
         // Running mean of the targets for the first 1/ρ blocks, then the damped average.
         let rate = (1.0 / self.blocks.max(1) as f64).max(self.config.site.damping);
+        let old = self.site.clone();
         self.site.damp_toward(&target, rate);
+        if let FusionRule::PushSum { .. } = self.config.fusion {
+            // The change of the own site enters the push-sum mass (conserved), as E_i's does.
+            let mut delta = self.site.clone();
+            delta.add_scaled_in_place(&old, -1.0);
+            self.pushsum.inject_site(&delta);
+        }
         self.adopt_site_view();
     }
 
@@ -648,7 +654,7 @@ impl Agent {
     }
 
     /// One communication round: queues a message to every neighbour (tree: `D_ij`; push-sum:
-    /// the running total after keeping one share).
+    /// the running total after keeping one share, its site part in the message's site).
     pub fn handle_tick(&mut self) {
         self.round += 1;
         match self.config.fusion {
@@ -679,7 +685,9 @@ impl Agent {
                 }
             }
             FusionRule::PushSum { .. } => {
-                let total = self.pushsum.step(self.neighbors.len());
+                let mut total = self.pushsum.step(self.neighbors.len());
+                // The site part of the running total travels in the message's site section.
+                let site = total.site.take();
                 for &j in &self.neighbors {
                     self.outbox.push_back(Message {
                         header: self.header(j),
@@ -687,7 +695,7 @@ impl Agent {
                             total: total.clone(),
                         },
                         projection: None,
-                        site: None,
+                        site: site.clone(),
                     });
                 }
             }

@@ -181,6 +181,8 @@ impl Agent {
             }
             Body::PushSum { mut total } => {
                 total.x.symmetrize_in_place();
+                // Fleet projection mode: the site part of the running total (validated).
+                total.site = msg.site;
                 self.pushsum.receive(from, total)
             }
         }
