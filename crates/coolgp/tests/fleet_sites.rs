@@ -598,3 +598,14 @@ fn a_push_sum_snapshot_restores_bit_identically() {
         Err(Error::InvalidConfig(_))
     ));
 }
+
+#[test]
+fn push_sum_fleet_neighbours_are_free_until_mass_is_exchanged() {
+    // The site part does not make a fresh agent look as if it had exchanged mass, and a tick
+    // freezes the links as in the q(u)-only push-sum (fuse::pushsum::check_neighbor_change).
+    let mut a = Agent::new(0, vocab(), D, ps_cfg(3)).expect("agent");
+    a.set_neighbors([1]).expect("fresh");
+    a.set_neighbors([2]).expect("still fresh");
+    a.handle_tick();
+    assert!(matches!(a.set_neighbors([1]), Err(Error::InvalidConfig(_))));
+}

@@ -78,7 +78,7 @@ impl Mass {
 /// Running-sum push-sum state of one agent.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PushSum {
-    /// Current mass (x_i, ω_i, p_i).
+    /// Current mass (x_i, ω_i, p_i, and the site part in the fleet projection mode).
     pub mass: Mass,
     /// Running total of everything sent (one share per round, the same to every neighbour).
     pub sent: Mass,

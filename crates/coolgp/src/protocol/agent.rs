@@ -72,7 +72,8 @@ pub enum ProjectionMode {
     /// natural-parameter sites, fused by the same message passing as q(u) and adopted whenever
     /// the fused sums change. q(u)'s excess travels in unit scale (σ_s = σ_n = 1) and is scaled
     /// by the fleet's σ_s, σ_n, so everything the agent predicts with is a function of the
-    /// fused sums alone. Frozen or exact mode; tree fusion or push-sum.
+    /// fused sums alone. Frozen or exact mode; tree fusion or push-sum (the sites are then a
+    /// part of the push-sum mass, [`crate::fuse::pushsum`]).
     Fleet,
 }
 
