@@ -622,9 +622,10 @@ impl Agent {
         }
         // Running mean of the targets for the first 1/ρ blocks, then the damped average.
         let rate = (1.0 / self.blocks.max(1) as f64).max(self.config.site.damping);
-        let old = self.site.clone();
+        let push = matches!(self.config.fusion, FusionRule::PushSum { .. });
+        let old = push.then(|| self.site.clone());
         self.site.damp_toward(&target, rate);
-        if let FusionRule::PushSum { .. } = self.config.fusion {
+        if let Some(old) = old {
             // The change of the own site enters the push-sum mass (conserved), as E_i's does.
             let mut delta = self.site.clone();
             delta.add_scaled_in_place(&old, -1.0);
