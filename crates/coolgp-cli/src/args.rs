@@ -67,7 +67,7 @@ pub struct SimArgs {
     pub projection: Option<String>,
     /// Fleet projection only: batches between two fusions of the sites (tiny next to q(u))
     /// (default: every 1% of the stream or every round of blocks — one per agent — whichever
-    /// is sooner).
+    /// is sooner). Tree fusion only: under push-sum the sites fuse with q(u) in every round.
     #[arg(long)]
     pub site_every: Option<usize>,
     /// Fleet projection only: damping ρ ∈ (0, 1] of the agents' site steps (default 0.3; keep

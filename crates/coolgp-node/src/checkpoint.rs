@@ -31,6 +31,7 @@
 //! | `site/prec`, `site/shift`      | `[d' d]`     | fleet projection: own site Λ_i, λ_i (column-major) |
 //! | `site/stats`                   | `[5]`        | own site's A, B, YY, N and raw points         |
 //! | `inbox/<j>/site_prec`, `_shift`, `_stats` | … | site sums last received from neighbour j    |
+//! | `pushsum/{mass,sent,received/<j>}/site_prec`, `_shift`, `_stats` | … | fleet projection under push-sum: the site part of each push-sum mass (absent otherwise) |
 //!
 //! Metadata (`__metadata__`, strings): `format = "coolgp-checkpoint"`, `format_version = "1"`,
 //! `coolgp` = the [`NodeMeta`] JSON (fleet, id, fingerprint, stream offset, counts, settings),
@@ -236,6 +237,9 @@ impl Tensors {
     fn mass(&mut self, prefix: &str, m: &Mass) {
         self.excess(prefix, &m.x);
         self.scalars(format!("{prefix}/w_points"), &[m.w, m.points]);
+        if let Some(site) = &m.site {
+            self.site(&format!("{prefix}/site_"), site);
+        }
     }
 }
 
@@ -529,12 +533,19 @@ impl Reader<'_> {
             points: st[4],
         })
     }
-    fn mass(&self, prefix: &str, m: usize) -> Result<Mass> {
+    /// A push-sum mass; its site part (`site_len` entries) is read if the file has one.
+    fn mass(&self, prefix: &str, m: usize, site_len: usize) -> Result<Mass> {
         let wp = self.vec(&format!("{prefix}/w_points"), 2)?;
+        let site_prefix = format!("{prefix}/site_");
         Ok(Mass {
             x: self.excess(prefix, m)?,
             w: wp[0],
             points: wp[1],
+            site: if self.has(&format!("{site_prefix}stats")) {
+                Some(self.site(&site_prefix, site_len)?)
+            } else {
+                None
+            },
         })
     }
 }
@@ -691,7 +702,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
     }
     let mut push_received = BTreeMap::new();
     for k in &a.push_received {
-        push_received.insert(*k, r.mass(&format!("pushsum/received/{k}"), m)?);
+        push_received.insert(*k, r.mass(&format!("pushsum/received/{k}"), m, dz * d)?);
     }
     let snapshot = AgentSnapshot {
         id: meta.model.id,
@@ -723,8 +734,8 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
         round: a.round,
         neighbors: a.neighbors.clone(),
         inbox,
-        push_mass: r.mass("pushsum/mass", m)?,
-        push_sent: r.mass("pushsum/sent", m)?,
+        push_mass: r.mass("pushsum/mass", m, dz * d)?,
+        push_sent: r.mass("pushsum/sent", m, dz * d)?,
         push_received,
         last_round: a.last_round.clone(),
         site: if projection == ProjectionMode::Fleet {

@@ -82,9 +82,9 @@ pub struct NodeArgs {
     #[arg(long)]
     pub fleet_size: Option<usize>,
     /// per-agent (the paper: this node learns its own q(W)) or fleet (spec §14: one
-    /// fleet-wide q(W), σ_s, σ_n as a sum of every node's site, carried in every round's tree
-    /// message and adopted whenever the fused sums change; nodes that hold the same sums
-    /// predict identically; tree fusion only) [default: per-agent].
+    /// fleet-wide q(W), σ_s, σ_n as a sum of every node's site, carried in every round's
+    /// message (tree or push-sum) and adopted whenever the fused sums change; nodes that hold
+    /// the same sums predict identically) [default: per-agent].
     #[arg(long)]
     pub projection: Option<String>,
     /// Fleet projection: damping ρ ∈ (0, 1] of the site steps [default: 0.3].

@@ -187,3 +187,16 @@ fn files_are_written_atomically_and_the_previous_one_is_a_fallback() {
     assert!(checkpoint::load_latest(&dir, &vocab, 3).is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn fleet_push_sum() {
+    // The site parts of the push-sum masses (spec §14 under push-sum) are stored and restored.
+    round_trip(AgentConfig {
+        projection: coolgp::ProjectionMode::Fleet,
+        fusion: FusionRule::PushSum {
+            agents: 3.0,
+            weight: 1.0,
+        },
+        ..AgentConfig::default()
+    });
+}

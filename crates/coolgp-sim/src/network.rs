@@ -7,8 +7,9 @@
 //! event-driven schedule instead of rounds (one message per listed edge and step);
 //! [`run_until_settled`] runs rounds until the fused estimates stop moving.
 
+use coolgp::learn::Site;
 use coolgp::rng::Rng;
-use coolgp::{Agent, Message};
+use coolgp::{Agent, Message, ProjectionMode};
 use rayon::prelude::*;
 
 /// Counters of one or more rounds.
@@ -59,9 +60,9 @@ impl Default for Settle {
     }
 }
 
-/// Runs rounds until every agent's fused data part `E_g,i` changes by less than `settle.tol`
-/// relative to its norm in one round (`‖ΔE‖ ≤ tol·‖E‖` in [`coolgp::Excess::rel_dist`]'s
-/// norm), or until `settle.cap` rounds. Returns the counters, the rounds run (at least one,
+/// Runs rounds until every agent's fused data part `E_g,i` (and, in the fleet projection mode,
+/// its fused site sums) changes by less than `settle.tol` relative to its norm in one round
+/// (`‖ΔE‖ ≤ tol·‖E‖` in [`coolgp::Excess::rel_dist`]'s norm), or until `settle.cap` rounds. Returns the counters, the rounds run (at least one,
 /// at most the cap) and whether the fleet settled (false: the cap was hit).
 /// For push-sum, whose estimates approach T_g geometrically: a change below tol per round
 /// leaves an error of about tol/(1 − λ) for contraction rate λ.
@@ -72,20 +73,27 @@ pub fn run_until_settled(
     rng: &mut Rng,
 ) -> (NetStats, usize, bool) {
     let mut total = NetStats::default();
-    let mut last: Vec<_> = agents.par_iter().map(|a| a.fused_excess().0).collect();
+    let mut last: Vec<_> = agents.par_iter().map(fused_state).collect();
     for r in 1..=settle.cap.max(1) {
         total.add_all(one_round(agents, loss, rng));
-        let now: Vec<_> = agents.par_iter().map(|a| a.fused_excess().0).collect();
-        let settled = now
-            .par_iter()
-            .zip(&last)
-            .all(|(n, l)| l.rel_dist(n) <= settle.tol);
+        let now: Vec<_> = agents.par_iter().map(fused_state).collect();
+        let settled = now.par_iter().zip(&last).all(|((n, ns), (l, ls))| {
+            l.rel_dist(n) <= settle.tol
+                && ls.iter().zip(ns).all(|(a, b)| a.rel_dist(b) <= settle.tol)
+        });
         if settled {
             return (total, r, true);
         }
         last = now;
     }
     (total, settle.cap.max(1), false)
+}
+
+/// What [`run_until_settled`] watches: the fused data part and, in the fleet projection mode,
+/// the fused site sums.
+fn fused_state(a: &Agent) -> (coolgp::Excess, Option<Site>) {
+    let site = (a.config().projection == ProjectionMode::Fleet).then(|| a.fused_site());
+    (a.fused_excess().0, site)
 }
 
 /// Rounds used by the fusions of a run that settle ([`run_until_settled`]): the most rounds

@@ -108,6 +108,17 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         }
     };
     let fleet = cfg.projection == ProjectionMode::Fleet;
+    // Sites fuse on their own only under the tree rule: site-only messages are not defined for
+    // push-sum, whose every round carries the site part of the running totals, so there the
+    // sites fuse with q(u) at each fusion (which runs until the estimates settle).
+    let sites_apart = fleet && rule == FusionRule::Tree;
+    if fleet && !sites_apart && cfg.site_every.is_some() {
+        return Err(SimError::Config(
+            "--site-every needs tree fusion: under push-sum the sites fuse with q(u) in every \
+             push-sum round (use --fuse-every)"
+                .into(),
+        ));
+    }
     let fuse_sites = |agents: &mut [Agent], rng: &mut Rng| {
         if two_pass {
             run_schedule_of(Payload::Sites, agents, &steps, cfg.loss, rng)
@@ -183,7 +194,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         cfg.fuse_every
     };
     // Sites fuse on their own, more often than q(u) (spec §14): every `site_chunk` batches.
-    let site_chunk = if fleet {
+    let site_chunk = if sites_apart {
         cfg.site_every
             .unwrap_or_else(|| total.div_ceil(100).min(cfg.agents))
             .max(1)
@@ -225,7 +236,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
                         Ok(())
                     })?;
                 // The last sub-chunk's sites travel with the q(u) fusion that follows.
-                if fleet && stop < end {
+                if sites_apart && stop < end {
                     let t = Instant::now();
                     site_net.add_all(fuse_sites(&mut agents, &mut site_rng));
                     site_s += t.elapsed().as_secs_f64();

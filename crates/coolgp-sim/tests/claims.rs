@@ -43,6 +43,26 @@ fn quiet_run(cfg: &SimConfig, w: &Workload) -> Report {
     run(cfg, w, &|_, _| {}).expect("simulation runs")
 }
 
+/// `agents` agents in the fleet projection mode, 15 inducing inputs, fusing every 12 batches.
+fn fleet_sim(agents: usize) -> SimConfig {
+    SimConfig {
+        agents,
+        inducing: 15,
+        fuse_every: 12,
+        baselines: false,
+        projection: coolgp::ProjectionMode::Fleet,
+        ..SimConfig::default()
+    }
+}
+
+/// Largest difference of an agent's post-fusion RMSE from the fleet's.
+fn post_spread(r: &Report) -> f64 {
+    r.per_agent
+        .iter()
+        .map(|a| (a.rmse_post - r.rmse_post).abs())
+        .fold(0.0, f64::max)
+}
+
 #[test]
 fn fusion_improves_agents_on_one_synthetic_phenomenon() {
     // 10 agents, each sees ~4 batches of 10 points: the fused q(u) pools 10× the data.
@@ -432,14 +452,7 @@ fn fleet_projection_fuses_exactly_and_helps_a_fleet_on_one_phenomenon() {
     // 8 agents on one phenomenon: every agent ends with the fleet's q(u) (exact tree sums),
     // and fusion improves on the agents' own models.
     let w = one_phenomenon(48, 10, 6);
-    let cfg = SimConfig {
-        agents: 8,
-        inducing: 15,
-        fuse_every: 12,
-        baselines: false,
-        projection: coolgp::ProjectionMode::Fleet,
-        ..SimConfig::default()
-    };
+    let cfg = fleet_sim(8);
     let r = quiet_run(&cfg, &w);
     assert!(r.fusion_max_rel_err < 1e-12, "{}", r.fusion_max_rel_err);
     assert!(
@@ -448,10 +461,30 @@ fn fleet_projection_fuses_exactly_and_helps_a_fleet_on_one_phenomenon() {
         r.rmse_post,
         r.rmse_pre
     );
-    let spread = r
-        .per_agent
-        .iter()
-        .map(|a| (a.rmse_post - r.rmse_post).abs())
-        .fold(0.0, f64::max);
+    let spread = post_spread(&r);
     assert!(spread < 1e-9, "fused agents differ by {spread:e}");
+}
+
+#[test]
+fn fleet_projection_runs_on_a_lossy_ring_with_push_sum() {
+    // Spec §14 under push-sum: the sites ride in every push-sum round; each fusion runs until
+    // the q(u) and site estimates settle, so every agent ends with the same fused model.
+    let w = one_phenomenon(48, 10, 7);
+    let cfg = SimConfig {
+        topology: TopologyKind::Ring,
+        fusion: FusionChoice::PushSum,
+        loss: 0.3,
+        ..fleet_sim(6)
+    };
+    let r = quiet_run(&cfg, &w);
+    assert!(r.fusion_max_rel_err < 1e-6, "{}", r.fusion_max_rel_err);
+    let spread = post_spread(&r);
+    assert!(spread < 1e-6, "fused agents differ by {spread:e}");
+    assert!(r.rmse_post < 0.9 * r.rmse_constant, "it learned something");
+    // Site-only fusions are a tree-rule device: --site-every is refused under push-sum.
+    let every = SimConfig {
+        site_every: Some(2),
+        ..cfg
+    };
+    assert!(run(&every, &w, &|_, _| {}).is_err());
 }

@@ -1,6 +1,5 @@
 //! The wire codec: round trips, truncations, hostile bytes, specific errors.
 
-
 use coolgp::faer::Mat;
 use coolgp::fuse::Mass;
 use coolgp::learn::{HyperStats, Site};
@@ -120,7 +119,12 @@ fn arb_body() -> impl Strategy<Value = Body> {
             points,
         }),
         (arb_excess(), finite(), finite()).prop_map(|(x, w, points)| Body::PushSum {
-            total: Mass { x, w, points }
+            total: Mass {
+                x,
+                w,
+                points,
+                site: None,
+            }
         }),
     ]
 }
@@ -201,6 +205,7 @@ fn every_truncation_is_rejected() {
                 x: sym_excess(4, &[1.0, -2.0, 3.5]),
                 w: 0.25,
                 points: 9.0,
+                site: None,
             },
         },
         ..tree_msg(4, Some(3))

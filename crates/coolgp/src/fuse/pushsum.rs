@@ -8,6 +8,13 @@
 //! `x_i/ω_i` is a nonnegative combination of the E_j, so every estimate is a valid posterior.
 //! When E_i changes, the difference is injected into x_i (mass is conserved).
 //!
+//! **Sites (spec §14).** In the fleet projection mode the mass has a site part too: the
+//! natural-parameter sites of q(W), σ_s, σ_n, split with the same shares, summed with the same
+//! running totals (so lost messages heal alike) and scaled by the same weight:
+//! `Σ_i s_i ≈ s · site_i/ω_i` ([`PushSum::site_estimate`]). A change of the own site is
+//! injected like a change of E_i ([`PushSum::inject_site`]). Without a site part every
+//! operation is the q(u)-only one, bit for bit.
+//!
 //! **Fixed links.** The running totals assume each link exists from the first round on: a
 //! neighbour added later would receive the sender's whole cumulative σ_j (mass created), and a
 //! link removed with a lost total in flight loses that mass. Conserving mass across such
@@ -19,9 +26,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{Error, Result};
+use crate::learn::Site;
 use crate::model::Excess;
 
-/// One agent's share of the push-sum mass: excess, weight and represented data points.
+/// One agent's share of the push-sum mass: excess, weight, represented data points and, in
+/// the fleet projection mode, site sums.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mass {
     /// Excess part x.
@@ -30,15 +39,27 @@ pub struct Mass {
     pub w: f64,
     /// Data points p (push-summed like x).
     pub points: f64,
+    /// Site part (fleet projection mode; `None` otherwise). In a message it travels in
+    /// [`crate::protocol::Message::site`], so a message body's total carries `None`.
+    pub site: Option<Site>,
 }
 
 impl Mass {
-    /// The zero mass.
+    /// The zero mass (no site part).
     pub fn zeros(m: usize) -> Self {
         Self {
             x: Excess::zeros(m),
             w: 0.0,
             points: 0.0,
+            site: None,
+        }
+    }
+
+    /// The zero mass shaped like `self` (with a zero site part iff `self` has one).
+    pub fn zeros_like(&self) -> Self {
+        Self {
+            site: self.site.as_ref().map(|s| Site::zeros(s.len())),
+            ..Self::zeros(self.x.m())
         }
     }
 
@@ -46,13 +67,18 @@ impl Mass {
         self.x.add_scaled_in_place(&o.x, c);
         self.w += c * o.w;
         self.points += c * o.points;
+        if let Some(os) = &o.site {
+            self.site
+                .get_or_insert_with(|| Site::zeros(os.len()))
+                .add_scaled_in_place(os, c);
+        }
     }
 }
 
 /// Running-sum push-sum state of one agent.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PushSum {
-    /// Current mass (x_i, ω_i, p_i).
+    /// Current mass (x_i, ω_i, p_i, and the site part in the fleet projection mode).
     pub mass: Mass,
     /// Running total of everything sent (one share per round, the same to every neighbour).
     pub sent: Mass,
@@ -70,9 +96,25 @@ impl PushSum {
                 x: own,
                 w: weight,
                 points,
+                site: None,
             },
             sent: Mass::zeros(m),
             received: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a zero site part of `len` entries to the mass and the running total sent (fleet
+    /// projection mode; before any round).
+    pub fn with_site(mut self, len: usize) -> Self {
+        self.mass.site = Some(Site::zeros(len));
+        self.sent.site = Some(Site::zeros(len));
+        self
+    }
+
+    /// Injects a change of the own site (`new − old`); no-op without a site part.
+    pub fn inject_site(&mut self, delta: &Site) {
+        if let Some(s) = &mut self.mass.site {
+            s.add_in_place(delta);
         }
     }
 
@@ -86,7 +128,7 @@ impl PushSum {
     /// every neighbour.
     pub fn step(&mut self, degree: usize) -> Mass {
         let share = 1.0 / (degree as f64 + 1.0);
-        let mut kept = Mass::zeros(self.mass.x.m());
+        let mut kept = self.mass.zeros_like();
         kept.add_scaled(&self.mass, share);
         if degree > 0 {
             self.sent.add_scaled(&kept, 1.0);
@@ -97,11 +139,10 @@ impl PushSum {
 
     /// Receives neighbour `from`'s running total: adds `σ − ρ`, remembers `ρ ← σ`.
     pub fn receive(&mut self, from: u64, total: Mass) {
-        let m = total.x.m();
         let prev = self
             .received
             .remove(&from)
-            .unwrap_or_else(|| Mass::zeros(m));
+            .unwrap_or_else(|| total.zeros_like());
         let mut delta = total.clone();
         delta.add_scaled(&prev, -1.0);
         self.mass.add_scaled(&delta, 1.0);
@@ -117,6 +158,15 @@ impl PushSum {
         let c = scale / self.mass.w;
         Some((self.mass.x.scaled(c), self.mass.points * c))
     }
+
+    /// The fused site estimate `scale · site_i/ω_i` (fleet projection mode): the fleet's
+    /// `Σ_i s_i` once the mass has mixed. `None` while ω_i = 0 or without a site part.
+    pub fn site_estimate(&self, scale: f64) -> Option<Site> {
+        let site = self.mass.site.as_ref().filter(|_| self.mass.w > 0.0)?;
+        let mut est = Site::zeros(site.len());
+        est.add_scaled_in_place(site, scale / self.mass.w);
+        Some(est)
+    }
 }
 
 /// Checks that a push-sum agent may move from neighbours `old` to `new`: always when the set
@@ -130,7 +180,7 @@ pub fn check_neighbor_change(
     old: &BTreeSet<u64>,
     new: &BTreeSet<u64>,
 ) -> Result<()> {
-    let fresh = state.received.is_empty() && state.sent == Mass::zeros(state.sent.x.m());
+    let fresh = state.received.is_empty() && state.sent == state.sent.zeros_like();
     if old == new || fresh {
         return Ok(());
     }

@@ -250,6 +250,29 @@ impl Site {
         self.points = target.points;
     }
 
+    /// `‖self − other‖ / ‖other‖` over every number (Λ, λ, the statistics, the points).
+    pub fn rel_dist(&self, other: &Site) -> f64 {
+        let (a, b) = (self.numbers(), other.numbers());
+        let diff: f64 = a
+            .clone()
+            .zip(b.clone())
+            .map(|(x, y)| (x - y) * (x - y))
+            .sum();
+        let norm: f64 = b.map(|y| y * y).sum();
+        (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
+    }
+
+    /// Every number of the site, in wire order.
+    fn numbers(&self) -> impl Iterator<Item = f64> + Clone + '_ {
+        let h = self.hyper.to_array();
+        self.prec
+            .iter()
+            .chain(&self.shift)
+            .copied()
+            .chain(h)
+            .chain(std::iter::once(self.points))
+    }
+
     /// True if every number is finite, every precision and the counts are `≥ 0`, and the
     /// length is `len`: what a receiver requires of a site it accepts.
     pub fn is_valid(&self, len: usize) -> bool {

@@ -72,7 +72,8 @@ pub enum ProjectionMode {
     /// natural-parameter sites, fused by the same message passing as q(u) and adopted whenever
     /// the fused sums change. q(u)'s excess travels in unit scale (σ_s = σ_n = 1) and is scaled
     /// by the fleet's σ_s, σ_n, so everything the agent predicts with is a function of the
-    /// fused sums alone. Frozen or exact mode; tree fusion or push-sum.
+    /// fused sums alone. Frozen or exact mode; tree fusion or push-sum (the sites are then a
+    /// part of the push-sum mass, [`crate::fuse::pushsum`]).
     Fleet,
 }
 
@@ -242,8 +243,8 @@ impl Agent {
     /// A new agent of input dimension `d`, starting from the vocabulary's shared initial q(W).
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for `d = 0`, zero importance samples, or the shared projection
-    /// with push-sum.
+    /// [`Error::InvalidConfig`] for `d = 0`, zero importance samples, the shared projection
+    /// with push-sum, the fleet projection with the importance mode, or bad site settings.
     pub fn new(id: AgentId, vocab: Arc<Vocabulary>, d: usize, config: AgentConfig) -> Result<Self> {
         if d == 0 {
             return Err(Error::InvalidConfig("input dimension d must be > 0".into()));
@@ -266,11 +267,6 @@ impl Agent {
                 ));
             }
             config.site.validate().map_err(Error::InvalidConfig)?;
-            if config.fusion != FusionRule::Tree {
-                return Err(Error::InvalidConfig(
-                    "the fleet projection mode needs tree fusion (two-pass or rounds); push-sum sites are not implemented yet".into(),
-                ));
-            }
         }
         let proj = vocab.initial_projection(d);
         let site = Site::zeros(if fleet { proj.d() * proj.d_latent() } else { 0 });
@@ -286,6 +282,10 @@ impl Agent {
             FusionRule::PushSum { weight, .. } => weight,
             FusionRule::Tree => 1.0,
         };
+        let mut pushsum = PushSum::new(Excess::zeros(m), weight, 0.0);
+        if fleet && config.fusion != FusionRule::Tree {
+            pushsum = pushsum.with_site(site.len());
+        }
         Ok(Self {
             id,
             config,
@@ -301,7 +301,7 @@ impl Agent {
             site,
             pseudo,
             inbox: BTreeMap::new(),
-            pushsum: PushSum::new(Excess::zeros(m), weight, 0.0),
+            pushsum,
             last_round: BTreeMap::new(),
             outbox: VecDeque::new(),
             events: VecDeque::new(),
@@ -644,7 +644,15 @@ impl Agent {
         }
         // Running mean of the targets for the first 1/ρ blocks, then the damped average.
         let rate = (1.0 / self.blocks.max(1) as f64).max(self.config.site.damping);
+        let push = matches!(self.config.fusion, FusionRule::PushSum { .. });
+        let old = push.then(|| self.site.clone());
         self.site.damp_toward(&target, rate);
+        if let Some(old) = old {
+            // The change of the own site enters the push-sum mass (conserved), as E_i's does.
+            let mut delta = self.site.clone();
+            delta.add_scaled_in_place(&old, -1.0);
+            self.pushsum.inject_site(&delta);
+        }
         self.adopt_site_view();
     }
 
@@ -670,7 +678,7 @@ impl Agent {
     }
 
     /// One communication round: queues a message to every neighbour (tree: `D_ij`; push-sum:
-    /// the running total after keeping one share).
+    /// the running total after keeping one share, its site part in the message's site).
     pub fn handle_tick(&mut self) {
         self.round += 1;
         match self.config.fusion {
@@ -701,7 +709,9 @@ impl Agent {
                 }
             }
             FusionRule::PushSum { .. } => {
-                let total = self.pushsum.step(self.neighbors.len());
+                let mut total = self.pushsum.step(self.neighbors.len());
+                // The site part of the running total travels in the message's site section.
+                let site = total.site.take();
                 for &j in &self.neighbors {
                     self.outbox.push_back(Message {
                         header: self.header(j),
@@ -709,7 +719,7 @@ impl Agent {
                             total: total.clone(),
                         },
                         projection: None,
-                        site: None,
+                        site: site.clone(),
                     });
                 }
             }

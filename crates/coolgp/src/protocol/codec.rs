@@ -437,6 +437,7 @@ fn decode_body(r: &mut Reader<'_>, kind: u8, m: usize) -> Result<Body, RejectRea
                 x: excess,
                 w: first,
                 points,
+                site: None,
             },
         },
     })

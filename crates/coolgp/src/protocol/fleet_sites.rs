@@ -6,6 +6,12 @@
 //! same sum as q(u)'s, plus the pseudo-site of the shared q0(W) with a weight that fades with
 //! the points in that sum ([`Site::with_pseudo`]): the view starts at q0 everywhere and is
 //! the same function of the fleet's sums at every agent once messages have settled.
+//!
+//! Under push-sum the site is part of the push-sum mass ([`crate::fuse::pushsum`]): every
+//! round's message carries the site part of the sender's running total, a change of the own
+//! site is injected into the mass, and the view is the estimate `s · site_i/ω_i` of the
+//! fleet's `Σ_i s_i` plus the same faded pseudo-site. Site-only messages are a tree-rule
+//! device: under push-sum the sites travel in every push-sum round.
 
 use crate::learn::Site;
 use crate::protocol::agent::{Agent, FusionRule, ProjectionMode};
@@ -36,11 +42,18 @@ impl Agent {
         s
     }
 
-    /// The fused site sums the agent predicts and learns with: the sums it holds plus the
-    /// faded pseudo-site of q0 ([`Site::with_pseudo`]).
+    /// The fused site sums the agent predicts and learns with: the sums it holds (tree rule)
+    /// or its push-sum estimate of them (the own site while ω = 0), plus the faded
+    /// pseudo-site of q0 ([`Site::with_pseudo`]).
     pub fn fused_site(&self) -> Site {
-        self.site_sums(None)
-            .with_pseudo(&self.pseudo, &self.config.site)
+        let sums = match self.config.fusion {
+            FusionRule::Tree => self.site_sums(None),
+            FusionRule::PushSum { agents, .. } => self
+                .pushsum
+                .site_estimate(agents)
+                .unwrap_or_else(|| self.site.clone()),
+        };
+        sums.with_pseudo(&self.pseudo, &self.config.site)
     }
 
     /// Sets q(W), σ_s, σ_n from the fused sums ([`Site::projection`]); unusable sums leave
@@ -63,8 +76,8 @@ impl Agent {
 
     /// Queues a site-only message to neighbour `to` with the site sums of this agent's side
     /// of the edge (fleet projection mode, tree rule). Sites are `2·d·d' + 5` numbers, so they
-    /// can travel far more often than q(u). Returns false (and sends nothing) in other modes
-    /// or when `to` is not a neighbour.
+    /// can travel far more often than q(u). Returns false (and sends nothing) in other modes,
+    /// under push-sum (whose every round carries the sites), or when `to` is not a neighbour.
     pub fn handle_site_tick_to(&mut self, to: AgentId) -> bool {
         if !self.is_fleet()
             || self.config.fusion != FusionRule::Tree

@@ -115,8 +115,8 @@ impl Agent {
         Ok(Verdict::Fresh)
     }
 
-    /// The fleet projection mode requires valid site sums in every tree message; other modes
-    /// accept none.
+    /// The fleet projection mode requires valid site sums in every message (tree sums, or the
+    /// site part of a push-sum running total); other modes accept none.
     fn validate_site(&self, msg: &Message) -> std::result::Result<(), RejectReason> {
         match (&msg.site, self.is_fleet()) {
             (None, false) => Ok(()),
@@ -181,6 +181,8 @@ impl Agent {
             }
             Body::PushSum { mut total } => {
                 total.x.symmetrize_in_place();
+                // Fleet projection mode: the site part of the running total (validated).
+                total.site = msg.site;
                 self.pushsum.receive(from, total)
             }
         }

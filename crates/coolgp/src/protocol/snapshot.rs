@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::fuse::{Mass, PushSum};
 use crate::learn::{Adam, Learner, Site};
 use crate::model::{Excess, Projection, Vocabulary};
-use crate::protocol::agent::{Agent, AgentConfig, Inbound};
+use crate::protocol::agent::{Agent, AgentConfig, FusionRule, Inbound, ProjectionMode};
 use crate::protocol::message::{AgentId, ProjectionShare};
 
 /// What one neighbour last sent (tree rule).
@@ -58,7 +58,7 @@ pub struct AgentSnapshot {
     pub neighbors: Vec<AgentId>,
     /// Last accepted message from each neighbour (tree rule).
     pub inbox: BTreeMap<AgentId, InboundSnapshot>,
-    /// Push-sum mass.
+    /// Push-sum mass (with its site part in the fleet projection mode).
     pub push_mass: Mass,
     /// Push-sum running total sent.
     pub push_sent: Mass,
@@ -146,6 +146,14 @@ impl Agent {
             check_excess(&v.x)?;
         }
         super::learner_check::check_learner(&s.learner, s.config.mode, m, dz, d)?;
+        let push_sites = s.config.projection == ProjectionMode::Fleet
+            && matches!(s.config.fusion, FusionRule::PushSum { .. });
+        check_push_sites(
+            std::iter::once(&s.push_mass)
+                .chain(std::iter::once(&s.push_sent))
+                .chain(s.push_received.values()),
+            push_sites.then_some(dz * d),
+        )?;
         let mut agent = Agent::new(s.id, vocab, d, s.config)?;
         let proj = Projection::new(s.mu, s.log_sigma, s.log_sigma_s, s.log_sigma_n);
         let theta = proj.to_flat();
@@ -210,4 +218,35 @@ impl Agent {
         agent.own = own;
         Ok(agent)
     }
+}
+
+/// Checks that every push-sum mass of a snapshot has a site part of `len` finite entries when
+/// `len` is given (fleet projection under push-sum) and none otherwise. A mass's site may be
+/// negative in places (injected site changes), so only lengths and finiteness are checked.
+fn check_push_sites<'a>(masses: impl Iterator<Item = &'a Mass>, len: Option<usize>) -> Result<()> {
+    for mass in masses {
+        let ok = match (&mass.site, len) {
+            (None, None) => true,
+            (Some(site), Some(len)) => {
+                let h = site.hyper.to_array();
+                site.prec.len() == len
+                    && site.shift.len() == len
+                    && site
+                        .prec
+                        .iter()
+                        .chain(&site.shift)
+                        .chain(&h)
+                        .chain(std::iter::once(&site.points))
+                        .all(|v| v.is_finite())
+            }
+            _ => false,
+        };
+        if !ok {
+            return Err(Error::InvalidConfig(
+                "snapshot push-sum site part: missing, unexpected, wrong length or non-finite"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
 }
