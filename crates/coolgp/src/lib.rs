@@ -14,10 +14,17 @@
 //! - [`model`]: what the model *is* — [`Vocabulary`] (Z, K, T0, fingerprint), [`Projection`]
 //!   (q(W)), psi statistics, [`NaturalParams`] (q(u) in K-form), prediction.
 //! - [`learn`]: how it is *updated* — the online modes (frozen, importance, exact), the ELBO and
-//!   its gradients, Adam.
+//!   its gradients, Adam, and the sites of a fleet-wide q(W) ([`learn::Site`], spec §14).
 //! - [`fuse`]: pairwise fusion, [`Topology`], tree message passing, push-sum.
 //! - [`baselines`]: dDTC and dPITC (spec §8).
 //! - [`protocol`]: the [`Agent`], its [`Message`]s and [`Event`]s.
+//!
+//! ## Which projection mode
+//! [`ProjectionMode::PerAgent`] is the paper's (each agent its own q(W)). In a fleet observing
+//! one phenomenon, [`ProjectionMode::Fleet`] learns one q(W), σ_s, σ_n together (spec §14): the
+//! prior plus a sum of per-agent natural-parameter sites, fused by the same tree or push-sum
+//! messages as q(u) and adopted whenever the fused sums change, so that agents holding the
+//! same sums predict identically.
 //!
 //! ## Which mode to use
 //! [`UpdateMode::Frozen`] (the default). The paper's importance-sampled estimator (Eq. 3.7,
