@@ -186,3 +186,38 @@ def test_package_docstring_example():
 
     result = doctest.testmod(coolgp, verbose=False)
     assert result.attempted >= 8 and result.failed == 0
+
+
+def test_fleet_projection_agents_predict_identically_after_fusion(tmp_path):
+    # Issue 8 / spec §14: with projection="fleet" the agents learn one q(W) as a sum of sites;
+    # once both hold the same sums they predict identically, and a saved agent reloads as is.
+    v = coolgp.Vocabulary(inducing=20, latent_dim=2, seed=0)
+    a = coolgp.Agent(1, v, input_dim=2, projection="fleet")
+    b = coolgp.Agent(2, v, input_dim=2, projection="fleet")
+    a.neighbors = [2]
+    b.neighbors = [1]
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        for agent in (a, b):
+            x = rng.normal(size=(30, 2))
+            agent.observe(x, np.sin(x[:, 0]) + 0.1 * rng.normal(size=30))
+    for _ in range(2):
+        for _, payload in a.tick():
+            b.receive(payload)
+        for _, payload in b.tick():
+            a.receive(payload)
+    assert a.fleet_points == b.fleet_points == 300
+    xt = rng.normal(size=(7, 2))
+    ma, _, va = a.predict(xt)
+    mb, _, vb = b.predict(xt)
+    np.testing.assert_allclose(ma, mb, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(va, vb, rtol=1e-9, atol=1e-12)
+    info = coolgp.message_info(a.tick()[0][1])
+    assert info["has_site"] and info["kind"] == "tree"
+    # A per-agent agent's messages carry no site sums.
+    p = coolgp.Agent(1, v, input_dim=2)
+    p.neighbors = [2]
+    assert not coolgp.message_info(p.tick()[0][1])["has_site"]
+    a.save(tmp_path / "a.safetensors")
+    a2 = coolgp.Agent.load(tmp_path / "a.safetensors")
+    np.testing.assert_array_equal(a2.predict(xt)[0], ma)
