@@ -424,26 +424,22 @@ impl Agent {
 
     /// q(u) in K-form for a view.
     pub fn natural_params(&self, view: View) -> NaturalParams {
-        let e = match view {
-            View::Own => self.own.clone(),
-            View::Fused => self.fused_excess().0,
-        };
-        NaturalParams::from_excess(&self.vocab, &self.scale_excess(e))
+        match view {
+            View::Own => self.natural_params_of(&self.own),
+            View::Fused => self.natural_params_of(&self.fused_excess().0),
+        }
     }
 
     /// q(u) in K-form of a data part `e` given in this agent's representation (e.g. a sum of
-    /// the fleet's own excesses `Σ E_i`, to compare with the fused view).
+    /// the fleet's own excesses `Σ E_i`, to compare with the fused view): in the fleet
+    /// projection mode the unit-scale sums times the fleet's `σ_s²/σ_n²` and `σ_s/σ_n²`
+    /// (spec §3); as it is otherwise.
     pub fn natural_params_of(&self, e: &Excess) -> NaturalParams {
-        NaturalParams::from_excess(&self.vocab, &self.scale_excess(e.clone()))
-    }
-
-    /// An excess as q(u) uses it: in the fleet projection mode the unit-scale sums times the
-    /// fleet's `σ_s²/σ_n²` and `σ_s/σ_n²` (spec §3); unchanged otherwise.
-    fn scale_excess(&self, e: Excess) -> Excess {
         if self.config.projection == ProjectionMode::Fleet {
-            Excess::from_unit_parts(&e.d1, &e.d2, self.proj.sigma_s(), self.proj.sigma_n())
+            let (ss, sn) = (self.proj.sigma_s(), self.proj.sigma_n());
+            NaturalParams::from_excess(&self.vocab, &Excess::from_unit_parts(&e.d1, &e.d2, ss, sn))
         } else {
-            e
+            NaturalParams::from_excess(&self.vocab, e)
         }
     }
 
@@ -656,15 +652,21 @@ impl Agent {
         self.adopt_site_view();
     }
 
-    /// Recomputes `E_i` under the current θ (unit scale in the fleet projection mode); in
-    /// push-sum, injects the change into the mass.
-    pub(crate) fn refresh_own(&mut self, new_points: f64) {
-        let (e, diag) = if self.config.projection == ProjectionMode::Fleet {
+    /// `E_i` from the learner's caches under the current θ: unit scale (σ_s = σ_n = 1) in the
+    /// fleet projection mode, where the fleet's scales are applied to the fused sums instead.
+    pub(crate) fn excess_from_caches(&mut self) -> (Excess, Option<crate::learn::IsDiagnostics>) {
+        if self.config.projection == ProjectionMode::Fleet {
             let unit = self.proj.with_unit_scales();
             self.learner.excess(&self.vocab, &unit, &mut self.ws)
         } else {
             self.learner.excess(&self.vocab, &self.proj, &mut self.ws)
-        };
+        }
+    }
+
+    /// Recomputes `E_i` under the current θ (unit scale in the fleet projection mode); in
+    /// push-sum, injects the change into the mass.
+    pub(crate) fn refresh_own(&mut self, new_points: f64) {
+        let (e, diag) = self.excess_from_caches();
         if let Some(d) = diag {
             self.push_event(Event::ImportanceWeights(d));
         }

@@ -207,15 +207,7 @@ impl Agent {
             }
             agent.site = s.site;
         }
-        let unit;
-        let basis = if agent.is_fleet() {
-            unit = agent.proj.with_unit_scales();
-            &unit
-        } else {
-            &agent.proj
-        };
-        let (own, _) = agent.learner.excess(&agent.vocab, basis, &mut agent.ws);
-        agent.own = own;
+        agent.own = agent.excess_from_caches().0;
         Ok(agent)
     }
 }
