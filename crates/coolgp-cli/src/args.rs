@@ -70,6 +70,17 @@ pub struct SimArgs {
     /// is sooner). Tree fusion only: under push-sum the sites fuse with q(u) in every round.
     #[arg(long)]
     pub site_every: Option<usize>,
+    /// Projection groups (spec §14 with groups): agents whose rows share a value of COLUMN
+    /// observe one phenomenon and learn one q(W), σ_s, σ_n together in the fleet projection
+    /// mode, while q(u) is fused across every group. Rows are routed by COLUMN (agent i takes
+    /// value i mod #values), or with --agent-by COLUMN one agent per value. The built-in
+    /// synthetic dataset's groups are its phenomena (default there); `none`: one group.
+    #[arg(long, value_name = "COLUMN|none")]
+    pub projection_group: Option<String>,
+    /// With projection groups: across (default) fuses q(u) over one graph of the whole
+    /// fleet; within builds one graph per group, so q(u) is fused only inside each group.
+    #[arg(long, value_name = "across|within")]
+    pub fuse_groups: Option<String>,
     /// Fleet projection only: damping ρ ∈ (0, 1] of the agents' site steps (default 0.3; keep
     /// 1 − (1−ρ)^k ≲ 0.5 for k blocks per agent between site fusions).
     #[arg(long)]
@@ -174,6 +185,8 @@ impl SimArgs {
             normalization,
             projection,
             site_every,
+            projection_group,
+            fuse_groups,
             site_damping,
             site_prior_points,
             scale_prior_points,
@@ -266,6 +279,12 @@ pub fn sim_config(a: &SimArgs, n_batches: usize, groups: Option<usize>) -> Resul
         baselines: !a.no_baselines,
         learn: !a.no_learn,
         site_every: a.site_every,
+        fuse_groups: a
+            .fuse_groups
+            .as_deref()
+            .unwrap_or("across")
+            .parse()
+            .map_err(anyhow::Error::msg)?,
         // A fleet of one is the central learner: its default damping is the central's.
         site: site_config(
             a.site_damping

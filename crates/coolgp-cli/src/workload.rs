@@ -31,7 +31,26 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
     if args.data.is_none() && args.dataset.as_deref().unwrap_or("synthetic") == "synthetic" {
         return synthetic(args, seed);
     }
-    let (mut train, mut test, desc) = load_tables(args, seed)?;
+    // Projection groups by a column: its values route the rows (unless --agent-by does).
+    let group_col = args
+        .projection_group
+        .as_deref()
+        .filter(|c| *c != "none")
+        .map(str::to_owned);
+    if let (Some(g), Some(k)) = (&group_col, &args.agent_by) {
+        if g != k {
+            bail!(
+                "--projection-group {g} with --agent-by {k}: a grouping column other than the \
+                 routing column is not supported; route by the group (drop --agent-by) or give \
+                 --projection-group {k} (one group per key)"
+            );
+        }
+    }
+    let routed = SimArgs {
+        agent_by: args.agent_by.clone().or_else(|| group_col.clone()),
+        ..args.clone()
+    };
+    let (mut train, mut test, desc) = load_tables(&routed, seed)?;
     // The split keeps file order; the paper's protocol streams a random sample in random order.
     // Keyed (station) data keep their time order within each key.
     let mut rng = Rng::new(seed, 0xBA7C);
@@ -103,6 +122,11 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
             }],
             groups: groups.unwrap_or(0),
             test_by_group: false,
+            projection_groups: if group_col.is_some() {
+                group_names.clone()
+            } else {
+                Vec::new()
+            },
             y_scale: st.unscale_std(1.0),
         },
         description,
@@ -189,6 +213,17 @@ fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared> {
     if let Some(n) = args.max_test {
         cfg.test_points = n.max(cfg.phenomena);
     }
+    // The synthetic dataset's projection groups are its phenomena.
+    let projection_groups = match args.projection_group.as_deref() {
+        None | Some("phenomenon") => (0..cfg.phenomena)
+            .map(|p| format!("phenomenon-{p}"))
+            .collect(),
+        Some("none") => Vec::new(),
+        Some(other) => bail!(
+            "--projection-group {other}: the synthetic dataset's groups are 'phenomenon' (the \
+             default) or 'none'"
+        ),
+    };
     let syn = coolgp_data::generate(&cfg).context("generating the synthetic domain")?;
     let batches = syn
         .train_batches
@@ -220,6 +255,7 @@ fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared> {
                 .collect(),
             groups: cfg.phenomena,
             test_by_group: true,
+            projection_groups,
             y_scale: 1.0,
         },
         description,

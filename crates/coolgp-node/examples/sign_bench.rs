@@ -40,7 +40,7 @@ fn main() {
                 points: 10.0,
             },
             projection: None,
-            site: None,
+            sites: None,
         };
         let v1 = encode(&msg);
         let reps = 2000;

@@ -33,6 +33,11 @@
 //! | `inbox/<j>/site_prec`, `_shift`, `_stats` | … | site sums last received from neighbour j    |
 //! | `pushsum/{mass,sent,received/<j>}/site_prec`, `_shift`, `_stats` | … | fleet projection under push-sum: the site part of each push-sum mass (absent otherwise) |
 //!
+//! With projection groups (`--projection-group`) every site-sum prefix `P` above (`inbox/<j>/site_`,
+//! `pushsum/…/site_`) holds one site per group, `P<g>_prec`, `P<g>_shift`, `P<g>_stats` with `g`
+//! the group id; the ids of each prefix are in the metadata's `site_groups`, and the node's own
+//! group in `group`.
+//!
 //! Metadata (`__metadata__`, strings): `format = "coolgp-checkpoint"`, `format_version = "1"`,
 //! `coolgp` = the [`NodeMeta`] JSON (fleet, id, fingerprint, stream offset, counts, settings),
 //! and `sha256` = hex SHA-256 over, for each tensor in name order, `name ‖ 0x00 ‖ shape as
@@ -47,6 +52,7 @@ use coolgp::faer::Mat;
 use coolgp::fuse::Mass;
 use coolgp::learn::{
     Adam, AdamConfig, HyperStats, ImportanceCache, IsNormalization, Learner, Site, SiteConfig,
+    Sites, UNGROUPED,
 };
 use coolgp::model::psi::UnitStats;
 use coolgp::protocol::{AgentSnapshot, InboundSnapshot, ProjectionShare};
@@ -172,6 +178,12 @@ pub struct AgentMeta {
     /// Inbox entries carrying site sums (fleet projection).
     #[serde(default)]
     pub inbox_sites: Vec<u64>,
+    /// Fleet projection: the node's projection group id (`None`: no groups).
+    #[serde(default)]
+    pub group: Option<u64>,
+    /// With projection groups: the group ids stored under each site-sum tensor prefix.
+    #[serde(default)]
+    pub site_groups: BTreeMap<String, Vec<u64>>,
 }
 
 fn per_agent() -> String {
@@ -189,8 +201,12 @@ pub struct Checkpoint {
     pub path: PathBuf,
 }
 
+/// Tensors by name, and the group ids stored under each grouped site-sum prefix.
 #[derive(Default)]
-struct Tensors(BTreeMap<String, (Vec<usize>, Vec<u8>)>);
+struct Tensors(
+    BTreeMap<String, (Vec<usize>, Vec<u8>)>,
+    BTreeMap<String, Vec<u64>>,
+);
 
 impl Tensors {
     fn vec(&mut self, name: impl Into<String>, v: &[f64]) {
@@ -234,11 +250,25 @@ impl Tensors {
             &[h[0], h[1], h[2], h[3], s.points],
         );
     }
+    /// Site sums under `prefix`: one site (no groups) or one per group (module docs).
+    fn sites(&mut self, prefix: &str, s: &Sites) {
+        if s.is_ungrouped() {
+            if let Some(site) = s.get(UNGROUPED) {
+                self.site(prefix, site);
+            }
+            return;
+        }
+        for (g, site) in s.iter() {
+            self.site(&format!("{prefix}{g}_"), site);
+        }
+        self.1
+            .insert(prefix.to_owned(), s.iter().map(|(g, _)| g).collect());
+    }
     fn mass(&mut self, prefix: &str, m: &Mass) {
         self.excess(prefix, &m.x);
         self.scalars(format!("{prefix}/w_points"), &[m.w, m.points]);
-        if let Some(site) = &m.site {
-            self.site(&format!("{prefix}/site_"), site);
+        if let Some(sites) = &m.site {
+            self.sites(&format!("{prefix}/site_"), sites);
         }
     }
 }
@@ -342,8 +372,8 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
         t.site("site/", &s.site);
     }
     for (k, ib) in &s.inbox {
-        if let Some(site) = &ib.site {
-            t.site(&format!("inbox/{k}/site_"), site);
+        if let Some(sites) = &ib.sites {
+            t.sites(&format!("inbox/{k}/site_"), sites);
             inbox_sites.push(*k);
         }
         t.excess(&format!("inbox/{k}"), &ib.excess);
@@ -394,6 +424,8 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
             s.config.site.scale_prior_points,
         ]),
         inbox_sites,
+        group: s.config.group,
+        site_groups: std::mem::take(&mut t.1),
     };
     let meta_json = serde_json::to_string(meta).map_err(|e| NodeError::Checkpoint {
         path: PathBuf::new(),
@@ -456,6 +488,8 @@ pub fn write(dir: &Path, agent: &Agent, meta: &mut NodeMeta) -> Result<usize> {
 struct Reader<'a> {
     st: SafeTensors<'a>,
     path: &'a Path,
+    /// Group ids per grouped site-sum prefix (metadata `site_groups`).
+    site_groups: BTreeMap<String, Vec<u64>>,
 }
 
 impl Reader<'_> {
@@ -533,19 +567,29 @@ impl Reader<'_> {
             points: st[4],
         })
     }
+    /// Site sums under `prefix` (one site, or one per group listed in `site_groups`), or
+    /// `None` if the file has none there.
+    fn sites(&self, prefix: &str, len: usize) -> Result<Option<Sites>> {
+        if let Some(ids) = self.site_groups.get(prefix) {
+            let pairs = ids
+                .iter()
+                .map(|g| Ok((*g, self.site(&format!("{prefix}{g}_"), len)?)))
+                .collect::<Result<Vec<_>>>()?;
+            return Ok(Some(Sites::from_pairs(pairs)));
+        }
+        if self.has(&format!("{prefix}stats")) {
+            return Ok(Some(Sites::single(UNGROUPED, self.site(prefix, len)?)));
+        }
+        Ok(None)
+    }
     /// A push-sum mass; its site part (`site_len` entries) is read if the file has one.
     fn mass(&self, prefix: &str, m: usize, site_len: usize) -> Result<Mass> {
         let wp = self.vec(&format!("{prefix}/w_points"), 2)?;
-        let site_prefix = format!("{prefix}/site_");
         Ok(Mass {
             x: self.excess(prefix, m)?,
             w: wp[0],
             points: wp[1],
-            site: if self.has(&format!("{site_prefix}stats")) {
-                Some(self.site(&site_prefix, site_len)?)
-            } else {
-                None
-            },
+            site: self.sites(&format!("{prefix}/site_"), site_len)?,
         })
     }
 }
@@ -595,7 +639,11 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
             vocab.fingerprint()
         )));
     }
-    let r = Reader { st, path };
+    let r = Reader {
+        st,
+        path,
+        site_groups: meta.agent.site_groups.clone(),
+    };
     let (m, dz) = (vocab.m(), vocab.d_latent());
     let a = &meta.agent;
     let mu = r.mat("theta/mu", dz, d)?;
@@ -692,8 +740,11 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
                 excess: r.excess(&p, m)?,
                 points: r.vec(&format!("{p}/points"), 1)?[0],
                 projection,
-                site: if a.inbox_sites.contains(k) {
-                    Some(r.site(&format!("{p}/site_"), dz * d)?)
+                sites: if a.inbox_sites.contains(k) {
+                    Some(
+                        r.sites(&format!("{p}/site_"), dz * d)?
+                            .ok_or_else(|| r.err(format!("missing tensor {p}/site_stats")))?,
+                    )
                 } else {
                     None
                 },
@@ -721,6 +772,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
                 },
                 None => SiteConfig::default(),
             },
+            group: a.group,
         },
         mu,
         log_sigma,

@@ -87,6 +87,17 @@ pub struct NodeArgs {
     /// the same sums predict identically) [default: per-agent].
     #[arg(long)]
     pub projection: Option<String>,
+    /// Fleet projection: this node's projection group. Nodes that observe the same phenomenon
+    /// name the same group and learn one q(W), σ_s, σ_n together, while q(u) is fused with
+    /// every neighbour (spec §14 with groups). Either every node of a fleet names a group or
+    /// none does [default: none, the whole fleet is one group].
+    #[arg(long, value_name = "NAME")]
+    pub projection_group: Option<String>,
+    /// With --projection-group: `across` fuses q(u) with neighbours of any group; `within`
+    /// refuses messages that carry another group's sums (give such a node only neighbours of
+    /// its own group) [default: across].
+    #[arg(long, value_name = "across|within")]
+    pub fuse_groups: Option<String>,
     /// Fleet projection: damping ρ ∈ (0, 1] of the site steps [default: 0.3].
     #[arg(long)]
     pub site_damping: Option<f64>,
@@ -224,6 +235,8 @@ struct NodeFile {
     fusion: Option<String>,
     fleet_size: Option<usize>,
     projection: Option<String>,
+    projection_group: Option<String>,
+    fuse_groups: Option<String>,
     site_damping: Option<f64>,
     site_prior_points: Option<f64>,
     scale_prior_points: Option<f64>,
@@ -309,6 +322,10 @@ pub struct NodeSettings {
     pub vocab: VocabSource,
     /// Agent settings.
     pub agent: AgentConfig,
+    /// The projection group's name (fleet projection with groups).
+    pub projection_group: Option<String>,
+    /// Refuse messages carrying another projection group's sums (`--fuse-groups within`).
+    pub fuse_within: bool,
     /// Neighbour ids (sorted, without the own id).
     pub neighbors: Vec<u64>,
     /// Data stream.
@@ -462,6 +479,31 @@ impl NodeArgs {
                 .unwrap_or(defaults.scale_prior_points),
         };
         site.validate().map_err(NodeError::Config)?;
+        let projection_group = self.projection_group.or(f.projection_group);
+        if projection_group.is_some() && projection != ProjectionMode::Fleet {
+            return Err(NodeError::Config(
+                "--projection-group needs --projection fleet (groups share q(W) sites)".into(),
+            ));
+        }
+        if projection_group.as_deref().is_some_and(str::is_empty) {
+            return Err(NodeError::Config(
+                "--projection-group must not be empty".into(),
+            ));
+        }
+        let fuse_within = match self.fuse_groups.or(f.fuse_groups).as_deref() {
+            None | Some("across") => false,
+            Some("within") if projection_group.is_some() => true,
+            Some("within") => {
+                return Err(NodeError::Config(
+                    "--fuse-groups within needs --projection-group NAME".into(),
+                ))
+            }
+            Some(other) => {
+                return Err(NodeError::Config(format!(
+                    "unknown --fuse-groups '{other}': use across or within"
+                )))
+            }
+        };
         let agent = AgentConfig {
             mode,
             projection,
@@ -470,6 +512,7 @@ impl NodeArgs {
             learn: !(self.no_learn || f.no_learn.unwrap_or(false)),
             seed: self.seed.or(f.seed).unwrap_or(id),
             site,
+            group: projection_group.as_deref().map(coolgp::learn::group_id),
         };
         let data = self.data.or(f.data).map(|p| {
             if p.as_os_str() == "-" {
@@ -556,6 +599,8 @@ impl NodeArgs {
             fleet,
             vocab,
             agent,
+            projection_group,
+            fuse_within,
             neighbors,
             data,
             follow,

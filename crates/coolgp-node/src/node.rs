@@ -34,6 +34,9 @@ use crate::status::{projection_digest, ExcessJson, Status};
 use crate::stream::{self, Item, Layout};
 use crate::transport::{self, Role};
 
+/// Most projection groups a message may carry into a node with a group (its size cap).
+const NODE_MAX_GROUPS: usize = 64;
+
 /// Loads a vocabulary file (`--vocab FILE`); supplied by the CLI, which owns the file format.
 pub type VocabLoader<'a> = &'a (dyn Fn(&Path) -> std::result::Result<Vocabulary, String> + Sync);
 
@@ -293,10 +296,12 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
     let session = transport::open(&s.zenoh, Role::Node(s.id)).await?;
     // The largest message a neighbour may send: a push-sum body, plus the fleet projection's
     // site sums (spec §14) when this node runs that mode, plus the signature with --tls.
-    let site_len = if s.agent.projection == coolgp::ProjectionMode::Fleet {
-        codec::site_bytes(vocab.d_latent() * d)
-    } else {
-        0
+    let site_len = match (s.agent.projection, s.agent.group) {
+        (coolgp::ProjectionMode::Fleet, None) => codec::site_bytes(vocab.d_latent() * d),
+        (coolgp::ProjectionMode::Fleet, Some(_)) => {
+            4 + NODE_MAX_GROUPS * (8 + codec::site_bytes(vocab.d_latent() * d))
+        }
+        _ => 0,
     };
     let max_len = codec::encoded_len_push_sum(vocab.m(), None)
         + site_len
@@ -524,6 +529,24 @@ impl Node {
                 &format_args!("key names sender {:?}, header {}", raw.key_from, sender),
             );
             return;
+        }
+        if self.s.fuse_within {
+            let own = self.agent.site_key();
+            if let Some(g) = msg
+                .sites
+                .as_ref()
+                .and_then(|s| s.iter().find(|(g, _)| *g != own))
+            {
+                self.rejects.record(
+                    Some(sender),
+                    "foreign_group",
+                    &format_args!(
+                        "sums of projection group {:#x} under --fuse-groups within",
+                        g.0
+                    ),
+                );
+                return;
+            }
         }
         let key = (h.round, h.version);
         if self.seen.get(&sender).is_some_and(|s| s.contains(&key)) {
@@ -828,6 +851,7 @@ impl Node {
                 FusionRule::PushSum { .. } => "push-sum".into(),
             },
             projection: self.s.agent.projection.name().into(),
+            projection_group: self.s.projection_group.clone(),
             blocks: self.acked_blocks,
             points: self.acked_points,
             rows_skipped: self.committed.rows_skipped,

@@ -73,6 +73,9 @@ pub struct Status {
     /// Projection mode: `per-agent` or `fleet` (spec §14).
     #[serde(default)]
     pub projection: String,
+    /// Projection group name (fleet projection with `--projection-group`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection_group: Option<String>,
     /// Own blocks acknowledged (in a durable checkpoint; absorbed if no `--state`).
     pub blocks: u64,
     /// Own data points acknowledged.

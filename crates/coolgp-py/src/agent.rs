@@ -479,7 +479,7 @@ pub fn message_info<'py>(py: Python<'py>, payload: &[u8]) -> PyResult<Bound<'py,
         Body::PushSum { total } => ("push-sum", total.points),
         Body::Site => ("site", 0.0),
     };
-    d.set_item("has_site", msg.site.is_some())?;
+    d.set_item("has_site", msg.sites.is_some())?;
     d.set_item("kind", kind)?;
     d.set_item("points", points)?;
     d.set_item("bytes", payload.len())?;

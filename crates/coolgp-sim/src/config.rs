@@ -130,6 +130,30 @@ impl FromStr for Schedule {
     }
 }
 
+/// Which agents fuse q(u) with each other when the workload has projection groups
+/// (`--fuse-groups`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FuseGroups {
+    /// One graph over the whole fleet: q(u) fused across every group (the paper's
+    /// cross-domain setting), q(W) within each group (fleet projection mode).
+    #[default]
+    Across,
+    /// One graph per group, none between them: q(u) and q(W) fused only inside each group.
+    Within,
+}
+
+impl FromStr for FuseGroups {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "across" => Ok(Self::Across),
+            "within" => Ok(Self::Within),
+            _ => Err(format!("unknown --fuse-groups '{s}': use across or within")),
+        }
+    }
+}
+
 /// Settings of a simulated run.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -185,6 +209,8 @@ pub struct SimConfig {
     /// Fleet projection mode: damping ρ of the central learner's site steps (spec §14: about
     /// 0.01 for one learner that sees the whole stream).
     pub central_damping: f64,
+    /// With projection groups in the workload: fuse q(u) across them or only within each.
+    pub fuse_groups: FuseGroups,
 }
 
 impl SimConfig {}
@@ -215,6 +241,7 @@ impl Default for SimConfig {
             site_every: None,
             site: SiteConfig::default(),
             central_damping: 0.01,
+            fuse_groups: FuseGroups::Across,
         }
     }
 }

@@ -26,6 +26,7 @@
 //!     tests: vec![TestSet { y: f(&xt), x: xt }],
 //!     groups: 0,
 //!     test_by_group: false,
+//!     projection_groups: Vec::new(),
 //!     y_scale: 1.0,
 //! };
 //! let cfg = SimConfig { agents: 8, inducing: 15, topology: TopologyKind::RandomTree, fuse_every: 10, ..SimConfig::default() };
@@ -40,12 +41,13 @@
 pub mod baselines;
 pub mod config;
 mod eval;
+mod groups;
 pub mod network;
 pub mod report;
 pub mod run;
 pub mod workload;
 
-pub use config::{FusionChoice, Schedule, SimConfig, TopologyKind};
+pub use config::{FuseGroups, FusionChoice, Schedule, SimConfig, TopologyKind};
 pub use network::{run_rounds, run_schedule, run_until_settled, NetStats, Settle};
 pub use report::{AgentRow, CurvePoint, Phases, Report};
 pub use run::{run, Progress};

@@ -6,12 +6,13 @@ use std::time::Instant;
 use coolgp::baselines::{Baseline, BaselineKernel};
 use coolgp::fuse::tree::two_pass_schedule;
 use coolgp::rng::Rng;
-use coolgp::{Agent, AgentConfig, FusionRule, ProjectionMode, View, Vocabulary};
+use coolgp::{Agent, AgentConfig, FusionRule, ProjectionMode, Topology, View, Vocabulary};
 use rayon::prelude::*;
 
 use crate::baselines::{replay, Replay};
 use crate::config::{FusionChoice, Schedule, SimConfig};
 use crate::eval::{density_scores, eval_both, frob, mean_over, rmse, rmse_with};
+use crate::groups::GroupPlan;
 use crate::network::{
     run_rounds, run_schedule, run_schedule_of, run_site_rounds, run_until_settled, NetStats,
     Payload, Settle, SettledRounds,
@@ -43,25 +44,38 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             cfg.seed,
         )?),
     };
-    let graph = cfg.topology.build(cfg.agents, cfg.seed);
-    let (topo, rule) = match (cfg.fusion, graph.is_tree()) {
+    let fleet = cfg.projection == ProjectionMode::Fleet;
+    // One graph over the fleet, or one per projection group (`--fuse-groups within`).
+    let plan = GroupPlan::new(cfg, work, fleet)?;
+    let graphs = plan.graphs(cfg.topology, cfg.seed);
+    let (graphs, rule) = match (cfg.fusion, graphs.iter().all(Topology::is_tree)) {
         (FusionChoice::Tree, false) => {
             return Err(SimError::Config(format!(
                 "--fusion tree on a {:?} graph with cycles would double count (spec §7); use push-sum or spanning-tree",
                 cfg.topology
             )))
         }
-        (FusionChoice::Auto | FusionChoice::Tree, true) => (graph, FusionRule::Tree),
-        (FusionChoice::SpanningTree, _) => (graph.bfs_spanning_tree(), FusionRule::Tree),
+        (FusionChoice::Auto | FusionChoice::Tree, true) => (graphs, FusionRule::Tree),
+        (FusionChoice::SpanningTree, _) => (
+            graphs.iter().map(Topology::bfs_spanning_tree).collect(),
+            FusionRule::Tree,
+        ),
         (FusionChoice::PushSum, _) | (FusionChoice::Auto, false) => (
-            graph,
+            graphs,
             FusionRule::PushSum {
                 agents: cfg.agents as f64,
                 weight: 1.0,
             },
         ),
     };
-    let diameter = topo.diameter();
+    // The longest diameter over the parts (each part is connected).
+    let diameter = graphs
+        .iter()
+        .map(Topology::diameter)
+        .collect::<Option<Vec<_>>>()
+        .map(|d| d.into_iter().max().unwrap_or(0));
+    let topo = plan.union(graphs);
+    let grouped = plan.group_of.iter().any(Option::is_some);
     let two_pass = match (cfg.schedule, rule) {
         (Schedule::TwoPass, FusionRule::PushSum { .. }) => {
             return Err(SimError::Config(
@@ -107,7 +121,6 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             run_rounds(agents, rounds, cfg.loss, rng)
         }
     };
-    let fleet = cfg.projection == ProjectionMode::Fleet;
     // Sites fuse on their own only under the tree rule: site-only messages are not defined for
     // push-sum, whose every round carries the site part of the running totals, so there the
     // sites fuse with q(u) at each fusion (which runs until the estimates settle).
@@ -130,7 +143,15 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     let agent_cfg = |i: usize| AgentConfig {
         mode: cfg.mode,
         projection: cfg.projection,
-        fusion: rule,
+        // Push-sum's scale s is the number of agents that exchange mass: the agent's part.
+        fusion: match (rule, plan.part_len.get(i)) {
+            (FusionRule::PushSum { weight, .. }, Some(&k)) => FusionRule::PushSum {
+                agents: k as f64,
+                weight,
+            },
+            (r, _) => r,
+        },
+        group: plan.group_of.get(i).copied().flatten(),
         adam: cfg.adam.clone(),
         learn: cfg.learn,
         seed: cfg.seed ^ (0x9E37_79B9 * (i as u64 + 1)),
@@ -235,8 +256,10 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
                         while a.poll_event().is_some() {}
                         Ok(())
                     })?;
-                // The last sub-chunk's sites travel with the q(u) fusion that follows.
-                if sites_apart && stop < end {
+                // The last sub-chunk's sites travel with the q(u) fusion that follows; with
+                // groups they fuse first, so that every agent's excess is in its group's
+                // settled scales when q(u) is fused (the fusion is then exact on trees).
+                if sites_apart && (stop < end || grouped) {
                     let t = Instant::now();
                     site_net.add_all(fuse_sites(&mut agents, &mut site_rng));
                     site_s += t.elapsed().as_secs_f64();
@@ -309,14 +332,23 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     let t = Instant::now();
     // Exactness of the last fusion against T_g = T0 + Σ E_i (each agent's own scales: in the
     // fleet projection mode the sums are in unit scale and every agent applies the fleet's).
-    let e_sum = coolgp::fuse::sum_excess(vocab.m(), agents.iter().map(|a| a.own_excess()));
-    let fusion_max_rel_err = agents
-        .par_iter()
-        .map(|a| {
-            let tg = a.natural_params_of(&e_sum);
-            frob(&a.natural_params(View::Fused), Some(&tg)) / frob(&tg, None)
+    // With groups each agent's excess is in its group's scales and the sums are plain; each
+    // part of the graph (`--fuse-groups within`: each group) has its own T_g.
+    let fusion_max_rel_err = plan
+        .parts
+        .iter()
+        .map(|part| {
+            let e_sum =
+                coolgp::fuse::sum_excess(vocab.m(), part.iter().map(|&i| agents[i].own_excess()));
+            part.par_iter()
+                .map(|&i| {
+                    let a = &agents[i];
+                    let tg = a.natural_params_of(&e_sum);
+                    frob(&a.natural_params(View::Fused), Some(&tg)) / frob(&tg, None)
+                })
+                .reduce(|| 0.0, f64::max)
         })
-        .reduce(|| 0.0, f64::max);
+        .fold(0.0, f64::max);
     // Final per-agent evaluation on the full test sets.
     let per_agent: Vec<AgentRow> = agents
         .par_iter()

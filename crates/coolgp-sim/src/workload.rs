@@ -37,6 +37,11 @@ pub struct Workload {
     pub groups: usize,
     /// Agent i is tested on `tests[(i % groups) % tests.len()]` (else every agent on test 0).
     pub test_by_group: bool,
+    /// The projection group (spec §14 with groups) of each routing group, by name: agents of
+    /// routing group r learn q(W) with every agent whose routing group has the same name
+    /// (fleet projection mode), and `--fuse-groups within` fuses q(u) only among them. Empty:
+    /// no projection groups (the whole fleet is one group).
+    pub projection_groups: Vec<String>,
     /// Multiply RMSE by this to report it in original units (the y standard deviation).
     pub y_scale: f64,
 }

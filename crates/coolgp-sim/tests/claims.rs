@@ -35,6 +35,7 @@ fn one_phenomenon(batches: usize, batch: usize, seed: u64) -> Workload {
             .collect(),
         groups: 0,
         test_by_group: false,
+        projection_groups: Vec::new(),
         y_scale: 1.0,
     }
 }

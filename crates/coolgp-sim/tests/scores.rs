@@ -29,6 +29,7 @@ fn gp_stream(noise: f64, seed: u64) -> Workload {
         tests: set(syn.test).map(|(x, y)| TestSet { x, y }).collect(),
         groups: 0,
         test_by_group: false,
+        projection_groups: Vec::new(),
         y_scale: 1.0,
     }
 }

@@ -2,10 +2,10 @@
 
 use coolgp::faer::Mat;
 use coolgp::fuse::Mass;
-use coolgp::learn::{HyperStats, Site};
+use coolgp::learn::{HyperStats, Site, Sites, UNGROUPED};
 use coolgp::model::{Excess, Fingerprint};
 use coolgp::protocol::codec::{
-    decode, encode, encoded_len, encoded_len_push_sum, site_bytes, HEADER_LEN, MAX_M,
+    decode, encode, encoded_len, encoded_len_push_sum, sites_bytes, HEADER_LEN, MAX_M,
 };
 use coolgp::protocol::{Body, Header, Message, ProjectionShare, RejectReason};
 use proptest::prelude::*;
@@ -49,7 +49,7 @@ fn tree_msg(m: usize, proj: Option<usize>) -> Message {
             m1: (0..n).map(|i| -(i as f64)).collect(),
             m2: (0..n).map(|i| 0.5 * i as f64).collect(),
         }),
-        site: None,
+        sites: None,
     }
 }
 
@@ -59,12 +59,24 @@ fn site_msg(n: usize) -> Message {
         header: header(),
         body: Body::Site,
         projection: None,
-        site: Some(Site {
-            prec: (0..n).map(|i| i as f64 + 0.5).collect(),
-            shift: (0..n).map(|i| -(i as f64)).collect(),
-            hyper: HyperStats::from_array([1.0, 2.0, 3.0, 4.0]),
-            points: 3.0,
-        }),
+        sites: Some(Sites::single(UNGROUPED, site(n, 0.0))),
+    }
+}
+
+fn site(n: usize, shift: f64) -> Site {
+    Site {
+        prec: (0..n).map(|i| i as f64 + 0.5 + shift).collect(),
+        shift: (0..n).map(|i| -(i as f64)).collect(),
+        hyper: HyperStats::from_array([1.0, 2.0, 3.0, 4.0 + shift]),
+        points: 3.0,
+    }
+}
+
+/// A site-only message with the sums of projection groups 5 and 9 (spec §14 with groups).
+fn grouped_msg(n: usize) -> Message {
+    Message {
+        sites: Some(Sites::from_pairs([(5, site(n, 1.0)), (9, site(n, 2.0))])),
+        ..site_msg(n)
     }
 }
 
@@ -112,6 +124,14 @@ prop_compose! {
     }
 }
 
+/// Site sums without groups, or of 1–3 projection groups (ids never 0).
+fn arb_sites() -> impl Strategy<Value = Sites> {
+    prop_oneof![
+        arb_site().prop_map(|s| Sites::single(UNGROUPED, s)),
+        prop::collection::btree_map(1u64.., arb_site(), 1..4).prop_map(Sites::from_pairs),
+    ]
+}
+
 fn arb_body() -> impl Strategy<Value = Body> {
     prop_oneof![
         (arb_excess(), finite()).prop_map(|(excess, points)| Body::Tree {
@@ -132,16 +152,16 @@ fn arb_body() -> impl Strategy<Value = Body> {
 prop_compose! {
     fn arb_message()(header in arb_header(), body in arb_body(),
                      projection in prop::option::of(arb_projection()),
-                     site in prop::option::of(arb_site())) -> Message {
-        Message { header, body, projection, site }
+                     sites in prop::option::of(arb_sites())) -> Message {
+        Message { header, body, projection, sites }
     }
 }
 
 prop_compose! {
     fn arb_site_message()(header in arb_header(),
                           projection in prop::option::of(arb_projection()),
-                          site in arb_site()) -> Message {
-        Message { header, body: Body::Site, projection, site: Some(site) }
+                          sites in arb_sites()) -> Message {
+        Message { header, body: Body::Site, projection, sites: Some(sites) }
     }
 }
 
@@ -151,7 +171,7 @@ proptest! {
         let bytes = encode(&msg);
         let m = msg.excess().map_or(0, Excess::m);
         let n = msg.projection.as_ref().map(|p| p.theta.len());
-        let site = msg.site.as_ref().map_or(0, |s| site_bytes(s.len()));
+        let site = msg.sites.as_ref().map_or(0, sites_bytes);
         let expected_len = match msg.body {
             Body::Tree { .. } => encoded_len(m, n),
             Body::PushSum { .. } => encoded_len_push_sum(m, n),
@@ -169,7 +189,7 @@ proptest! {
         // site section; nothing else.
         let bytes = encode(&msg);
         let n = msg.projection.as_ref().map_or(0, |p| 12 + 24 * p.theta.len());
-        let site = msg.site.as_ref().map_or(0, |s| site_bytes(s.len()));
+        let site = msg.sites.as_ref().map_or(0, sites_bytes);
         prop_assert_eq!(bytes.len(), HEADER_LEN + n + site);
         let back = decode(&bytes).expect("valid message decodes");
         prop_assert_eq!(&back, &msg);
@@ -211,7 +231,7 @@ fn every_truncation_is_rejected() {
         ..tree_msg(4, Some(3))
     };
     let tree_with_site = Message {
-        site: site_msg(4).site,
+        sites: site_msg(4).sites,
         ..tree_msg(3, Some(2))
     };
     for msg in [
@@ -220,6 +240,7 @@ fn every_truncation_is_rejected() {
         push,
         site_msg(2),
         tree_with_site,
+        grouped_msg(3),
     ] {
         let bytes = encode(&msg);
         for cut in 0..bytes.len() {
@@ -254,8 +275,8 @@ fn specific_errors() {
     assert_eq!(decode_err(&b), "unknown body kind 9");
 
     let mut b = good.clone();
-    b[5] = 0x04;
-    assert_eq!(decode_err(&b), "unknown flags 0x04");
+    b[5] = 0x08;
+    assert_eq!(decode_err(&b), "unknown flags 0x08");
 
     // Site flag set but no site section; a site-only body without one; with m ≠ 0.
     let mut b = good.clone();
@@ -363,4 +384,41 @@ fn encoded_len_matches_layout() {
         74 + 8 * (1 + 4096 * 4097 / 2 + 4096)
     );
     assert_eq!(encoded_len(usize::MAX, None), usize::MAX);
+}
+
+#[test]
+fn grouped_site_errors() {
+    // Reference: codec module docs, grouped sites: G in 1..=MAX_GROUPS, ids ascending, never 0.
+    let good = encode(&grouped_msg(2));
+    assert_eq!(good[5], 0x04, "grouped sums use flag bit 2");
+    assert_eq!(
+        encode(&site_msg(2))[5],
+        0x02,
+        "sums without groups keep the ungrouped layout"
+    );
+    let g0 = HEADER_LEN; // G (u32), then the first id (u64)
+    let site_len = 4 + 8 * (2 * 2 + 5);
+    let id2 = g0 + 4 + 8 + site_len;
+    let mut b = good.clone();
+    b[5] = 0x06;
+    assert_eq!(
+        decode_err(&b),
+        "both site flags set (ungrouped and grouped)"
+    );
+    let mut b = good.clone();
+    b[g0..g0 + 4].copy_from_slice(&0u32.to_le_bytes());
+    assert_eq!(decode_err(&b), "group count 0 not in 1..=4096");
+    let mut b = good.clone();
+    b[g0..g0 + 4].copy_from_slice(&5000u32.to_le_bytes());
+    assert_eq!(decode_err(&b), "group count 5000 not in 1..=4096");
+    let mut b = good.clone();
+    b[g0 + 4..g0 + 12].copy_from_slice(&0u64.to_le_bytes());
+    assert_eq!(decode_err(&b), "group id 0 in a grouped site section");
+    let mut b = good.clone();
+    b[id2..id2 + 8].copy_from_slice(&5u64.to_le_bytes());
+    assert_eq!(decode_err(&b), "group ids not strictly ascending");
+    let mut b = good.clone();
+    b[g0..g0 + 4].copy_from_slice(&3u32.to_le_bytes());
+    assert_eq!(decode_err(&b), "truncated group id");
+    assert_eq!(decode(&good), Ok(grouped_msg(2)));
 }

@@ -253,27 +253,27 @@ fn nodes_holding_the_same_sums_predict_identically() {
 
 type Corrupt = fn(&mut coolgp::Message);
 
+/// The ungrouped site sums of a fleet-projection message.
+fn own_site(m: &mut coolgp::Message) -> &mut Site {
+    m.sites
+        .as_mut()
+        .and_then(|s| s.get_mut(coolgp::learn::UNGROUPED))
+        .expect("site sums")
+}
+
 /// Ways to spoil the site of a message (each must be rejected as [`RejectReason::BadSite`]).
 fn corruptions() -> [(&'static str, Corrupt); 6] {
     [
-        ("negative precision", |m| {
-            m.site.as_mut().expect("site").prec[0] = -1.0
-        }),
-        ("NaN", |m| {
-            m.site.as_mut().expect("site").shift[1] = f64::NAN
-        }),
+        ("negative precision", |m| own_site(m).prec[0] = -1.0),
+        ("NaN", |m| own_site(m).shift[1] = f64::NAN),
         ("wrong length", |m| {
-            let s = m.site.as_mut().expect("site");
+            let s = own_site(m);
             s.prec.pop();
             s.shift.pop();
         }),
-        ("negative count", |m| {
-            m.site.as_mut().expect("site").hyper.n = -5.0
-        }),
-        ("infinite points", |m| {
-            m.site.as_mut().expect("site").points = f64::INFINITY
-        }),
-        ("missing", |m| m.site = None),
+        ("negative count", |m| own_site(m).hyper.n = -5.0),
+        ("infinite points", |m| own_site(m).points = f64::INFINITY),
+        ("missing", |m| m.sites = None),
     ]
 }
 
@@ -586,7 +586,7 @@ fn a_push_sum_snapshot_restores_bit_identically() {
         std::iter::from_fn(|| orig.poll_transmit()).collect(),
         std::iter::from_fn(|| back.poll_transmit()).collect(),
     );
-    assert!(!ma.is_empty() && ma.iter().all(|m| m.site.is_some()));
+    assert!(!ma.is_empty() && ma.iter().all(|m| m.sites.is_some()));
     assert_eq!(ma, mb);
     assert_eq!(orig.fused_site(), back.fused_site());
     assert_eq!(orig.snapshot(), back.snapshot());

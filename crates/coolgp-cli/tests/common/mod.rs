@@ -468,6 +468,6 @@ pub fn hostile(
             points: 10.0,
         },
         projection: None,
-        site: None,
+        sites: None,
     })
 }

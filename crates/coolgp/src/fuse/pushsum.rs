@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{Error, Result};
-use crate::learn::Site;
+use crate::learn::{GroupId, Site, Sites};
 use crate::model::Excess;
 
 /// One agent's share of the push-sum mass: excess, weight, represented data points and, in
@@ -39,9 +39,10 @@ pub struct Mass {
     pub w: f64,
     /// Data points p (push-summed like x).
     pub points: f64,
-    /// Site part (fleet projection mode; `None` otherwise). In a message it travels in
-    /// [`crate::protocol::Message::site`], so a message body's total carries `None`.
-    pub site: Option<Site>,
+    /// Site part per projection group (fleet projection mode; `None` otherwise). In a
+    /// message it travels in [`crate::protocol::Message::sites`], so a message body's total
+    /// carries `None`.
+    pub site: Option<Sites>,
 }
 
 impl Mass {
@@ -58,7 +59,7 @@ impl Mass {
     /// The zero mass shaped like `self` (with a zero site part iff `self` has one).
     pub fn zeros_like(&self) -> Self {
         Self {
-            site: self.site.as_ref().map(|s| Site::zeros(s.len())),
+            site: self.site.as_ref().map(Sites::zeros_like),
             ..Self::zeros(self.x.m())
         }
     }
@@ -69,7 +70,7 @@ impl Mass {
         self.points += c * o.points;
         if let Some(os) = &o.site {
             self.site
-                .get_or_insert_with(|| Site::zeros(os.len()))
+                .get_or_insert_with(Sites::default)
                 .add_scaled_in_place(os, c);
         }
     }
@@ -103,18 +104,19 @@ impl PushSum {
         }
     }
 
-    /// Adds a zero site part of `len` entries to the mass and the running total sent (fleet
-    /// projection mode; before any round).
-    pub fn with_site(mut self, len: usize) -> Self {
-        self.mass.site = Some(Site::zeros(len));
-        self.sent.site = Some(Site::zeros(len));
+    /// Adds a zero site part for the agent's projection `group` (`len` entries) to the mass
+    /// and the running total sent (fleet projection mode; before any round).
+    pub fn with_site(mut self, group: GroupId, len: usize) -> Self {
+        self.mass.site = Some(Sites::single(group, Site::zeros(len)));
+        self.sent.site = Some(Sites::single(group, Site::zeros(len)));
         self
     }
 
-    /// Injects a change of the own site (`new − old`); no-op without a site part.
-    pub fn inject_site(&mut self, delta: &Site) {
+    /// Injects a change of the own site (`new − old`) of projection `group`; no-op without
+    /// a site part.
+    pub fn inject_site(&mut self, group: GroupId, delta: &Site) {
         if let Some(s) = &mut self.mass.site {
-            s.add_in_place(delta);
+            s.add_site_scaled(group, delta, 1.0);
         }
     }
 
@@ -161,11 +163,9 @@ impl PushSum {
 
     /// The fused site estimate `scale · site_i/ω_i` (fleet projection mode): the fleet's
     /// `Σ_i s_i` once the mass has mixed. `None` while ω_i = 0 or without a site part.
-    pub fn site_estimate(&self, scale: f64) -> Option<Site> {
+    pub fn site_estimate(&self, scale: f64) -> Option<Sites> {
         let site = self.mass.site.as_ref().filter(|_| self.mass.w > 0.0)?;
-        let mut est = Site::zeros(site.len());
-        est.add_scaled_in_place(site, scale / self.mass.w);
-        Some(est)
+        Some(site.scaled(scale / self.mass.w))
     }
 }
 

@@ -217,6 +217,31 @@ impl Topology {
         self.edge_count() + 1 == self.len() && self.is_connected()
     }
 
+    /// A forest: every component is a tree (`n − components` edges).
+    pub fn is_forest(&self) -> bool {
+        let comps = self.components().into_iter().max().map_or(0, |c| c + 1);
+        self.edge_count() + comps == self.len()
+    }
+
+    /// The disjoint union of `graphs[k]` placed on the agents `parts[k]` (graph node `j` of
+    /// part `k` is agent `parts[k][j]`) over `n` agents; no edge joins two parts. This is how
+    /// a fleet fuses only inside groups: one graph per group.
+    ///
+    /// # Panics
+    /// If a part and its graph differ in size or an agent is `≥ n` (our misuse).
+    #[track_caller]
+    pub fn disjoint_union(n: usize, parts: &[Vec<usize>], graphs: &[Topology]) -> Self {
+        assert_eq!(parts.len(), graphs.len(), "one graph per part");
+        let mut edges = Vec::new();
+        for (part, g) in parts.iter().zip(graphs) {
+            assert_eq!(part.len(), g.len(), "part and graph sizes differ");
+            for (a, nb) in g.adj.iter().enumerate() {
+                edges.extend(nb.iter().filter(|&&b| a < b).map(|&b| (part[a], part[b])));
+            }
+        }
+        Self::from_edges(n, edges)
+    }
+
     /// BFS hop distances from `s` (`usize::MAX` when unreachable).
     pub fn distances(&self, s: usize) -> Vec<usize> {
         let mut dist = vec![usize::MAX; self.len()];
@@ -295,5 +320,21 @@ mod tests {
             assert!(g.is_connected());
             assert!(g.bfs_spanning_tree().is_tree());
         }
+    }
+
+    #[test]
+    fn a_disjoint_union_of_trees_is_a_forest_with_no_edge_across_parts() {
+        let parts = vec![vec![0, 2, 4, 6], vec![1, 3, 5]];
+        let graphs = vec![Topology::path(4), Topology::star(3)];
+        let g = Topology::disjoint_union(7, &parts, &graphs);
+        assert_eq!(g.edge_count(), 3 + 2);
+        assert!(g.is_forest() && !g.is_tree() && !g.is_connected());
+        assert_eq!(g.neighbors(2), &[0, 4]);
+        assert_eq!(g.neighbors(1), &[3, 5]);
+        let comp = g.components();
+        assert!(parts[0].iter().all(|&a| comp[a] == comp[0]));
+        assert!(parts[1].iter().all(|&a| comp[a] != comp[0]));
+        let ring = Topology::disjoint_union(7, &parts, &[Topology::ring(4), Topology::star(3)]);
+        assert!(!ring.is_forest());
     }
 }

@@ -5,6 +5,7 @@ pub mod adam;
 pub mod elbo;
 pub mod importance;
 pub mod site;
+pub mod sites;
 
 use faer::{Mat, MatRef};
 
@@ -12,6 +13,7 @@ pub use adam::{Adam, AdamConfig};
 pub use elbo::{block_loglik_grad, stochastic_objective, BlockElbo};
 pub use importance::{ImportanceCache, IsDiagnostics, IsNormalization};
 pub use site::{HyperStats, Site, SiteConfig};
+pub use sites::{group_id, GroupId, Sites, MAX_GROUPS, UNGROUPED};
 
 use crate::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
 use crate::model::{Excess, Projection, Vocabulary};

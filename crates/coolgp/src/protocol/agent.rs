@@ -22,7 +22,7 @@ use faer::MatRef;
 use crate::error::{ensure_finite, Error, Result};
 use crate::fuse::{tree, Mass, PushSum};
 use crate::learn::elbo::{block_loglik_grad_with, BlockElbo, BlockPsi};
-use crate::learn::{Adam, AdamConfig, Learner, Site, SiteConfig, UpdateMode};
+use crate::learn::{Adam, AdamConfig, GroupId, Learner, Site, SiteConfig, Sites, UpdateMode};
 use crate::model::predict::predict;
 use crate::model::psi::PsiWorkspace;
 use crate::model::{
@@ -127,6 +127,13 @@ pub struct AgentConfig {
     pub seed: u64,
     /// Site update of the fleet projection mode (spec §14; unused in the other modes).
     pub site: SiteConfig,
+    /// Projection group of the fleet projection mode ([`crate::learn::group_id`] of its
+    /// name): the agent learns q(W), σ_s, σ_n with the agents of its group only, while q(u)
+    /// is fused with everyone it exchanges messages with. Its own excess is then in its
+    /// group's scales (groups have their own σ_s, σ_n), re-scaled whenever they change.
+    /// `None`: the whole fleet is one group, and q(u) travels in unit scale. Every agent of
+    /// a fleet has a group or none has (messages that mix them are rejected).
+    pub group: Option<GroupId>,
 }
 
 impl Default for AgentConfig {
@@ -139,6 +146,7 @@ impl Default for AgentConfig {
             learn: true,
             seed: 0,
             site: SiteConfig::default(),
+            group: None,
         }
     }
 }
@@ -149,8 +157,9 @@ pub(crate) struct Inbound {
     pub(crate) excess: Arc<Excess>,
     pub(crate) points: f64,
     pub(crate) projection: Option<ProjectionShare>,
-    /// Site sums `Σ_{k in the sender's subtree} s_k` (fleet projection mode).
-    pub(crate) site: Option<Site>,
+    /// Site sums `Σ_{k in the sender's subtree} s_k` per projection group (fleet projection
+    /// mode).
+    pub(crate) sites: Option<Sites>,
 }
 
 /// A tree message's payload: `D_ij`, the points it represents, the projection sums.
@@ -284,7 +293,8 @@ impl Agent {
         };
         let mut pushsum = PushSum::new(Excess::zeros(m), weight, 0.0);
         if fleet && config.fusion != FusionRule::Tree {
-            pushsum = pushsum.with_site(site.len());
+            pushsum =
+                pushsum.with_site(config.group.unwrap_or(crate::learn::UNGROUPED), site.len());
         }
         Ok(Self {
             id,
@@ -432,10 +442,10 @@ impl Agent {
 
     /// q(u) in K-form of a data part `e` given in this agent's representation (e.g. a sum of
     /// the fleet's own excesses `Σ E_i`, to compare with the fused view): in the fleet
-    /// projection mode the unit-scale sums times the fleet's `σ_s²/σ_n²` and `σ_s/σ_n²`
-    /// (spec §3); as it is otherwise.
+    /// projection mode without groups the unit-scale sums times the fleet's `σ_s²/σ_n²` and
+    /// `σ_s/σ_n²` (spec §3); as it is otherwise.
     pub fn natural_params_of(&self, e: &Excess) -> NaturalParams {
-        if self.config.projection == ProjectionMode::Fleet {
+        if self.unit_scale_excess() {
             let (ss, sn) = (self.proj.sigma_s(), self.proj.sigma_n());
             NaturalParams::from_excess(&self.vocab, &Excess::from_unit_parts(&e.d1, &e.d2, ss, sn))
         } else {
@@ -647,15 +657,16 @@ impl Agent {
             // The change of the own site enters the push-sum mass (conserved), as E_i's does.
             let mut delta = self.site.clone();
             delta.add_scaled_in_place(&old, -1.0);
-            self.pushsum.inject_site(&delta);
+            self.pushsum.inject_site(self.site_key(), &delta);
         }
         self.adopt_site_view();
     }
 
     /// `E_i` from the learner's caches under the current θ: unit scale (σ_s = σ_n = 1) in the
-    /// fleet projection mode, where the fleet's scales are applied to the fused sums instead.
+    /// fleet projection mode without groups, where the fleet's scales are applied to the fused
+    /// sums instead ([`Agent::unit_scale_excess`]).
     pub(crate) fn excess_from_caches(&mut self) -> (Excess, Option<crate::learn::IsDiagnostics>) {
-        if self.config.projection == ProjectionMode::Fleet {
+        if self.unit_scale_excess() {
             let unit = self.proj.with_unit_scales();
             self.learner.excess(&self.vocab, &unit, &mut self.ws)
         } else {
@@ -705,7 +716,7 @@ impl Agent {
                         header: self.header(j),
                         body: Body::Tree { excess, points },
                         projection,
-                        site: self.site_for(j),
+                        sites: self.site_for(j),
                     };
                     self.outbox.push_back(msg);
                 }
@@ -721,7 +732,7 @@ impl Agent {
                             total: total.clone(),
                         },
                         projection: None,
-                        site: site.clone(),
+                        sites: site.clone(),
                     });
                 }
             }
@@ -761,7 +772,7 @@ impl Agent {
                     points: *points,
                 },
                 projection: projection.clone(),
-                site: self.site_for(to),
+                sites: self.site_for(to),
             };
             self.outbox.push_back(msg);
         }

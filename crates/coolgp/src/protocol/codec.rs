@@ -15,7 +15,7 @@
 //! |      0 |    3 | magic         | `b"CGP"`                                          |
 //! |      3 |    1 | version       | [`FORMAT_VERSION`] = 1                            |
 //! |      4 |    1 | body kind     | 0 = tree, 1 = push-sum, 2 = site only             |
-//! |      5 |    1 | flags         | bit 0: projection share; bit 1: site; others 0    |
+//! |      5 |    1 | flags         | bit 0: projection share; bit 1: site; bit 2: grouped sites; others 0 |
 //! |      6 |   32 | fingerprint   | [`Fingerprint`] bytes                             |
 //! |     38 |    8 | sender        | u64                                               |
 //! |     46 |    8 | receiver      | u64                                               |
@@ -53,6 +53,16 @@
 //! | A, B, YY, N | 4 × f64 | 32 |
 //! | points | f64       | 8     |
 //!
+//! With projection groups (flag bit 2 instead of bit 1: at most one of the two is set), the
+//! site sums of each group in the sender's subtree, `1 ≤ G ≤` [`MAX_GROUPS`], group ids
+//! strictly ascending and never 0 (the key of a fleet without groups, which uses bit 1):
+//!
+//! | field  | type      | size  |
+//! |--------|-----------|-------|
+//! | G      | u32       | 4     |
+//! | then G times: group id | u64 | 8 |
+//! | and its site section (as above) | | `4 + 8(2n + 5)` |
+//!
 //! Nothing may follow. Decoding mirrors the upper triangle, so a decoded D1 is always exactly
 //! symmetric; encoding reads only the upper triangle of D1 (an asymmetric D1 does not round-trip).
 //! Every accepted byte string re-encodes to itself bit for bit.
@@ -78,7 +88,7 @@
 //!     },
 //!     body: Body::Tree { excess: Excess::zeros(3).into(), points: 10.0 },
 //!     projection: None,
-//!     site: None,
+//!     sites: None,
 //! };
 //! let bytes = encode(&msg);
 //! assert_eq!(bytes.len(), encoded_len(3, None));
@@ -91,7 +101,7 @@ use std::sync::Arc;
 
 use super::message::{Body, Header, Message, ProjectionShare, RejectReason};
 use crate::fuse::Mass;
-use crate::learn::{HyperStats, Site};
+use crate::learn::{GroupId, HyperStats, Site, Sites, MAX_GROUPS, UNGROUPED};
 use crate::model::{Excess, Fingerprint};
 
 /// The 3-byte magic that starts every message.
@@ -121,8 +131,24 @@ pub const KIND_SITE: u8 = 2;
 /// Flag bit: a projection share follows the body.
 pub const FLAG_PROJECTION: u8 = 1;
 
-/// Flag bit: site sums follow the body (and the projection share, if any).
+/// Flag bit: site sums of a fleet without projection groups follow the body (and the
+/// projection share, if any).
 pub const FLAG_SITE: u8 = 2;
+
+/// Flag bit: site sums of projection groups follow the body (and the projection share).
+pub const FLAG_GROUPS: u8 = 4;
+
+/// Bytes of the site part of a message carrying `sites` with `n` entries per group.
+pub fn sites_bytes(sites: &Sites) -> usize {
+    let per = |s: &Site| site_bytes(s.len());
+    if sites.is_ungrouped() {
+        sites.iter().map(|(_, s)| per(s)).sum()
+    } else {
+        sites.iter().fold(4usize, |acc, (_, s)| {
+            acc.saturating_add(8).saturating_add(per(s))
+        })
+    }
+}
 
 /// Bytes of a site section over `n` entries: `n` (u32), Λ, λ, four statistics, points.
 pub fn site_bytes(n: usize) -> usize {
@@ -191,7 +217,7 @@ pub fn encode(msg: &Message) -> Vec<u8> {
     );
     let m32 = u32::try_from(m).expect("encode: m exceeds u32");
     let proj_len = msg.projection.as_ref().map(|p| p.theta.len());
-    let site_len = msg.site.as_ref().map_or(0, |s| site_bytes(s.len()));
+    let site_len = msg.sites.as_ref().map_or(0, sites_bytes);
     let (kind, len) = match msg.body {
         Body::Tree { .. } => (KIND_TREE, encoded_len(m, proj_len)),
         Body::PushSum { .. } => (KIND_PUSH_SUM, encoded_len_push_sum(m, proj_len)),
@@ -211,8 +237,10 @@ pub fn encode(msg: &Message) -> Vec<u8> {
     if msg.projection.is_some() {
         flags |= FLAG_PROJECTION;
     }
-    if msg.site.is_some() {
-        flags |= FLAG_SITE;
+    match &msg.sites {
+        Some(s) if s.is_ungrouped() => flags |= FLAG_SITE,
+        Some(_) => flags |= FLAG_GROUPS,
+        None => {}
     }
     out.push(flags);
     out.extend_from_slice(&h.fingerprint.0);
@@ -254,23 +282,42 @@ pub fn encode(msg: &Message) -> Vec<u8> {
             put(&mut out, *v);
         }
     }
-    if let Some(site) = &msg.site {
-        let n = site.len();
-        assert!(
-            site.shift.len() == n,
-            "encode: site lengths differ (Λ {n}, λ {})",
-            site.shift.len()
-        );
-        let n32 = u32::try_from(n).expect("encode: site length exceeds u32");
-        out.extend_from_slice(&n32.to_le_bytes());
-        let tail = site.hyper.to_array();
-        for v in site.prec.iter().chain(&site.shift).chain(&tail) {
-            put(&mut out, *v);
+    if let Some(sites) = &msg.sites {
+        if !sites.is_ungrouped() {
+            let g32 = u32::try_from(sites.groups()).expect("encode: group count exceeds u32");
+            out.extend_from_slice(&g32.to_le_bytes());
         }
-        put(&mut out, site.points);
+        for (g, site) in sites.iter() {
+            if !sites.is_ungrouped() {
+                out.extend_from_slice(&g.to_le_bytes());
+            }
+            encode_site(&mut out, site);
+        }
     }
     debug_assert_eq!(out.len(), len);
     out
+}
+
+/// Appends one site section (layout in the [module docs](self)).
+fn encode_site(out: &mut Vec<u8>, site: &Site) {
+    let n = site.len();
+    assert!(
+        site.shift.len() == n,
+        "encode: site lengths differ (Λ {n}, λ {})",
+        site.shift.len()
+    );
+    let n32 = u32::try_from(n).expect("encode: site length exceeds u32");
+    out.extend_from_slice(&n32.to_le_bytes());
+    let tail = site.hyper.to_array();
+    for v in site
+        .prec
+        .iter()
+        .chain(&site.shift)
+        .chain(&tail)
+        .chain(std::iter::once(&site.points))
+    {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
 }
 
 /// Decodes a message, checking structure only (layout in the [module docs](self)).
@@ -299,11 +346,15 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RejectReason> {
         return Err(err(format!("unknown body kind {kind}")));
     }
     let flags = r.u8().ok_or_else(truncated_header)?;
-    if flags & !(FLAG_PROJECTION | FLAG_SITE) != 0 {
+    if flags & !(FLAG_PROJECTION | FLAG_SITE | FLAG_GROUPS) != 0 {
         return Err(err(format!("unknown flags {flags:#04x}")));
     }
+    if flags & FLAG_SITE != 0 && flags & FLAG_GROUPS != 0 {
+        return Err(err("both site flags set (ungrouped and grouped)"));
+    }
     let has_projection = flags & FLAG_PROJECTION != 0;
-    let has_site = flags & FLAG_SITE != 0;
+    let has_groups = flags & FLAG_GROUPS != 0;
+    let has_site = flags & FLAG_SITE != 0 || has_groups;
     if kind == KIND_SITE && !has_site {
         return Err(err("site-only body without a site section"));
     }
@@ -389,8 +440,10 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RejectReason> {
         None
     };
 
-    let site = if has_site {
-        Some(decode_site(&mut r)?)
+    let sites = if has_groups {
+        Some(decode_groups(&mut r)?)
+    } else if has_site {
+        Some(Sites::single(UNGROUPED, decode_site(&mut r)?))
     } else {
         None
     };
@@ -402,8 +455,34 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RejectReason> {
         header,
         body,
         projection,
-        site,
+        sites,
     })
+}
+
+/// The grouped site sections (layout in the [module docs](self)): each section's length is
+/// checked against the bytes present before it is allocated.
+fn decode_groups(r: &mut Reader<'_>) -> Result<Sites, RejectReason> {
+    let g_raw = r
+        .u32()
+        .ok_or_else(|| err("truncated group count: need 4 bytes"))?;
+    let g = usize::try_from(g_raw)
+        .ok()
+        .filter(|g| (1..=MAX_GROUPS).contains(g))
+        .ok_or_else(|| err(format!("group count {g_raw} not in 1..={MAX_GROUPS}")))?;
+    let mut pairs = Vec::with_capacity(g);
+    let mut last: Option<GroupId> = None;
+    for _ in 0..g {
+        let id = r.u64().ok_or_else(|| err("truncated group id"))?;
+        if id == UNGROUPED {
+            return Err(err("group id 0 in a grouped site section"));
+        }
+        if last.is_some_and(|l| id <= l) {
+            return Err(err("group ids not strictly ascending"));
+        }
+        last = Some(id);
+        pairs.push((id, decode_site(r)?));
+    }
+    Ok(Sites::from_pairs(pairs))
 }
 
 /// The body of kind `kind` with `m` inducing inputs (its length was checked by the caller).

@@ -13,7 +13,7 @@
 //! fleet's `Σ_i s_i` plus the same faded pseudo-site. Site-only messages are a tree-rule
 //! device: under push-sum the sites travel in every push-sum round.
 
-use crate::learn::Site;
+use crate::learn::{GroupId, Site, Sites, UNGROUPED};
 use crate::protocol::agent::{Agent, FusionRule, ProjectionMode};
 use crate::protocol::message::{AgentId, Body, Message};
 
@@ -28,37 +28,60 @@ impl Agent {
         &self.site
     }
 
+    /// The key of the own site in [`Sites`]: the projection group, or [`UNGROUPED`].
+    pub fn site_key(&self) -> GroupId {
+        self.config.group.unwrap_or(UNGROUPED)
+    }
+
+    /// True when the own excess `E_i` and the fused sums are kept in unit scale
+    /// (σ_s = σ_n = 1) and scaled by the fleet's σ_s, σ_n at use: the fleet projection mode
+    /// without groups. With groups, whose scales differ, each agent's excess is in its group's
+    /// scales and the sums are used as they are.
+    pub(crate) fn unit_scale_excess(&self) -> bool {
+        self.is_fleet() && self.config.group.is_none()
+    }
+
     /// Site sums over this agent's side of the edge to `exclude` (tree rule: what a message
     /// to `exclude` carries), or over every neighbour heard from when `exclude` is `None`.
-    pub(crate) fn site_sums(&self, exclude: Option<AgentId>) -> Site {
-        let mut s = self.site.clone();
+    pub(crate) fn site_sums(&self, exclude: Option<AgentId>) -> Sites {
+        let mut s = Sites::single(self.site_key(), self.site.clone());
         for (k, v) in &self.inbox {
             if Some(*k) != exclude {
-                if let Some(site) = &v.site {
-                    s.add_in_place(site);
+                if let Some(sites) = &v.sites {
+                    s.add_in_place(sites);
                 }
             }
         }
         s
     }
 
-    /// The fused site sums the agent predicts and learns with: the sums it holds (tree rule)
-    /// or its push-sum estimate of them (the own site while ω = 0), plus the faded
-    /// pseudo-site of q0 ([`Site::with_pseudo`]).
-    pub fn fused_site(&self) -> Site {
-        let sums = match self.config.fusion {
+    /// The fused site sums of every projection group the agent has heard of: the sums it
+    /// holds (tree rule) or its push-sum estimate of them (the own site while ω = 0).
+    pub fn fused_sites(&self) -> Sites {
+        match self.config.fusion {
             FusionRule::Tree => self.site_sums(None),
             FusionRule::PushSum { agents, .. } => self
                 .pushsum
                 .site_estimate(agents)
-                .unwrap_or_else(|| self.site.clone()),
-        };
-        sums.with_pseudo(&self.pseudo, &self.config.site)
+                .unwrap_or_else(|| Sites::single(self.site_key(), self.site.clone())),
+        }
+    }
+
+    /// The fused site sums the agent predicts and learns with: its own group's part of
+    /// [`Agent::fused_sites`], plus the faded pseudo-site of q0 ([`Site::with_pseudo`]).
+    pub fn fused_site(&self) -> Site {
+        let sums = self.fused_sites();
+        let own = sums
+            .get(self.site_key())
+            .cloned()
+            .unwrap_or_else(|| self.site.clone());
+        own.with_pseudo(&self.pseudo, &self.config.site)
     }
 
     /// Sets q(W), σ_s, σ_n from the fused sums ([`Site::projection`]); unusable sums leave
     /// them unchanged. In exact mode the own excess is recomputed under the new q(W) (in
-    /// frozen mode it is a sum of statistics taken at arrival, which do not change).
+    /// frozen mode it is a sum of statistics taken at arrival, which do not change, but with
+    /// groups it is re-scaled to the group's new σ_s, σ_n).
     pub(crate) fn adopt_site_view(&mut self) {
         if !self.is_fleet() {
             return;
@@ -67,7 +90,11 @@ impl Agent {
         if let Some(p) = self.fused_site().projection(dz, d) {
             if p != self.proj {
                 self.proj = p;
-                if matches!(self.learner, crate::learn::Learner::Exact(_)) {
+                // Exact mode recomputes under the new q(W); with groups the own excess is in
+                // the group's scales, which may have changed.
+                if matches!(self.learner, crate::learn::Learner::Exact(_))
+                    || !self.unit_scale_excess()
+                {
                     self.refresh_own(0.0);
                 }
             }
@@ -90,7 +117,7 @@ impl Agent {
             header: self.header(to),
             body: Body::Site,
             projection: None,
-            site: Some(self.site_sums(Some(to))),
+            sites: Some(self.site_sums(Some(to))),
         };
         self.queue(msg);
         true
@@ -105,7 +132,7 @@ impl Agent {
     }
 
     /// The site part of a q(u) message to `to`, `None` outside the fleet mode.
-    pub(crate) fn site_for(&self, to: AgentId) -> Option<Site> {
+    pub(crate) fn site_for(&self, to: AgentId) -> Option<Sites> {
         self.is_fleet().then(|| self.site_sums(Some(to)))
     }
 }

@@ -74,7 +74,7 @@ impl Agent {
                     let same_sums = self
                         .inbox
                         .get(&h.sender)
-                        .is_some_and(|ib| ib.projection == msg.projection && ib.site == msg.site);
+                        .is_some_and(|ib| ib.projection == msg.projection && ib.sites == msg.sites);
                     if same_sums {
                         return Ok(Verdict::Repeat);
                     }
@@ -118,7 +118,7 @@ impl Agent {
     /// The fleet projection mode requires valid site sums in every message (tree sums, or the
     /// site part of a push-sum running total); other modes accept none.
     fn validate_site(&self, msg: &Message) -> std::result::Result<(), RejectReason> {
-        match (&msg.site, self.is_fleet()) {
+        match (&msg.sites, self.is_fleet()) {
             (None, false) => Ok(()),
             (Some(_), false) => Err(RejectReason::BadSite(
                 "site sums outside the fleet projection mode",
@@ -126,18 +126,28 @@ impl Agent {
             (None, true) => Err(RejectReason::BadSite(
                 "missing in the fleet projection mode",
             )),
-            (Some(site), true) => {
+            (Some(sites), true) => {
                 let len = self.proj.d() * self.proj.d_latent();
-                if site.len() != len || site.shift.len() != len {
+                if sites
+                    .iter()
+                    .any(|(_, s)| s.len() != len || s.shift.len() != len)
+                {
                     return Err(RejectReason::BadSite(
                         "wrong length for this input dimension",
                     ));
                 }
-                if site.is_valid(len) {
+                if sites.is_ungrouped() != self.config.group.is_none() {
+                    return Err(RejectReason::BadSite(if sites.is_ungrouped() {
+                        "sums of a fleet without projection groups; this agent has a group"
+                    } else {
+                        "sums of projection groups; this agent has none"
+                    }));
+                }
+                if sites.is_valid(len) {
                     Ok(())
                 } else {
                     Err(RejectReason::BadSite(
-                        "non-finite value, negative precision, or negative count",
+                        "no group, too many groups, a non-finite value, a negative precision or count",
                     ))
                 }
             }
@@ -164,7 +174,7 @@ impl Agent {
                         excess,
                         points,
                         projection: msg.projection,
-                        site: msg.site,
+                        sites: msg.sites,
                     },
                 );
             }
@@ -175,14 +185,14 @@ impl Agent {
                     excess: Arc::new(crate::model::Excess::zeros(m)),
                     points: 0.0,
                     projection: None,
-                    site: None,
+                    sites: None,
                 });
-                entry.site = msg.site;
+                entry.sites = msg.sites;
             }
             Body::PushSum { mut total } => {
                 total.x.symmetrize_in_place();
                 // Fleet projection mode: the site part of the running total (validated).
-                total.site = msg.site;
+                total.site = msg.sites;
                 self.pushsum.receive(from, total)
             }
         }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::fuse::Mass;
-use crate::learn::Site;
+use crate::learn::Sites;
 use crate::linalg::{max_abs, Cholesky};
 use crate::model::{Excess, Fingerprint, Vocabulary};
 
@@ -72,7 +72,7 @@ pub enum Body {
         total: Mass,
     },
     /// Only the fleet projection's site sums (spec §14), which travel more often than q(u):
-    /// [`Message::site`] is required and q(u) is untouched at the receiver.
+    /// [`Message::sites`] is required and q(u) is untouched at the receiver.
     Site,
 }
 
@@ -85,9 +85,10 @@ pub struct Message {
     pub body: Body,
     /// Projection sums (shared projection mode only).
     pub projection: Option<ProjectionShare>,
-    /// Site sums of the fleet's q(W) (fleet projection mode only): under the tree rule the
-    /// sum over the sender's side of the edge, under push-sum the running total of site mass.
-    pub site: Option<Site>,
+    /// Site sums of the fleet's q(W) per projection group (fleet projection mode only):
+    /// under the tree rule the sums over the sender's side of the edge, under push-sum the
+    /// running total of site mass.
+    pub sites: Option<Sites>,
 }
 
 impl Message {

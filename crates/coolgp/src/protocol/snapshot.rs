@@ -8,7 +8,7 @@ use faer::Mat;
 
 use crate::error::{Error, Result};
 use crate::fuse::{Mass, PushSum};
-use crate::learn::{Adam, Learner, Site};
+use crate::learn::{Adam, Learner, Site, Sites};
 use crate::model::{Excess, Projection, Vocabulary};
 use crate::protocol::agent::{Agent, AgentConfig, FusionRule, Inbound, ProjectionMode};
 use crate::protocol::message::{AgentId, ProjectionShare};
@@ -22,8 +22,8 @@ pub struct InboundSnapshot {
     pub points: f64,
     /// Projection sums (shared mode).
     pub projection: Option<ProjectionShare>,
-    /// Site sums (fleet projection mode).
-    pub site: Option<Site>,
+    /// Site sums per projection group (fleet projection mode).
+    pub sites: Option<Sites>,
 }
 
 /// Every field of an agent's state, as plain data. The own excess is not stored: it is
@@ -97,7 +97,7 @@ impl Agent {
                             excess: (*v.excess).clone(),
                             points: v.points,
                             projection: v.projection.clone(),
-                            site: v.site.clone(),
+                            sites: v.sites.clone(),
                         },
                     )
                 })
@@ -183,7 +183,7 @@ impl Agent {
                         excess: Arc::new(v.excess),
                         points: v.points,
                         projection: v.projection,
-                        site: v.site,
+                        sites: v.sites,
                     },
                 )
             })
@@ -196,14 +196,15 @@ impl Agent {
         agent.last_round = s.last_round;
         if agent.is_fleet() {
             let len = dz * d;
-            let sites = std::iter::once(&s.site)
-                .chain(agent.inbox.values().filter_map(|v| v.site.as_ref()));
-            for site in sites {
-                if !site.is_valid(len) {
-                    return Err(Error::InvalidConfig(
-                        "snapshot site sums: wrong length, negative precision or non-finite".into(),
-                    ));
-                }
+            let bad_inbox = agent
+                .inbox
+                .values()
+                .filter_map(|v| v.sites.as_ref())
+                .any(|v| !v.is_valid(len));
+            if bad_inbox || !s.site.is_valid(len) {
+                return Err(Error::InvalidConfig(
+                    "snapshot site sums: wrong length, negative precision or non-finite".into(),
+                ));
             }
             agent.site = s.site;
         }
@@ -219,7 +220,7 @@ fn check_push_sites<'a>(masses: impl Iterator<Item = &'a Mass>, len: Option<usiz
     for mass in masses {
         let ok = match (&mass.site, len) {
             (None, None) => true,
-            (Some(site), Some(len)) => {
+            (Some(sites), Some(len)) => sites.iter().all(|(_, site)| {
                 let h = site.hyper.to_array();
                 site.prec.len() == len
                     && site.shift.len() == len
@@ -230,7 +231,7 @@ fn check_push_sites<'a>(masses: impl Iterator<Item = &'a Mass>, len: Option<usiz
                         .chain(&h)
                         .chain(std::iter::once(&site.points))
                         .all(|v| v.is_finite())
-            }
+            }),
             _ => false,
         };
         if !ok {
