@@ -597,6 +597,19 @@ fn max_rel_diff(a: &[f64], b: &[f64]) -> f64 {
 /// relative: 0 on a tree, whose sums are exact), and all nodes answer the same query
 /// identically (1e-9): nodes holding the same sums predict identically.
 fn wait_identical(fleet: &Fleet, total_points: usize, x: &[Vec<f64>], points_tol: f64) -> Vec<f64> {
+    let all: Vec<usize> = (0..fleet.ports.len()).collect();
+    wait_identical_among(fleet, total_points, x, points_tol, &all)
+}
+
+/// [`wait_identical`] for the nodes `among` only (the other nodes must still end their
+/// streams and represent every point).
+fn wait_identical_among(
+    fleet: &Fleet,
+    total_points: usize,
+    x: &[Vec<f64>],
+    points_tol: f64,
+    among: &[usize],
+) -> Vec<f64> {
     let n = fleet.ports.len();
     let total = total_points as f64;
     fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
@@ -605,9 +618,10 @@ fn wait_identical(fleet: &Fleet, total_points: usize, x: &[Vec<f64>], points_tol
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let preds = fused_predictions(fleet, n, x);
-        if let Some(first) = preds[0].clone() {
-            let worst = preds
+        if let Some(first) = preds[among[0]].clone() {
+            let worst = among
                 .iter()
+                .map(|&i| &preds[i])
                 .map(|p| {
                     p.as_ref()
                         .map_or(f64::INFINITY, |p| max_rel_diff(p, &first))
@@ -752,6 +766,106 @@ fn fleet_projection_under_push_sum_nodes_agree_and_survive_a_kill() {
     drop(fleet);
     eprintln!(
         "fleet projection push-sum node test: {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn projection_groups_share_q_w_within_a_group_and_fuse_q_u_across() {
+    // Spec §14 with groups in the node: a path 0 – 1 – 2 with nodes 0 and 2 in group "a" and
+    // node 1 in group "b" (so group a's site sums cross a node of group b). Once settled,
+    // nodes 0 and 2 answer identically (same group sums, same fused q(u)) while node 1, with
+    // its own q(W), differs; a kill -9 and restart of node 1 changes nothing. A node that
+    // fuses only within its group refuses a neighbour of another group.
+    let _g = serial();
+    let t0 = Instant::now();
+    let (n, batch) = (3, 10);
+    let shares: Vec<_> = (0..n).map(|i| make_rows(900 + i as u64, 40)).collect();
+    let total_points: usize = shares.iter().map(Vec::len).sum();
+    let x: Vec<Vec<f64>> = (0..6)
+        .map(|k| vec![-1.5 + 0.6 * k as f64, 1.0 - 0.4 * k as f64])
+        .collect();
+    let mut fleet = Fleet::new("groups", n);
+    let mut all_args = Vec::new();
+    for (i, rows) in shares.iter().enumerate() {
+        let csv = fleet.dir.join(format!("data{i}.csv"));
+        write_csv(&csv, rows);
+        let mut args = learning_args(&fleet, i, &path_neighbors(i, n), batch);
+        let group = if i == 1 { "b" } else { "a" };
+        args.extend([
+            "--data".into(),
+            csv.display().to_string(),
+            "--projection".into(),
+            "fleet".into(),
+            "--projection-group".into(),
+            group.into(),
+            "--state".into(),
+            fleet.dir.join(format!("state{i}")).display().to_string(),
+            "--checkpoint-every".into(),
+            "5".into(),
+        ]);
+        if i > 0 {
+            args.extend(["--connect".into(), endpoint(fleet.ports[i - 1])]);
+        }
+        fleet.start(args.clone());
+        all_args.push(args);
+    }
+    fleet.connect_client();
+    let before = wait_identical_among(&fleet, total_points, &x, 0.0, &[0, 2]);
+    let st = fleet.status(0, false).expect("status");
+    assert_eq!(st.projection_group.as_deref(), Some("a"));
+    assert!(st.rejected.is_empty(), "rejected {:?}", st.rejected);
+    let p1 = fused_predictions(&fleet, n, &x)[1]
+        .clone()
+        .expect("node 1 answers");
+    assert!(
+        max_rel_diff(&p1, &before) > 1e-6,
+        "node 1 (group b) should predict with its own group's q(W)"
+    );
+    std::thread::sleep(Duration::from_millis(600));
+    fleet.nodes[1].kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    fleet.nodes[1] = NodeProc::start(all_args[1].clone(), fleet.dir.join("node1.log"));
+    let after = wait_identical_among(&fleet, total_points, &x, 0.0, &[0, 2]);
+    let d = max_rel_diff(&after, &before);
+    assert!(
+        d <= 1e-9,
+        "the restart changed group a's predictions by {d:e}"
+    );
+    drop(fleet);
+
+    // `--fuse-groups within`: node 0 (group a) refuses node 1's sums (group b).
+    let mut fleet = Fleet::new("within", 2);
+    for (i, rows) in shares.iter().take(2).enumerate() {
+        let csv = fleet.dir.join(format!("data{i}.csv"));
+        write_csv(&csv, rows);
+        let mut args = learning_args(&fleet, i, &path_neighbors(i, 2), batch);
+        args.extend([
+            "--data".into(),
+            csv.display().to_string(),
+            "--projection".into(),
+            "fleet".into(),
+            "--projection-group".into(),
+            if i == 0 { "a" } else { "b" }.into(),
+            "--fuse-groups".into(),
+            "within".into(),
+        ]);
+        if i > 0 {
+            args.extend(["--connect".into(), endpoint(fleet.ports[i - 1])]);
+        }
+        fleet.start(args);
+    }
+    fleet.connect_client();
+    let sts = fleet.wait_all(
+        "foreign sums to be refused",
+        Duration::from_secs(60),
+        |_, s| s.stream_ended && s.rejected.get("foreign_group").copied().unwrap_or(0) > 0,
+    );
+    for s in &sts {
+        assert_eq!(s.neighbors_heard, 0, "nothing of another group is accepted");
+    }
+    eprintln!(
+        "projection groups node test: {:.1} s",
         t0.elapsed().as_secs_f64()
     );
 }

@@ -489,3 +489,112 @@ fn fleet_projection_runs_on_a_lossy_ring_with_push_sum() {
     };
     assert!(run(&every, &w, &|_, _| {}).is_err());
 }
+
+/// Two phenomena (relatedness 0.9), routed by phenomenon, each its own projection group.
+fn two_phenomena(seed: u64) -> Workload {
+    let syn = generate(&SyntheticConfig {
+        d: 2,
+        d_latent: 2,
+        phenomena: 2,
+        batches_per_phenomenon: 24,
+        batch: 10,
+        test_points: 400,
+        noise: 0.1,
+        features: 500,
+        relatedness: 0.9,
+        seed,
+    })
+    .expect("valid synthetic configuration");
+    Workload {
+        d: 2,
+        batches: syn
+            .train_batches
+            .into_iter()
+            .map(|(p, x, y)| Batch {
+                group: Some(p),
+                x,
+                y,
+            })
+            .collect(),
+        tests: syn
+            .test
+            .into_iter()
+            .map(|(_, x, y)| TestSet { x, y })
+            .collect(),
+        groups: 2,
+        test_by_group: true,
+        projection_groups: vec!["p0".into(), "p1".into()],
+        y_scale: 1.0,
+    }
+}
+
+#[test]
+fn projection_groups_fuse_exactly_across_and_within() {
+    // Spec §14 with groups: q(W) per group, q(u) over one tree (across) or one tree per group
+    // (within); either way every agent's fused q(u) is exactly its part's T0 + Σ E_i, and the
+    // fleet's fused models beat the agents' own.
+    let w = two_phenomena(5);
+    let mut posts = Vec::new();
+    for fuse_groups in [
+        coolgp_sim::FuseGroups::Across,
+        coolgp_sim::FuseGroups::Within,
+    ] {
+        for fusion in [FusionChoice::Tree, FusionChoice::PushSum] {
+            let cfg = SimConfig {
+                fuse_groups,
+                fusion,
+                topology: if fusion == FusionChoice::Tree {
+                    TopologyKind::RandomTree
+                } else {
+                    TopologyKind::Ring
+                },
+                ..fleet_sim(8)
+            };
+            let r = quiet_run(&cfg, &w);
+            let tol = if fusion == FusionChoice::Tree {
+                1e-9
+            } else {
+                1e-6
+            };
+            assert!(
+                r.fusion_max_rel_err < tol,
+                "{fuse_groups:?} {fusion:?}: fusion error {}",
+                r.fusion_max_rel_err
+            );
+            assert!(
+                r.rmse_post < r.rmse_pre,
+                "{fuse_groups:?} {fusion:?}: post {} vs pre {}",
+                r.rmse_post,
+                r.rmse_pre
+            );
+            posts.push(r.rmse_post);
+        }
+    }
+    // Within, the tree is one per group: fewer edges than across, and other numbers.
+    assert_ne!(posts[0], posts[2], "within must not fuse like across");
+}
+
+#[test]
+fn projection_group_settings_that_cannot_work_are_refused() {
+    let w = two_phenomena(6);
+    let one_agent = SimConfig {
+        agents: 1,
+        ..fleet_sim(1)
+    };
+    let err = run(&one_agent, &w, &|_, _| {}).expect_err("1 agent for 2 groups");
+    assert!(
+        err.to_string()
+            .contains("at least one agent per routing group"),
+        "{err}"
+    );
+    let no_groups = Workload {
+        projection_groups: Vec::new(),
+        ..w
+    };
+    let within = SimConfig {
+        fuse_groups: coolgp_sim::FuseGroups::Within,
+        ..fleet_sim(4)
+    };
+    let err = run(&within, &no_groups, &|_, _| {}).expect_err("within without groups");
+    assert!(err.to_string().contains("needs projection groups"), "{err}");
+}
