@@ -12,6 +12,7 @@ use coolgp::model::{Excess, Projection, Vocabulary};
 use coolgp::rng::Rng;
 use coolgp_sim::{Batch, Report, Workload};
 
+mod groups;
 mod projection;
 
 use crate::args::SimArgs;
@@ -22,7 +23,9 @@ use crate::plot::{self, Series};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Name {
     /// Fig. 1: two agents, two related synthetic phenomena; |Z| × k for the importance mode,
-    /// plus frozen; pre vs post fusion vs batches.
+    /// plus frozen; pre vs post fusion vs batches. Then 2 phenomena × 10 agents in the fleet
+    /// projection mode with one projection group per phenomenon, fusing q(u) across the
+    /// groups or within each (spec §14 with groups), over relatedness 0.7, 0.9, 0.99.
     Synthetic,
     /// Fig. 4a: 1,000 agents on the airline stream, per-agent pre vs post scatter, the per-agent,
     /// shared and fleet projection modes.
@@ -160,7 +163,8 @@ fn synthetic(a: &ExperimentArgs, dir: &Path) -> Result<()> {
         "summary.csv",
         "inducing,mode,rmse_pre,rmse_post,rmse_central,wall_s",
         &rows,
-    )
+    )?;
+    groups::run(a, dir)
 }
 
 /// Fig. 4a (airline) or Fig. 2 in spirit (stations): the projection modes side by side.
