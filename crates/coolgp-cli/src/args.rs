@@ -67,7 +67,7 @@ pub struct SimArgs {
     pub projection: Option<String>,
     /// Fleet projection only: batches between two fusions of the sites (tiny next to q(u))
     /// (default: every 1% of the stream or every round of blocks — one per agent — whichever
-    /// is sooner). Tree fusion only: under push-sum the sites fuse with q(u) in every round.
+    /// is sooner). Under push-sum the sites ride with q(u), so q(u) then fuses as often.
     #[arg(long)]
     pub site_every: Option<usize>,
     /// Projection groups (spec §14 with groups): agents whose rows share a value of COLUMN

@@ -27,6 +27,7 @@
 //! | `inbox/<j>/d1`, `/d2`, `/points` | …          | last message accepted from neighbour j (tree) |
 //! | `pushsum/{mass,sent}/d1`, `/d2`, `/w_points` | … | push-sum state (`w_points` = [ω, points]) |
 //! | `pushsum/received/<j>/…`       | …            | last running total received from j           |
+//! | `pushsum/pending/…`            | …            | own changes not yet in the push-sum mass      |
 //! | `fusion/push_sum`              | `[2]`        | push-sum scale s and initial weight           |
 //! | `site/prec`, `site/shift`      | `[d' d]`     | fleet projection: own site Λ_i, λ_i (column-major) |
 //! | `site/stats`                   | `[5]`        | own site's A, B, YY, N and raw points         |
@@ -388,6 +389,7 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
     }
     t.mass("pushsum/mass", &s.push_mass);
     t.mass("pushsum/sent", &s.push_sent);
+    t.mass("pushsum/pending", &s.push_pending);
     for (k, v) in &s.push_received {
         t.mass(&format!("pushsum/received/{k}"), v);
     }
@@ -755,6 +757,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
     for k in &a.push_received {
         push_received.insert(*k, r.mass(&format!("pushsum/received/{k}"), m, dz * d)?);
     }
+    let push_mass = r.mass("pushsum/mass", m, dz * d)?;
     let snapshot = AgentSnapshot {
         id: meta.model.id,
         config: AgentConfig {
@@ -786,7 +789,13 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
         round: a.round,
         neighbors: a.neighbors.clone(),
         inbox,
-        push_mass: r.mass("pushsum/mass", m, dz * d)?,
+        // Checkpoints written before pending changes existed have none.
+        push_pending: if r.has("pushsum/pending/w_points") {
+            r.mass("pushsum/pending", m, dz * d)?
+        } else {
+            push_mass.zeros_like()
+        },
+        push_mass,
         push_sent: r.mass("pushsum/sent", m, dz * d)?,
         push_received,
         last_round: a.last_round.clone(),

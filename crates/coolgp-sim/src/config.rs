@@ -201,8 +201,8 @@ pub struct SimConfig {
     /// Shuffle the stream (the paper's protocol); false keeps the workload's order.
     pub shuffle: bool,
     /// Fleet projection mode: batches between two site fusions (`None`: every 1% of the
-    /// stream or every round of blocks — `agents` batches — whichever is sooner). Tree fusion
-    /// only: under push-sum the sites fuse with q(u), in every push-sum round.
+    /// stream or every round of blocks — `agents` batches — whichever is sooner). Under
+    /// push-sum, whose rounds carry q(u) and the sites together, q(u) fuses this often too.
     pub site_every: Option<usize>,
     /// Fleet projection mode: the agents' site update (spec §14).
     pub site: SiteConfig,

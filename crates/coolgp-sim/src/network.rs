@@ -10,6 +10,8 @@
 use coolgp::learn::Site;
 use coolgp::rng::Rng;
 use coolgp::{Agent, Message, ProjectionMode};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use rayon::prelude::*;
 
 /// Counters of one or more rounds.
@@ -101,18 +103,28 @@ fn fused_state(a: &Agent) -> (coolgp::Excess, Option<Site>) {
 #[derive(Debug, Default)]
 pub(crate) struct SettledRounds {
     /// Most rounds of one fusion.
-    pub(crate) max: std::cell::Cell<usize>,
+    max: AtomicUsize,
     /// Fusions that hit the cap before settling.
-    pub(crate) capped: std::cell::Cell<usize>,
+    capped: AtomicUsize,
 }
 
 impl SettledRounds {
     /// Records one fusion.
     pub(crate) fn record(&self, rounds: usize, settled: bool) {
-        self.max.set(self.max.get().max(rounds));
+        self.max.fetch_max(rounds, Ordering::Relaxed);
         if !settled {
-            self.capped.set(self.capped.get() + 1);
+            self.capped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Most rounds of one fusion.
+    pub(crate) fn max(&self) -> usize {
+        self.max.load(Ordering::Relaxed)
+    }
+
+    /// Fusions that hit the cap before settling.
+    pub(crate) fn capped(&self) -> usize {
+        self.capped.load(Ordering::Relaxed)
     }
 }
 

@@ -121,23 +121,17 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             run_rounds(agents, rounds, cfg.loss, rng)
         }
     };
-    // Sites fuse on their own only under the tree rule: site-only messages are not defined for
-    // push-sum, whose every round carries the site part of the running totals, so there the
-    // sites fuse with q(u) at each fusion (which runs until the estimates settle).
-    let sites_apart = fleet && rule == FusionRule::Tree;
-    if fleet && !sites_apart && cfg.site_every.is_some() {
-        return Err(SimError::Config(
-            "--site-every needs tree fusion: under push-sum the sites fuse with q(u) in every \
-             push-sum round (use --fuse-every)"
-                .into(),
-        ));
-    }
-    let fuse_sites = |agents: &mut [Agent], rng: &mut Rng| {
-        if two_pass {
+    // Sites fuse more often than q(u) (spec §14). Under the tree rule they travel on their
+    // own (site-only messages); push-sum has no site-only messages (the sites share the
+    // running totals' weight with q(u)), so there a site fusion is a whole push-sum fusion,
+    // and q(u) fuses as often as the sites.
+    let sites_apart = fleet;
+    let fuse_sites = |agents: &mut [Agent], rng: &mut Rng| match rule {
+        FusionRule::Tree if two_pass => {
             run_schedule_of(Payload::Sites, agents, &steps, cfg.loss, rng)
-        } else {
-            run_site_rounds(agents, rounds, cfg.loss, rng)
         }
+        FusionRule::Tree => run_site_rounds(agents, rounds, cfg.loss, rng),
+        FusionRule::PushSum { .. } => communicate(agents, rng),
     };
     let site = cfg.site.clone();
     let agent_cfg = |i: usize| AgentConfig {
@@ -259,7 +253,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
                 // The last sub-chunk's sites travel with the q(u) fusion that follows; with
                 // groups they fuse first, so that every agent's excess is in its group's
                 // settled scales when q(u) is fused (the fusion is then exact on trees).
-                if sites_apart && (stop < end || grouped) {
+                if sites_apart && (stop < end || (grouped && rule == FusionRule::Tree)) {
                     let t = Instant::now();
                     site_net.add_all(fuse_sites(&mut agents, &mut site_rng));
                     site_s += t.elapsed().as_secs_f64();
@@ -484,11 +478,11 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         topology: format!("{:?}", cfg.topology).to_lowercase(),
         diameter,
         rounds: if settle.is_some() {
-            settled_rounds.max.get()
+            settled_rounds.max()
         } else {
             rounds
         },
-        rounds_capped: settled_rounds.capped.get(),
+        rounds_capped: settled_rounds.capped(),
         schedule: if two_pass { "two-pass" } else { "rounds" }.into(),
         loss: cfg.loss,
         network: net,

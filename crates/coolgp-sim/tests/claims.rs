@@ -482,12 +482,39 @@ fn fleet_projection_runs_on_a_lossy_ring_with_push_sum() {
     let spread = post_spread(&r);
     assert!(spread < 1e-6, "fused agents differ by {spread:e}");
     assert!(r.rmse_post < 0.9 * r.rmse_constant, "it learned something");
-    // Site-only fusions are a tree-rule device: --site-every is refused under push-sum.
-    let every = SimConfig {
-        site_every: Some(2),
-        ..cfg
+}
+
+#[test]
+fn a_push_sum_fleet_learns_like_a_tree_fleet_on_the_same_schedule() {
+    // Push-sum's pending own changes count once between rounds (as the tree rule's own value
+    // plus what neighbours last sent), so with q(u) and the sites fused on the same schedule a
+    // fleet on a tree learns the same models under either rule (each fusion settles to the
+    // tree's exact sums, to 1e-9). Before, the s-fold count of fresh own changes made the
+    // fused models worse than the agents' own.
+    let w = one_phenomenon(48, 10, 8);
+    let report = |fusion| {
+        let cfg = SimConfig {
+            topology: TopologyKind::RandomTree,
+            fusion,
+            fuse_every: 4,
+            site_every: Some(4),
+            ..fleet_sim(6)
+        };
+        quiet_run(&cfg, &w)
     };
-    assert!(run(&every, &w, &|_, _| {}).is_err());
+    let (tree, ps) = (report(FusionChoice::Tree), report(FusionChoice::PushSum));
+    assert_eq!(ps.fusion, "push-sum");
+    for (a, b) in tree.per_agent.iter().zip(&ps.per_agent) {
+        assert!(
+            (a.rmse_post - b.rmse_post).abs() <= 1e-6 * a.rmse_post,
+            "agent {}: tree {} vs push-sum {}",
+            a.id,
+            a.rmse_post,
+            b.rmse_post
+        );
+        assert!((a.rmse_pre - b.rmse_pre).abs() <= 1e-6 * a.rmse_pre);
+    }
+    assert!(ps.rmse_post < ps.rmse_pre, "fusion helps under push-sum");
 }
 
 /// Two phenomena (relatedness 0.9), routed by phenomenon, each its own projection group.

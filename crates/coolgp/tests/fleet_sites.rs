@@ -497,6 +497,7 @@ fn push_sum_on_a_tree_agrees_with_the_tree_rule() {
             s.config.fusion = FusionRule::Tree;
             s.push_mass = Mass::zeros(v.m());
             s.push_sent = Mass::zeros(v.m());
+            s.push_pending = Mass::zeros(v.m());
             s.push_received.clear();
             Agent::restore(v.clone(), s).expect("restore as a tree agent")
         })

@@ -22,7 +22,9 @@ const VARIANTS: [(&str, &str, &str, &str); 4] = [
 /// run) and prints the means.
 pub(super) fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
     let relatedness: &[f64] = if a.quick { &[0.9] } else { &[0.7, 0.9, 0.99] };
-    let seeds: Vec<u64> = (0..if a.quick { 1 } else { 3 }).map(|k| a.seed + k).collect();
+    let seeds: Vec<u64> = (0..if a.quick { 1 } else { 3 })
+        .map(|k| a.seed + k)
+        .collect();
     println!("  fleet of 2 phenomena × 10 agents: RMSE pre → post (mean over seeds {seeds:?})");
     let mut rows = Vec::new();
     for &rel in relatedness {

@@ -8,6 +8,13 @@
 //! `x_i/ω_i` is a nonnegative combination of the E_j, so every estimate is a valid posterior.
 //! When E_i changes, the difference is injected into x_i (mass is conserved).
 //!
+//! **Pending changes.** An injected difference `δ` would count `s/ω_i ≈ s` times in agent i's
+//! estimate until it has mixed, so an agent that learns between push-sum rounds (the
+//! simulator fuses every 10% of the stream) would weigh its own fresh data s-fold: measured,
+//! that made a fleet projection's fused model *worse* than its agents' own. Changes therefore
+//! wait in [`PushSum::pending`], count once in the estimates (as under the tree rule, whose
+//! view is the own value plus what neighbours last sent), and enter the mass at the next round.
+//!
 //! **Sites (spec §14).** In the fleet projection mode the mass has a site part too: the
 //! natural-parameter sites of q(W), σ_s, σ_n, split with the same shares, summed with the same
 //! running totals (so lost messages heal alike) and scaled by the same weight:
@@ -85,6 +92,10 @@ pub struct PushSum {
     pub sent: Mass,
     /// Last running total received from each neighbour (ρ_lj).
     pub received: BTreeMap<u64, Mass>,
+    /// Changes of the own excess, points and site not yet in the mass (ω part always 0):
+    /// they enter it at the next round ([`PushSum::step`]) and count once in the estimates
+    /// until then (module docs).
+    pub pending: Mass,
 }
 
 impl PushSum {
@@ -101,6 +112,7 @@ impl PushSum {
             },
             sent: Mass::zeros(m),
             received: BTreeMap::new(),
+            pending: Mass::zeros(m),
         }
     }
 
@@ -109,26 +121,31 @@ impl PushSum {
     pub fn with_site(mut self, group: GroupId, len: usize) -> Self {
         self.mass.site = Some(Sites::single(group, Site::zeros(len)));
         self.sent.site = Some(Sites::single(group, Site::zeros(len)));
+        self.pending.site = Some(Sites::single(group, Site::zeros(len)));
         self
     }
 
     /// Injects a change of the own site (`new − old`) of projection `group`; no-op without
     /// a site part.
     pub fn inject_site(&mut self, group: GroupId, delta: &Site) {
-        if let Some(s) = &mut self.mass.site {
+        if let Some(s) = &mut self.pending.site {
             s.add_site_scaled(group, delta, 1.0);
         }
     }
 
-    /// Injects a change of the own excess (`new − old`) and of the own point count.
+    /// Injects a change of the own excess (`new − old`) and of the own point count (into
+    /// [`PushSum::pending`] until the next round).
     pub fn inject(&mut self, delta: &Excess, delta_points: f64) {
-        self.mass.x.add_in_place(delta);
-        self.mass.points += delta_points;
+        self.pending.x.add_in_place(delta);
+        self.pending.points += delta_points;
     }
 
-    /// One round: keeps `1/(deg + 1)` of the mass and returns the running total to send to
-    /// every neighbour.
+    /// One round: moves the pending own changes into the mass, keeps `1/(deg + 1)` of it and
+    /// returns the running total to send to every neighbour.
     pub fn step(&mut self, degree: usize) -> Mass {
+        let zero = self.pending.zeros_like();
+        let pending = std::mem::replace(&mut self.pending, zero);
+        self.mass.add_scaled(&pending, 1.0);
         let share = 1.0 / (degree as f64 + 1.0);
         let mut kept = self.mass.zeros_like();
         kept.add_scaled(&self.mass, share);
@@ -158,14 +175,20 @@ impl PushSum {
             return None;
         }
         let c = scale / self.mass.w;
-        Some((self.mass.x.scaled(c), self.mass.points * c))
+        let mut x = self.mass.x.scaled(c);
+        x.add_in_place(&self.pending.x);
+        Some((x, self.mass.points * c + self.pending.points))
     }
 
     /// The fused site estimate `scale · site_i/ω_i` (fleet projection mode): the fleet's
     /// `Σ_i s_i` once the mass has mixed. `None` while ω_i = 0 or without a site part.
     pub fn site_estimate(&self, scale: f64) -> Option<Sites> {
         let site = self.mass.site.as_ref().filter(|_| self.mass.w > 0.0)?;
-        Some(site.scaled(scale / self.mass.w))
+        let mut est = site.scaled(scale / self.mass.w);
+        if let Some(p) = &self.pending.site {
+            est.add_in_place(p);
+        }
+        Some(est)
     }
 }
 
@@ -191,4 +214,41 @@ pub fn check_neighbor_change(
          removed {removed:?}): the running totals would create or lose mass; use tree fusion \
          on the current spanning tree, or restart push-sum"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn excess(v: f64) -> Excess {
+        let mut e = Excess::zeros(1);
+        e.d1[(0, 0)] = v;
+        e.d2[0] = v;
+        e
+    }
+
+    #[test]
+    fn a_pending_change_counts_once_until_the_next_round_then_mixes_conserved() {
+        // Two agents on one edge, settled at Σ = 2 + 4; agent 0's own value then grows by 3.
+        let mut a = PushSum::new(excess(2.0), 1.0, 0.0);
+        let mut b = PushSum::new(excess(4.0), 1.0, 0.0);
+        for _ in 0..60 {
+            let (ta, tb) = (a.step(1), b.step(1));
+            a.receive(1, tb);
+            b.receive(0, ta);
+        }
+        let est = |p: &PushSum| p.estimate(2.0).expect("ω > 0").0.d2[0];
+        assert!((est(&a) - 6.0).abs() < 1e-12);
+        a.inject(&excess(3.0), 0.0);
+        // Counted once (not s/ω = 2 times) before it has mixed; b has not heard of it.
+        assert!((est(&a) - 9.0).abs() < 1e-12, "{}", est(&a));
+        assert!((est(&b) - 6.0).abs() < 1e-12);
+        for _ in 0..60 {
+            let (ta, tb) = (a.step(1), b.step(1));
+            a.receive(1, tb);
+            b.receive(0, ta);
+        }
+        assert!((est(&a) - 9.0).abs() < 1e-12 && (est(&b) - 9.0).abs() < 1e-12);
+        assert_eq!(a.pending, a.pending.zeros_like(), "flushed at the round");
+    }
 }

@@ -64,6 +64,8 @@ pub struct AgentSnapshot {
     pub push_sent: Mass,
     /// Push-sum running totals received.
     pub push_received: BTreeMap<AgentId, Mass>,
+    /// Push-sum own changes not yet in the mass ([`PushSum::pending`]).
+    pub push_pending: Mass,
     /// Last accepted round per sender.
     pub last_round: BTreeMap<AgentId, u64>,
     /// Own site of the fleet's q(W) (fleet projection mode; empty otherwise).
@@ -105,6 +107,7 @@ impl Agent {
             push_mass: self.pushsum.mass.clone(),
             push_sent: self.pushsum.sent.clone(),
             push_received: self.pushsum.received.clone(),
+            push_pending: self.pushsum.pending.clone(),
             last_round: self.last_round.clone(),
             site: self.site.clone(),
         }
@@ -142,6 +145,7 @@ impl Agent {
         }
         check_excess(&s.push_mass.x)?;
         check_excess(&s.push_sent.x)?;
+        check_excess(&s.push_pending.x)?;
         for v in s.push_received.values() {
             check_excess(&v.x)?;
         }
@@ -151,6 +155,7 @@ impl Agent {
         check_push_sites(
             std::iter::once(&s.push_mass)
                 .chain(std::iter::once(&s.push_sent))
+                .chain(std::iter::once(&s.push_pending))
                 .chain(s.push_received.values()),
             push_sites.then_some(dz * d),
         )?;
@@ -192,6 +197,7 @@ impl Agent {
             mass: s.push_mass,
             sent: s.push_sent,
             received: s.push_received,
+            pending: s.push_pending,
         };
         agent.last_round = s.last_round;
         if agent.is_fleet() {
