@@ -195,7 +195,8 @@
         h("td", {}, ckpt),
         h("td", {}, st.rmse_holdout === null || st.rmse_holdout === undefined ? "—" : num(st.rmse_holdout, 4)),
         h("td", { class: "digest", title: "digest of the q(W) this node predicts with" },
-          st.projection_digest ? st.projection_digest.slice(0, 8) : "—"),
+          (st.projection_digest ? st.projection_digest.slice(0, 8) : "—") +
+          (st.projection_group ? ` (${st.projection_group})` : "")),
         h("td", { class: m.stale ? "bad" : "" }, m.stale ? `stale (${ago(m.age_ms)})` : "live"),
       );
       rows.push(tr);
@@ -229,6 +230,7 @@
     const shared = modes.length > 0 && modes.every((m) => m !== "per-agent");
     let proj;
     if (digests.length === 0) proj = "";
+    else if (shared && c.same_projection && c.projection_groups > 1) proj = `✓ each of ${c.projection_groups} projection groups holds one q(W) (mode ${modes.join(", ")})`;
     else if (shared && c.same_projection) proj = `✓ all nodes hold the same q(W) (digest ${digests[0][0].slice(0, 8)}, mode ${modes.join(", ")})`;
     else if (shared) proj = `q(W) not yet shared: ${digests.length} different q(W) across ${c.nodes} nodes (mode ${modes.join(", ")})`;
     else proj = `q(W) per agent: ${digests.length} distinct across ${c.nodes} node(s)`;

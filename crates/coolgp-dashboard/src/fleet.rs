@@ -344,6 +344,9 @@ impl FleetState {
                 .values()
                 .all(|v| (v.status.fleet_points - total_f).abs() <= POINTS_RTOL * total_f.max(1.0));
         let mut digests: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+        // Projection groups (spec §14 with groups): one q(W) per group, so "the same q(W)"
+        // means one digest within each group ("" = no group).
+        let mut by_group: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         let mut modes = BTreeSet::new();
         for (id, v) in &self.nodes {
             if !v.status.projection_digest.is_empty() {
@@ -351,6 +354,10 @@ impl FleetState {
                     .entry(v.status.projection_digest.as_str())
                     .or_default()
                     .push(*id);
+                by_group
+                    .entry(v.status.projection_group.as_deref().unwrap_or(""))
+                    .or_default()
+                    .insert(v.status.projection_digest.as_str());
             }
             if let Some(m) = v.raw.get("projection").and_then(Value::as_str) {
                 modes.insert(m.to_string());
@@ -362,9 +369,11 @@ impl FleetState {
             "nodes": self.nodes.len(),
             "all_represent_all": all,
             "projection_modes": modes,
-            "projection_digests": digests,
-            "same_projection": !digests.is_empty() && digests.len() == 1
+            "projection_groups": by_group.len(),
+            "same_projection": !digests.is_empty()
+                && by_group.values().all(|d| d.len() == 1)
                 && digests.values().map(Vec::len).sum::<usize>() == self.nodes.len(),
+            "projection_digests": digests,
         })
     }
 
@@ -477,6 +486,30 @@ mod tests {
         assert_eq!(s["convergence"]["all_represent_all"], json!(true));
         assert_eq!(s["convergence"]["same_projection"], json!(true));
         assert_eq!(s["problems"], json!([]));
+    }
+
+    #[test]
+    fn with_projection_groups_the_same_q_w_means_one_digest_per_group() {
+        let now = Instant::now();
+        let mut f = FleetState::new("f", &["tcp/127.0.0.1:1".into()], Duration::from_secs(5));
+        f.set_peers(3, 0);
+        let status = |id: u64, group: &str, digest: &str| {
+            let mut v: Value =
+                serde_json::from_slice(&status_json("f", id, 10, 30.0, &[])).expect("json");
+            v["projection_group"] = json!(group);
+            v["projection_digest"] = json!(digest);
+            serde_json::to_vec(&v).expect("json")
+        };
+        for (id, group, digest) in [(0, "a", "aa"), (1, "b", "bb"), (2, "a", "aa")] {
+            f.member_joined(id, 0);
+            f.status_reply(id, &status(id, group, digest), now, 0);
+        }
+        let c = &f.snapshot(now, 0)["convergence"];
+        assert_eq!(c["projection_groups"], json!(2));
+        assert_eq!(c["same_projection"], json!(true), "one q(W) per group");
+        f.status_reply(2, &status(2, "a", "cc"), now, 0);
+        let c = &f.snapshot(now, 0)["convergence"];
+        assert_eq!(c["same_projection"], json!(false), "group a holds two q(W)");
     }
 
     #[test]
