@@ -50,12 +50,17 @@ fn view(fused: bool) -> View {
 /// q(W), fused with its neighbours by exchanging constant-size messages (bytes).
 ///
 /// Agent(id, vocab, input_dim, *, mode="frozen", samples=None, normalization=None,
-///       projection="per-agent", fusion="tree", fleet_size=None, learn=True, seed=None)
+///       projection="per-agent", fusion="tree", fleet_size=None, learn=True, seed=None,
+///       projection_group=None)
 ///
 /// mode: "frozen" (default), "importance" (the paper's Eq. 3.7; samples=k, default 20;
 ///     normalization "unnormalized" | "self-normalized") or "exact" (keeps all data; a test
-///     oracle). projection: "per-agent" (the paper) or "shared" (one fleet-wide q(W), tree
-///     fusion only), or spec §13's "shared-plain-proxy" / "shared-product-proxy".
+///     oracle). projection: "per-agent" (the paper), "fleet" (spec §14: one fleet-wide q(W),
+///     σ_s, σ_n as a sum of sites), "shared" (federated averaging, tree fusion only), or spec
+///     §13's "shared-plain-proxy" / "shared-product-proxy".
+/// projection_group: with projection="fleet", the agent's projection group: agents of one
+///     group learn one q(W), q(u) is fused with every neighbour (every agent of a fleet names
+///     a group or none does).
 /// fusion: "tree" (exact on trees) or "push-sum" (loopy or lossy graphs; needs fleet_size).
 /// learn: learn q(W), σ_s, σ_n online. seed: the agent's own randomness (default: its id,
 ///     as `coolgp node`).
@@ -94,7 +99,8 @@ impl Agent {
 impl Agent {
     #[new]
     #[pyo3(signature = (id, vocab, input_dim, *, mode="frozen", samples=None, normalization=None,
-        projection="per-agent", fusion="tree", fleet_size=None, learn=true, seed=None))]
+        projection="per-agent", fusion="tree", fleet_size=None, learn=true, seed=None,
+        projection_group=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         id: u64,
@@ -108,6 +114,7 @@ impl Agent {
         fleet_size: Option<usize>,
         learn: bool,
         seed: Option<u64>,
+        projection_group: Option<&str>,
     ) -> PyResult<Self> {
         let kw = AgentKw {
             mode,
@@ -118,6 +125,7 @@ impl Agent {
             fleet_size,
             learn,
             seed: seed.unwrap_or(id),
+            projection_group,
         };
         let config = agent_config(&kw).map_err(PyValueError::new_err)?;
         let inner = fenced("Agent()", || {
@@ -205,7 +213,8 @@ impl Agent {
         self.inner.neighbors_heard()
     }
 
-    /// The settings as a dict: mode, projection, fusion, learn, seed.
+    /// The settings as a dict: mode, projection, fusion, learn, seed, projection_group (its id
+    /// as an int, or None).
     #[getter]
     fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = self.inner.config();
@@ -216,6 +225,7 @@ impl Agent {
         d.set_item("fusion", fusion)?;
         d.set_item("learn", c.learn)?;
         d.set_item("seed", c.seed)?;
+        d.set_item("projection_group", c.group)?;
         Ok(d)
     }
 

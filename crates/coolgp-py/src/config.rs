@@ -23,6 +23,8 @@ pub struct AgentKw<'a> {
     pub learn: bool,
     /// The agent's own seed.
     pub seed: u64,
+    /// Projection group name (fleet projection only; `None`: no groups).
+    pub projection_group: Option<&'a str>,
 }
 
 /// Resolves the keywords into an [`AgentConfig`].
@@ -37,6 +39,12 @@ pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
         projection: Some(kw.projection.to_string()),
         ..SimArgs::default()
     };
+    if kw.projection_group.is_some() && kw.projection != "fleet" {
+        return Err("projection_group needs projection='fleet' (groups share q(W) sites)".into());
+    }
+    if kw.projection_group == Some("") {
+        return Err("projection_group must not be empty".into());
+    }
     let mode = flags.update_mode().map_err(|e| format!("mode: {e}"))?;
     let projection = flags
         .projection_mode()
@@ -66,6 +74,7 @@ pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
         fusion,
         learn: kw.learn,
         seed: kw.seed,
+        group: kw.projection_group.map(coolgp::learn::group_id),
         ..AgentConfig::default()
     })
 }

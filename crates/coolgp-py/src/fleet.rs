@@ -170,6 +170,7 @@ impl Settings {
                 fleet_size: None,
                 learn: self.learn,
                 seed: self.seed.wrapping_add(i as u64),
+                projection_group: None,
             })
             .map_err(PyValueError::new_err)?;
             let mut a = Agent::new(i as u64, vocab.clone(), d, cfg).map_err(core_err)?;

@@ -102,7 +102,7 @@ def test_config_keywords():
     v = coolgp.Vocabulary(10, 2, 0)
     a = coolgp.Agent(3, v, 2, mode="importance", samples=4, projection="shared", learn=False, seed=9)
     assert a.config == {"mode": "importance(k=4)", "projection": "shared", "fusion": "tree",
-                        "learn": False, "seed": 9}
+                        "learn": False, "seed": 9, "projection_group": None}
     assert coolgp.Agent(3, v, 2).config["seed"] == 3  # default seed: the id, as the node
     p = coolgp.Agent(3, v, 2, fusion="push-sum", fleet_size=5, mode="exact")
     assert p.config["fusion"] == "push-sum(s=5)" and p.config["mode"] == "exact"
@@ -221,3 +221,41 @@ def test_fleet_projection_agents_predict_identically_after_fusion(tmp_path):
     a.save(tmp_path / "a.safetensors")
     a2 = coolgp.Agent.load(tmp_path / "a.safetensors")
     np.testing.assert_array_equal(a2.predict(xt)[0], ma)
+
+
+def test_projection_groups(tmp_path):
+    # Spec §14 with groups: agents of group "a" share one q(W); a "b" agent between them keeps
+    # its own, yet relays a's site sums and fuses q(u) with both. Mixed fleets are refused.
+    v = coolgp.Vocabulary(inducing=20, latent_dim=2, seed=0)
+    groups = ["a", "b", "a"]
+    agents = [coolgp.Agent(i, v, input_dim=2, projection="fleet", projection_group=g)
+              for i, g in enumerate(groups)]
+    for i, agent in enumerate(agents):
+        agent.neighbors = [j for j in (i - 1, i + 1) if 0 <= j < 3]
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        for k, agent in enumerate(agents):
+            x = rng.normal(size=(30, 2))
+            z = x[:, 0] if groups[k] == "a" else x[:, 1]
+            agent.observe(x, np.sin(z) + 0.1 * rng.normal(size=30))
+    for _ in range(6):
+        out = [(to, p) for agent in agents for to, p in agent.tick()]
+        for to, payload in out:
+            agents[to].receive(payload)
+    assert [a.fleet_points for a in agents] == [360.0] * 3
+    xt = rng.normal(size=(5, 2))
+    m0, m1, m2 = (a.predict(xt)[0] for a in agents)
+    np.testing.assert_allclose(m0, m2, rtol=1e-9, atol=1e-12)
+    assert np.max(np.abs(m0 - m1)) > 1e-6
+    assert agents[0].config["projection_group"] == agents[2].config["projection_group"]
+    assert agents[0].config["projection_group"] != agents[1].config["projection_group"]
+    with pytest.raises(ValueError, match="projection='fleet'"):
+        coolgp.Agent(9, v, input_dim=2, projection_group="a")
+    plain = coolgp.Agent(1, v, input_dim=2, projection="fleet")
+    plain.neighbors = [0]
+    with pytest.raises(coolgp.RejectedMessage, match="bad_site"):
+        plain.receive(agents[0].tick_to(1))
+    agents[0].save(tmp_path / "a.safetensors")
+    back = coolgp.Agent.load(tmp_path / "a.safetensors")
+    assert back.config["projection_group"] == agents[0].config["projection_group"]
+    np.testing.assert_array_equal(back.predict(xt)[0], m0)

@@ -65,6 +65,7 @@ class Agent:
         fleet_size: Optional[int] = None,
         learn: bool = True,
         seed: Optional[int] = None,
+        projection_group: Optional[str] = None,
     ) -> None: ...
     @property
     def id(self) -> int: ...
