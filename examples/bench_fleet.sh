@@ -10,7 +10,8 @@
 # Env:     COOLGP, N, MS, ROWS (200), BATCH (50), ROUND_MS (100), BASE_PORT (17447),
 #          RESEND (1: every message every round; N: unchanged messages every N rounds),
 #          TLS (1: `coolgp certs`, mutual TLS and signed messages; default 0, an open fleet),
-#          PROJECTION (per-agent, the default, or fleet: site sums ride in every message)
+#          PROJECTION (per-agent, the default, or fleet: site sums ride in every message),
+#          PGROUPS (fleet only: node i in projection group g<i mod PGROUPS>; default 0, no groups)
 # Needs:   python3 (for JSON), awk.
 set -euo pipefail
 N=${N:-20}
@@ -22,6 +23,7 @@ RESEND=${RESEND:-1}
 BASE_PORT=${BASE_PORT:-17447}
 TLS=${TLS:-0}
 PROJECTION=${PROJECTION:-per-agent}
+PGROUPS=${PGROUPS:-0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COOLGP=${COOLGP:-$ROOT/target/release/coolgp}
 [ -x "$COOLGP" ] || (cd "$ROOT" && cargo build --release -p coolgp-cli)
@@ -37,7 +39,7 @@ trap cleanup EXIT
 . "$ROOT/examples/fleet_data.sh"
 fleet_data "$WORK" "$N" "$ROWS"
 
-echo "N = $N nodes (binary tree), $ROWS rows each in blocks of $BATCH, round $ROUND_MS ms, resend every $RESEND, TLS $TLS, projection $PROJECTION, $(nproc) cores"
+echo "N = $N nodes (binary tree), $ROWS rows each in blocks of $BATCH, round $ROUND_MS ms, resend every $RESEND, TLS $TLS, projection $PROJECTION, groups $PGROUPS, $(nproc) cores"
 for M in $MS; do
   FLEET="bench-m$M"
   fleet_security "$TLS" "$COOLGP" "$FLEET" "$N" "$WORK/pki-m$M"
@@ -48,11 +50,13 @@ for M in $MS; do
     [ $((2 * i + 1)) -lt "$N" ] && nb+=("$((2 * i + 1))")
     [ $((2 * i + 2)) -lt "$N" ] && nb+=("$((2 * i + 2))")
     nbs=$(IFS=,; echo "${nb[*]}")
+    grp=()
+    [ "$PGROUPS" -gt 0 ] && grp=(--projection-group "g$((i % PGROUPS))")
     connect=()
     [ "$i" -gt 0 ] && connect=(--connect "$SCHEME/127.0.0.1:$((BASE_PORT + (i - 1) / 2))")
     "$COOLGP" node --id "$i" --fleet "$FLEET" --inducing "$M" --neighbors "$nbs" \
       --data "$WORK/data$i.csv" --batch "$BATCH" --round-ms "$ROUND_MS" --resend-every "$RESEND" \
-      --projection "$PROJECTION" --state "$WORK/m$M-state$i" --listen "$SCHEME/127.0.0.1:$((BASE_PORT + i))" "${connect[@]}" "${SEC[@]}" \
+      --projection "$PROJECTION" "${grp[@]}" --state "$WORK/m$M-state$i" --listen "$SCHEME/127.0.0.1:$((BASE_PORT + i))" "${connect[@]}" "${SEC[@]}" \
       > "$WORK/m$M-node$i.log" 2>&1 &
     echo $! >> "$WORK/pids"
     sleep 0.05
