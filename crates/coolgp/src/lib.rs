@@ -24,7 +24,9 @@
 //! one phenomenon, [`ProjectionMode::Fleet`] learns one q(W), σ_s, σ_n together (spec §14): the
 //! prior plus a sum of per-agent natural-parameter sites, fused by the same tree or push-sum
 //! messages as q(u) and adopted whenever the fused sums change, so that agents holding the
-//! same sums predict identically.
+//! same sums predict identically. Agents observing different phenomena set a projection
+//! group ([`AgentConfig::group`], [`learn::group_id`]): each group learns its own q(W), σ_s,
+//! σ_n from its members' sites ([`learn::Sites`]) while q(u) is fused across every group.
 //!
 //! ## Which mode to use
 //! [`UpdateMode::Frozen`] (the default). The paper's importance-sampled estimator (Eq. 3.7,
