@@ -61,7 +61,8 @@ pub struct Report {
     /// RMSE of the constant (training-mean) predictor.
     pub rmse_constant: f64,
     /// Mean Gaussian NLPD of the fused models (original units), over up to 50 agents × 1,000
-    /// test points.
+    /// test points: the k-th evaluated agent on the k-th window of its test set, so that the
+    /// agents together cover the test set.
     pub nlpd_post: f64,
     /// Mean Gaussian NLPD of the central learner (original units) on the same test points as
     /// `nlpd_post`.

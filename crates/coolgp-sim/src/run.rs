@@ -359,15 +359,17 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             }
         })
         .collect();
+    // The k-th evaluated agent is scored on the k-th window of its test set (eval::window).
     let nlpd_ids = spaced(cfg.agents, cfg.curve_agents);
     let scores: Vec<(f64, f64)> = nlpd_ids
         .par_iter()
-        .map(|&i| {
+        .enumerate()
+        .map(|(k, &i)| {
             density_scores(
                 &agents[i],
                 View::Fused,
                 test_of(i),
-                NLPD_POINTS,
+                (k, NLPD_POINTS),
                 work.y_scale,
             )
         })
@@ -375,22 +377,14 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     let k = scores.len().max(1) as f64;
     let nlpd_post = scores.iter().map(|s| s.0).sum::<f64>() / k;
     let coverage95_post = scores.iter().map(|s| s.1).sum::<f64>() / k;
-    // The central learner on the same points: each evaluated agent's test set (each distinct
-    // set predicted once).
+    // The central learner on the same points: each evaluated agent's window.
     let nlpd_central = central.as_ref().map(|c| {
-        let per_set: Vec<f64> = (0..work.tests.len())
-            .into_par_iter()
-            .map(|j| {
-                if nlpd_ids.iter().any(|&i| test_index(i) == j) {
-                    density_scores(c, View::Own, &work.tests[j], NLPD_POINTS, work.y_scale).0
-                } else {
-                    f64::NAN
-                }
-            })
-            .collect();
         nlpd_ids
-            .iter()
-            .map(|&i| per_set[test_index(i)])
+            .par_iter()
+            .enumerate()
+            .map(|(w, &i)| {
+                density_scores(c, View::Own, test_of(i), (w, NLPD_POINTS), work.y_scale).0
+            })
             .sum::<f64>()
             / k
     });
