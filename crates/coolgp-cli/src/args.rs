@@ -222,16 +222,13 @@ impl SimArgs {
 
     /// The projection mode.
     pub fn projection_mode(&self) -> Result<coolgp::ProjectionMode> {
-        Ok(match self.projection.as_deref().unwrap_or("per-agent") {
-            "per-agent" => coolgp::ProjectionMode::PerAgent,
-            "shared" => coolgp::ProjectionMode::Shared,
-            "shared-plain-proxy" => coolgp::ProjectionMode::SharedPlainProxy,
-            "shared-product-proxy" => coolgp::ProjectionMode::SharedProductProxy,
-            "fleet" => coolgp::ProjectionMode::Fleet,
-            other => bail!(
-                "unknown --projection '{other}': use per-agent, fleet or shared (or, to compare, spec §13's shared-plain-proxy or shared-product-proxy)"
+        let name = self.projection.as_deref().unwrap_or("per-agent");
+        match coolgp::ProjectionMode::from_name(name) {
+            Some(m) => Ok(m),
+            None => bail!(
+                "unknown --projection '{name}': use per-agent, fleet or shared (or, to compare, spec §13's shared-plain-proxy or shared-product-proxy)"
             ),
-        })
+        }
     }
 }
 
@@ -302,12 +299,6 @@ pub fn site_config(
     prior_points: Option<f64>,
     scale_prior_points: Option<f64>,
 ) -> Result<coolgp::learn::SiteConfig> {
-    let d = coolgp::learn::SiteConfig::default();
-    let c = coolgp::learn::SiteConfig {
-        damping: damping.unwrap_or(d.damping),
-        prior_points: prior_points.unwrap_or(d.prior_points),
-        scale_prior_points: scale_prior_points.unwrap_or(d.scale_prior_points),
-    };
-    c.validate().map_err(anyhow::Error::msg)?;
-    Ok(c)
+    coolgp::learn::SiteConfig::from_options(damping, prior_points, scale_prior_points)
+        .map_err(anyhow::Error::msg)
 }

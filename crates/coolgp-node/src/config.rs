@@ -449,36 +449,23 @@ impl NodeArgs {
             self.samples.or(f.samples),
             self.normalization.or(f.normalization).as_deref(),
         )?;
-        let projection = match self
-            .projection
-            .or(f.projection)
-            .as_deref()
-            .unwrap_or("per-agent")
-        {
-            "per-agent" => ProjectionMode::PerAgent,
-            "fleet" => ProjectionMode::Fleet,
-            other => {
+        // The node runs the modes that need no fleet-wide agreement on timing (NODE.md §11).
+        let name = self.projection.or(f.projection);
+        let name = name.as_deref().unwrap_or("per-agent");
+        let projection = match ProjectionMode::from_name(name) {
+            Some(m @ (ProjectionMode::PerAgent | ProjectionMode::Fleet)) => m,
+            _ => {
                 return Err(NodeError::Config(format!(
-                    "unknown --projection '{other}': use per-agent or fleet"
+                    "unknown --projection '{name}': use per-agent or fleet"
                 )))
             }
         };
-        let defaults = coolgp::learn::SiteConfig::default();
-        let site = coolgp::learn::SiteConfig {
-            damping: self
-                .site_damping
-                .or(f.site_damping)
-                .unwrap_or(defaults.damping),
-            prior_points: self
-                .site_prior_points
-                .or(f.site_prior_points)
-                .unwrap_or(defaults.prior_points),
-            scale_prior_points: self
-                .scale_prior_points
-                .or(f.scale_prior_points)
-                .unwrap_or(defaults.scale_prior_points),
-        };
-        site.validate().map_err(NodeError::Config)?;
+        let site = coolgp::learn::SiteConfig::from_options(
+            self.site_damping.or(f.site_damping),
+            self.site_prior_points.or(f.site_prior_points),
+            self.scale_prior_points.or(f.scale_prior_points),
+        )
+        .map_err(NodeError::Config)?;
         let projection_group = self.projection_group.or(f.projection_group);
         if projection_group.is_some() && projection != ProjectionMode::Fleet {
             return Err(NodeError::Config(

@@ -71,6 +71,20 @@ impl Mass {
         }
     }
 
+    /// Sets every number to zero in place (the m × m part is not reallocated: it runs every
+    /// round), keeping the shape and the site groups.
+    fn set_zero(&mut self) {
+        for j in 0..self.x.m() {
+            self.x.d1.col_as_slice_mut(j).fill(0.0);
+        }
+        self.x.d2.fill(0.0);
+        self.w = 0.0;
+        self.points = 0.0;
+        if let Some(s) = &mut self.site {
+            *s = s.zeros_like();
+        }
+    }
+
     fn add_scaled(&mut self, o: &Mass, c: f64) {
         self.x.add_scaled_in_place(&o.x, c);
         self.w += c * o.w;
@@ -143,9 +157,8 @@ impl PushSum {
     /// One round: moves the pending own changes into the mass, keeps `1/(deg + 1)` of it and
     /// returns the running total to send to every neighbour.
     pub fn step(&mut self, degree: usize) -> Mass {
-        let zero = self.pending.zeros_like();
-        let pending = std::mem::replace(&mut self.pending, zero);
-        self.mass.add_scaled(&pending, 1.0);
+        self.mass.add_scaled(&self.pending, 1.0);
+        self.pending.set_zero();
         let share = 1.0 / (degree as f64 + 1.0);
         let mut kept = self.mass.zeros_like();
         kept.add_scaled(&self.mass, share);

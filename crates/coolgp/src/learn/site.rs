@@ -126,6 +126,26 @@ impl Default for SiteConfig {
 }
 
 impl SiteConfig {
+    /// The settings given (the defaults for `None`), checked ([`SiteConfig::validate`]): what
+    /// the command line and the node build from their flags.
+    ///
+    /// # Errors
+    /// A message naming the bad value.
+    pub fn from_options(
+        damping: Option<f64>,
+        prior_points: Option<f64>,
+        scale_prior_points: Option<f64>,
+    ) -> Result<Self, String> {
+        let d = Self::default();
+        let c = Self {
+            damping: damping.unwrap_or(d.damping),
+            prior_points: prior_points.unwrap_or(d.prior_points),
+            scale_prior_points: scale_prior_points.unwrap_or(d.scale_prior_points),
+        };
+        c.validate()?;
+        Ok(c)
+    }
+
     /// Checks the ranges: `0 < ρ ≤ 1`, `prior_points > 0`, all finite.
     ///
     /// # Errors

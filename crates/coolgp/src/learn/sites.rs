@@ -123,14 +123,6 @@ impl Sites {
     pub fn is_valid(&self, len: usize) -> bool {
         (1..=MAX_GROUPS).contains(&self.0.len()) && self.0.values().all(|s| s.is_valid(len))
     }
-
-    /// Largest [`Site::rel_dist`] over the groups of `other`; 1 if a group is missing here.
-    pub fn rel_dist(&self, other: &Sites) -> f64 {
-        other
-            .iter()
-            .map(|(g, o)| self.get(g).map_or(1.0, |s| s.rel_dist(o)))
-            .fold(0.0, f64::max)
-    }
 }
 
 #[cfg(test)]
