@@ -640,8 +640,49 @@ fn wait_identical_among(
     }
 }
 
+/// Six query points of the fleet-projection tests.
+fn query_points() -> Vec<Vec<f64>> {
+    (0..6)
+        .map(|k| vec![-1.5 + 0.6 * k as f64, 1.0 - 0.4 * k as f64])
+        .collect()
+}
+
 /// One node's data share: `(x, y)` rows.
 type Rows = Vec<(Vec<f64>, f64)>;
+
+/// Starts one learning node per share on `fleet` (batch 10): node i fuses with `neighbors(i)`,
+/// connects to node i−1 and gets `extra(i)`; `durable` adds a state directory with a checkpoint
+/// every 5 rounds. Returns every node's arguments (to restart one).
+fn start_learning(
+    fleet: &mut Fleet,
+    shares: &[Rows],
+    neighbors: &dyn Fn(usize) -> Vec<usize>,
+    extra: &dyn Fn(usize) -> Vec<String>,
+    durable: bool,
+) -> Vec<Vec<String>> {
+    let mut all_args = Vec::new();
+    for (i, rows) in shares.iter().enumerate() {
+        let csv = fleet.dir.join(format!("data{i}.csv"));
+        write_csv(&csv, rows);
+        let mut args = learning_args(fleet, i, &neighbors(i), 10);
+        args.extend(["--data".into(), csv.display().to_string()]);
+        if durable {
+            args.extend([
+                "--state".into(),
+                fleet.dir.join(format!("state{i}")).display().to_string(),
+                "--checkpoint-every".into(),
+                "5".into(),
+            ]);
+        }
+        args.extend(extra(i));
+        if i > 0 {
+            args.extend(["--connect".into(), endpoint(fleet.ports[i - 1])]);
+        }
+        fleet.start(args.clone());
+        all_args.push(args);
+    }
+    all_args
+}
 
 /// Three learning nodes in `--projection fleet` with `extra` flags, node i connecting to
 /// i−1 and fusing with `neighbors(i)`: once their streams end and messages settle they answer
@@ -653,35 +694,19 @@ fn fleet_survives_a_kill(
     extra: &[&str],
     points_tol: f64,
 ) -> (Fleet, Vec<Rows>, Vec<Vec<f64>>) {
-    let (n, batch) = (3, 10);
+    let n = 3;
     let shares: Vec<_> = (0..n).map(|i| make_rows(700 + i as u64, 40)).collect();
     let total_points: usize = shares.iter().map(Vec::len).sum();
-    let x: Vec<Vec<f64>> = (0..6)
-        .map(|k| vec![-1.5 + 0.6 * k as f64, 1.0 - 0.4 * k as f64])
-        .collect();
+    let x = query_points();
     let mut fleet = Fleet::new(name, n);
-    let mut all_args = Vec::new();
-    for (i, rows) in shares.iter().enumerate() {
-        let csv = fleet.dir.join(format!("data{i}.csv"));
-        write_csv(&csv, rows);
-        let mut args = learning_args(&fleet, i, &neighbors(i), batch);
-        args.extend([
-            "--data".into(),
-            csv.display().to_string(),
-            "--projection".into(),
-            "fleet".into(),
-            "--state".into(),
-            fleet.dir.join(format!("state{i}")).display().to_string(),
-            "--checkpoint-every".into(),
-            "5".into(),
-        ]);
-        args.extend(extra.iter().map(|a| a.to_string()));
-        if i > 0 {
-            args.extend(["--connect".into(), endpoint(fleet.ports[i - 1])]);
-        }
-        fleet.start(args.clone());
-        all_args.push(args);
-    }
+    let flags = |_: usize| {
+        ["--projection", "fleet"]
+            .iter()
+            .chain(extra)
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let all_args = start_learning(&mut fleet, &shares, &neighbors, &flags, true);
     fleet.connect_client();
     let before = wait_identical(&fleet, total_points, &x, points_tol);
     let st = fleet.status(0, false).expect("status");
@@ -723,16 +748,13 @@ fn fleet_projection_nodes_answer_identically_and_survive_a_kill() {
 
     // The same fleet in the paper's per-agent mode: the nodes' own q(W) differ.
     let mut fleet = Fleet::new("peragent", n);
-    for (i, rows) in shares.iter().enumerate() {
-        let csv = fleet.dir.join(format!("data{i}.csv"));
-        write_csv(&csv, rows);
-        let mut args = learning_args(&fleet, i, &path_neighbors(i, n), 10);
-        args.extend(["--data".into(), csv.display().to_string()]);
-        if i > 0 {
-            args.extend(["--connect".into(), endpoint(fleet.ports[i - 1])]);
-        }
-        fleet.start(args);
-    }
+    start_learning(
+        &mut fleet,
+        &shares,
+        &|i| path_neighbors(i, n),
+        &|_| Vec::new(),
+        false,
+    );
     fleet.connect_client();
     fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
         s.stream_ended && s.fleet_points == total_points as f64
@@ -779,37 +801,21 @@ fn projection_groups_share_q_w_within_a_group_and_fuse_q_u_across() {
     // fuses only within its group refuses a neighbour of another group.
     let _g = serial();
     let t0 = Instant::now();
-    let (n, batch) = (3, 10);
+    let n = 3;
     let shares: Vec<_> = (0..n).map(|i| make_rows(900 + i as u64, 40)).collect();
     let total_points: usize = shares.iter().map(Vec::len).sum();
-    let x: Vec<Vec<f64>> = (0..6)
-        .map(|k| vec![-1.5 + 0.6 * k as f64, 1.0 - 0.4 * k as f64])
-        .collect();
+    let x = query_points();
     let mut fleet = Fleet::new("groups", n);
-    let mut all_args = Vec::new();
-    for (i, rows) in shares.iter().enumerate() {
-        let csv = fleet.dir.join(format!("data{i}.csv"));
-        write_csv(&csv, rows);
-        let mut args = learning_args(&fleet, i, &path_neighbors(i, n), batch);
-        let group = if i == 1 { "b" } else { "a" };
-        args.extend([
-            "--data".into(),
-            csv.display().to_string(),
-            "--projection".into(),
-            "fleet".into(),
-            "--projection-group".into(),
-            group.into(),
-            "--state".into(),
-            fleet.dir.join(format!("state{i}")).display().to_string(),
-            "--checkpoint-every".into(),
-            "5".into(),
-        ]);
-        if i > 0 {
-            args.extend(["--connect".into(), endpoint(fleet.ports[i - 1])]);
-        }
-        fleet.start(args.clone());
-        all_args.push(args);
-    }
+    let group = |i: usize, extra: &[&str]| -> Vec<String> {
+        let name = if i == 1 { "b" } else { "a" };
+        ["--projection", "fleet", "--projection-group", name]
+            .iter()
+            .chain(extra)
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let path = |i| path_neighbors(i, n);
+    let all_args = start_learning(&mut fleet, &shares, &path, &|i| group(i, &[]), true);
     fleet.connect_client();
     let before = wait_identical_among(&fleet, total_points, &x, 0.0, &[0, 2]);
     let st = fleet.status(0, false).expect("status");
@@ -836,25 +842,14 @@ fn projection_groups_share_q_w_within_a_group_and_fuse_q_u_across() {
 
     // `--fuse-groups within`: node 0 (group a) refuses node 1's sums (group b).
     let mut fleet = Fleet::new("within", 2);
-    for (i, rows) in shares.iter().take(2).enumerate() {
-        let csv = fleet.dir.join(format!("data{i}.csv"));
-        write_csv(&csv, rows);
-        let mut args = learning_args(&fleet, i, &path_neighbors(i, 2), batch);
-        args.extend([
-            "--data".into(),
-            csv.display().to_string(),
-            "--projection".into(),
-            "fleet".into(),
-            "--projection-group".into(),
-            if i == 0 { "a" } else { "b" }.into(),
-            "--fuse-groups".into(),
-            "within".into(),
-        ]);
-        if i > 0 {
-            args.extend(["--connect".into(), endpoint(fleet.ports[i - 1])]);
-        }
-        fleet.start(args);
-    }
+    let within = |i| group(i, &["--fuse-groups", "within"]);
+    start_learning(
+        &mut fleet,
+        &shares[..2],
+        &|i| path_neighbors(i, 2),
+        &within,
+        false,
+    );
     fleet.connect_client();
     let sts = fleet.wait_all(
         "foreign sums to be refused",

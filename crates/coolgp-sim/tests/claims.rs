@@ -21,21 +21,36 @@ fn one_phenomenon(batches: usize, batch: usize, seed: u64) -> Workload {
         seed,
     })
     .expect("valid synthetic configuration");
+    workload(syn, false)
+}
+
+/// The workload of a synthetic draw in `d = 2`: without routing, or (`grouped`) each batch
+/// routed to its phenomenon, each phenomenon its own projection group and test set.
+fn workload(syn: coolgp_data::Synthetic, grouped: bool) -> Workload {
+    let groups = syn.test.len();
     Workload {
         d: 2,
         batches: syn
             .train_batches
             .into_iter()
-            .map(|(_, x, y)| Batch { group: None, x, y })
+            .map(|(p, x, y)| Batch {
+                group: grouped.then_some(p),
+                x,
+                y,
+            })
             .collect(),
         tests: syn
             .test
             .into_iter()
             .map(|(_, x, y)| TestSet { x, y })
             .collect(),
-        groups: 0,
-        test_by_group: false,
-        projection_groups: Vec::new(),
+        groups: if grouped { groups } else { 0 },
+        test_by_group: grouped,
+        projection_groups: if grouped {
+            (0..groups).map(|p| format!("p{p}")).collect()
+        } else {
+            Vec::new()
+        },
         y_scale: 1.0,
     }
 }
@@ -532,27 +547,7 @@ fn two_phenomena(seed: u64) -> Workload {
         seed,
     })
     .expect("valid synthetic configuration");
-    Workload {
-        d: 2,
-        batches: syn
-            .train_batches
-            .into_iter()
-            .map(|(p, x, y)| Batch {
-                group: Some(p),
-                x,
-                y,
-            })
-            .collect(),
-        tests: syn
-            .test
-            .into_iter()
-            .map(|(_, x, y)| TestSet { x, y })
-            .collect(),
-        groups: 2,
-        test_by_group: true,
-        projection_groups: vec!["p0".into(), "p1".into()],
-        y_scale: 1.0,
-    }
+    workload(syn, true)
 }
 
 #[test]

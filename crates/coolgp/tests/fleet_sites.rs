@@ -3,8 +3,11 @@
 //! Reference: spec §14 (sites, initialization, σ_s and σ_n as sites), §7 (tree messages),
 //! §9 (validation of received messages).
 
+mod common;
+
 use std::sync::Arc;
 
+use common::{lossy_round, max_rel, site_flat};
 use coolgp::faer::Mat;
 use coolgp::fuse::tree::two_pass_schedule;
 use coolgp::fuse::Mass;
@@ -66,21 +69,6 @@ fn view_of(total: Site, v: &Vocabulary) -> Site {
     total.with_pseudo(&Site::pseudo(&v.initial_projection(D), &c), &c)
 }
 
-fn max_rel(a: &[f64], b: &[f64]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
-        .fold(0.0, f64::max)
-}
-
-fn flat(s: &Site) -> Vec<f64> {
-    let mut v = s.prec.clone();
-    v.extend(&s.shift);
-    v.extend(s.hyper.to_array());
-    v.push(s.points);
-    v
-}
-
 #[test]
 fn a_fleet_with_no_data_holds_exactly_the_shared_initial_projection() {
     // Spec §14 "Initialization": the pseudo-site of q0 plus the prior counted once is q0,
@@ -122,10 +110,10 @@ fn site_sums_are_exact_over_random_trees() {
         for a in &agents {
             total.add_in_place(a.site());
         }
-        let want = flat(&view_of(total, &v));
+        let want = site_flat(&view_of(total, &v));
         let theta0 = agents[0].projection().to_flat();
         for a in &agents {
-            let got = flat(&a.fused_site());
+            let got = site_flat(&a.fused_site());
             assert!(
                 max_rel(&got, &want) <= 1e-12,
                 "seed {seed}: {:e}",
@@ -145,7 +133,7 @@ fn site_sums_are_exact_over_random_trees() {
             }
             assert!(late
                 .iter()
-                .any(|a| max_rel(&flat(&a.fused_site()), &want) > 1e-6));
+                .any(|a| max_rel(&site_flat(&a.fused_site()), &want) > 1e-6));
         }
     }
 }
@@ -183,7 +171,7 @@ fn two_pass_and_rounds_give_the_same_fleet() {
 fn assert_same_models(a: &[Agent], b: &[Agent], site_tol: f64, pred_tol: f64) {
     let x = Mat::from_fn(5, D, |i, j| (i as f64 - j as f64 * 0.7).cos());
     for (a, b) in a.iter().zip(b) {
-        let e = max_rel(&flat(&a.fused_site()), &flat(&b.fused_site()));
+        let e = max_rel(&site_flat(&a.fused_site()), &site_flat(&b.fused_site()));
         assert!(e <= site_tol, "agent {}: sites off by {e:e}", a.id());
         let (pa, pb) = (
             a.predict(x.as_ref(), View::Fused).expect("predict"),
@@ -208,7 +196,7 @@ fn site_only_messages_fuse_the_sites_and_leave_q_u_alone() {
         }
         memory::deliver_all(&mut agents).expect("valid");
     }
-    let want = flat(&view_of(
+    let want = site_flat(&view_of(
         {
             let mut t = agents[0].site().clone();
             t.add_in_place(agents[1].site());
@@ -218,7 +206,7 @@ fn site_only_messages_fuse_the_sites_and_leave_q_u_alone() {
         &v,
     ));
     for a in &agents {
-        assert!(max_rel(&flat(&a.fused_site()), &want) <= 1e-12);
+        assert!(max_rel(&site_flat(&a.fused_site()), &want) <= 1e-12);
     }
     // q(u) was not exchanged: agent 1 has no data and no q(u) message.
     assert_eq!(agents[1].fleet_points(), 0.0);
@@ -391,27 +379,6 @@ fn ps_cfg(agents: usize) -> AgentConfig {
     }
 }
 
-/// One round with seeded loss: every agent ticks, each message is dropped with probability
-/// `p`, and every delivered message must be accepted.
-fn lossy_round(agents: &mut [Agent], rng: &mut Rng, p: f64) {
-    for a in agents.iter_mut() {
-        a.handle_tick();
-    }
-    let msgs: Vec<_> = agents
-        .iter_mut()
-        .flat_map(|a| std::iter::from_fn(|| a.poll_transmit()).collect::<Vec<_>>())
-        .collect();
-    for msg in msgs {
-        if rng.uniform() < p {
-            continue;
-        }
-        let to = msg.header.receiver as usize;
-        agents[to]
-            .handle_message(msg)
-            .expect("a valid running total");
-    }
-}
-
 /// `Σ_i s_i` and `Σ_i E_i` of a fleet.
 fn fleet_sums(agents: &[Agent], m: usize) -> (Site, Excess) {
     let mut site = Site::zeros(agents[0].site().len());
@@ -427,7 +394,7 @@ fn fleet_sums(agents: &[Agent], m: usize) -> (Site, Excess) {
 fn worst_site_err(agents: &[Agent], want: &[f64]) -> f64 {
     agents
         .iter()
-        .map(|a| max_rel(&flat(&a.fused_site()), want))
+        .map(|a| max_rel(&site_flat(&a.fused_site()), want))
         .fold(0.0, f64::max)
 }
 
@@ -449,7 +416,7 @@ fn site_sums_are_exact_over_push_sum_with_30_percent_loss() {
             lossy_round(&mut agents, &mut loss, 0.3);
         }
         let (early, _) = fleet_sums(&agents, v.m());
-        let after_10 = worst_site_err(&agents, &flat(&view_of(early, &v)));
+        let after_10 = worst_site_err(&agents, &site_flat(&view_of(early, &v)));
         // New blocks mid-fusion: the own sites change and the differences enter the masses.
         feed(&mut agents[1], &mut data, 2);
         feed(&mut agents[n - 1], &mut data, 1);
@@ -458,7 +425,7 @@ fn site_sums_are_exact_over_push_sum_with_30_percent_loss() {
         }
         let (total, excess) = fleet_sums(&agents, v.m());
         let points = total.points;
-        let want = flat(&view_of(total, &v));
+        let want = site_flat(&view_of(total, &v));
         let worst = worst_site_err(&agents, &want);
         assert!(worst <= 1e-9, "{name}: site sums off by {worst:e}");
         assert!(

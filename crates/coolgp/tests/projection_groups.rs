@@ -2,10 +2,13 @@
 //! learn one q(W), σ_s, σ_n from their group's site sums, while q(u) is fused across groups.
 //! Reference: spec §14 (sites), §7 (tree messages, push-sum), §9 (validation).
 
+mod common;
+
 use std::sync::Arc;
 
+use common::{lossy_round, mat_flat, max_rel, site_flat};
 use coolgp::faer::Mat;
-use coolgp::learn::{group_id, GroupId, Site, SiteConfig, Sites};
+use coolgp::learn::{group_id, GroupId, SiteConfig, Sites};
 use coolgp::protocol::{memory, RejectReason};
 use coolgp::rng::Rng;
 use coolgp::{Agent, AgentConfig, Excess, FusionRule, ProjectionMode, Topology, View, Vocabulary};
@@ -67,28 +70,6 @@ fn feed(a: &mut Agent, rng: &mut Rng, k: usize, group_b: bool) {
     }
 }
 
-fn max_rel(a: &[f64], b: &[f64]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
-        .fold(0.0, f64::max)
-}
-
-/// Every entry of a matrix, column by column.
-fn entries(m: &Mat<f64>) -> Vec<f64> {
-    (0..m.ncols())
-        .flat_map(|j| m.col_as_slice(j).to_vec())
-        .collect()
-}
-
-fn flat(s: &Site) -> Vec<f64> {
-    let mut v = s.prec.clone();
-    v.extend(&s.shift);
-    v.extend(s.hyper.to_array());
-    v.push(s.points);
-    v
-}
-
 /// `Σ_{i in g} s_i` for every group.
 fn group_sums(agents: &[Agent]) -> Sites {
     let mut s = Sites::default();
@@ -125,7 +106,10 @@ fn each_group_learns_from_its_own_sites_and_q_u_is_fused_across_groups_exactly()
         for a in &agents {
             let got = a.fused_sites();
             for (g, s) in want.iter() {
-                let err = max_rel(&flat(got.get(g).expect("group present")), &flat(s));
+                let err = max_rel(
+                    &site_flat(got.get(g).expect("group present")),
+                    &site_flat(s),
+                );
                 assert!(err <= 1e-12, "seed {seed}: group sums off by {err:e}");
             }
         }
@@ -150,7 +134,7 @@ fn each_group_learns_from_its_own_sites_and_q_u_is_fused_across_groups_exactly()
         for a in &agents {
             let tg = a.natural_params_of(&e_sum);
             let got = a.natural_params(View::Fused);
-            let err = max_rel(&entries(&got.t1), &entries(&tg.t1)).max(max_rel(&got.t2, &tg.t2));
+            let err = max_rel(&mat_flat(&got.t1), &mat_flat(&tg.t1)).max(max_rel(&got.t2, &tg.t2));
             assert!(err <= 1e-10, "seed {seed}: fused q(u) off by {err:e}");
         }
     }
@@ -182,7 +166,7 @@ fn the_own_excess_is_in_the_groups_current_scales() {
         let got = a.own_excess();
         assert!(max_rel(&got.d2, &want.d2) <= 1e-12);
         assert!(
-            max_rel(&entries(&got.d1), &entries(&want.d1)) <= 1e-12,
+            max_rel(&mat_flat(&got.d1), &mat_flat(&want.d1)) <= 1e-12,
             "E_i is not in the group's scales"
         );
     }
@@ -253,26 +237,16 @@ fn group_sums_are_exact_over_push_sum_with_loss() {
         if round == 50 {
             feed(&mut agents[3], &mut rng, 2, true);
         }
-        for a in agents.iter_mut() {
-            a.handle_tick();
-        }
-        let msgs: Vec<_> = agents
-            .iter_mut()
-            .flat_map(|a| std::iter::from_fn(|| a.poll_transmit()).collect::<Vec<_>>())
-            .collect();
-        for msg in msgs {
-            if loss.uniform() < 0.3 {
-                continue;
-            }
-            let to = msg.header.receiver as usize;
-            agents[to].handle_message(msg).expect("valid running total");
-        }
+        lossy_round(&mut agents, &mut loss, 0.3);
     }
     let want = group_sums(&agents);
     for a in &agents {
         let got = a.fused_sites();
         for (g, s) in want.iter() {
-            let err = max_rel(&flat(got.get(g).expect("group present")), &flat(s));
+            let err = max_rel(
+                &site_flat(got.get(g).expect("group present")),
+                &site_flat(s),
+            );
             assert!(err <= 1e-9, "push-sum group sums off by {err:e}");
         }
     }

@@ -2,8 +2,11 @@
 #![allow(dead_code)]
 
 use coolgp::faer::Mat;
+use coolgp::learn::Site;
 use coolgp::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
 use coolgp::model::{Excess, NaturalParams, Projection, Vocabulary};
+use coolgp::rng::Rng;
+use coolgp::Agent;
 use serde_json::Value;
 
 /// Loads `tests/vectors/NAME`.
@@ -106,4 +109,42 @@ pub fn block(rng: &mut coolgp::rng::Rng, n: usize, d: usize) -> (Mat<f64>, Vec<f
         .map(|i| (x[(i, 0)] + 0.5 * x[(i, d - 1)]).sin() + 0.1 * rng.normal())
         .collect();
     (x, y)
+}
+
+/// Largest entrywise `|a − b| / max(|b|, 1)`.
+pub fn max_rel(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
+        .fold(0.0, f64::max)
+}
+
+/// Every number of a site in wire order: Λ, λ, A, B, YY, N, points.
+pub fn site_flat(s: &Site) -> Vec<f64> {
+    let mut v = s.prec.clone();
+    v.extend(&s.shift);
+    v.extend(s.hyper.to_array());
+    v.push(s.points);
+    v
+}
+
+/// One round with seeded loss: every agent ticks, each message is dropped with probability
+/// `p`, and every delivered message must be accepted.
+pub fn lossy_round(agents: &mut [Agent], rng: &mut Rng, p: f64) {
+    for a in agents.iter_mut() {
+        a.handle_tick();
+    }
+    let msgs: Vec<_> = agents
+        .iter_mut()
+        .flat_map(|a| std::iter::from_fn(|| a.poll_transmit()).collect::<Vec<_>>())
+        .collect();
+    for msg in msgs {
+        if rng.uniform() < p {
+            continue;
+        }
+        let to = msg.header.receiver as usize;
+        agents[to]
+            .handle_message(msg)
+            .expect("a valid running total");
+    }
 }
