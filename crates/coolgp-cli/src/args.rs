@@ -85,6 +85,12 @@ pub struct SimArgs {
     /// 1 − (1−ρ)^k ≲ 0.5 for k blocks per agent between site fusions).
     #[arg(long)]
     pub site_damping: Option<f64>,
+    /// Fleet projection only: ρ_f ∈ [0, 1), the damping per block of one learner with the
+    /// fleet's data (default 0.01, the central learner's; 0: off). A site step's rate is at
+    /// least 1 − (1 − ρ_f)^(blocks the fleet's fused points grew by since the agent's previous
+    /// step), so an agent with few blocks in a long stream keeps no stale targets.
+    #[arg(long)]
+    pub site_fleet_damping: Option<f64>,
     /// Fleet projection only: N0, the scale of the shared initial q(W)'s pseudo-site, whose
     /// weight fades as exp(−N/N0) with the fleet's N data points (default 2000).
     #[arg(long)]
@@ -146,6 +152,13 @@ pub struct SimArgs {
     #[arg(long)]
     #[serde(default)]
     pub no_learn: bool,
+    /// Fleet projection under the tree rule: no warm-up q(u) fusions. By default q(u) also
+    /// fuses before its first regular fusion each time the stream has doubled since the first
+    /// site fusion (1%, 2%, 4%, 8% of the stream at the default schedule), so the early site
+    /// steps are taken against a fleet q(u) rather than each agent's own few points.
+    #[arg(long)]
+    #[serde(default)]
+    pub no_fuse_warmup: bool,
     /// Read flags from a TOML file (keys are the flag names); flags given here override it.
     #[arg(long)]
     #[serde(skip)]
@@ -188,6 +201,7 @@ impl SimArgs {
             projection_group,
             fuse_groups,
             site_damping,
+            site_fleet_damping,
             site_prior_points,
             scale_prior_points,
             topology,
@@ -207,6 +221,7 @@ impl SimArgs {
         self.no_central |= file.no_central;
         self.no_baselines |= file.no_baselines;
         self.no_learn |= file.no_learn;
+        self.no_fuse_warmup |= file.no_fuse_warmup;
         Ok(self)
     }
 
@@ -283,22 +298,20 @@ pub fn sim_config(a: &SimArgs, n_batches: usize, groups: Option<usize>) -> Resul
             .parse()
             .map_err(anyhow::Error::msg)?,
         // A fleet of one is the central learner: its default damping is the central's.
-        site: site_config(
-            a.site_damping
+        fuse_warmup: !a.no_fuse_warmup,
+        site: site_config(coolgp::learn::SiteOptions {
+            damping: a
+                .site_damping
                 .or((agents == 1).then_some(SimConfig::default().central_damping)),
-            a.site_prior_points,
-            a.scale_prior_points,
-        )?,
+            fleet_damping: a.site_fleet_damping,
+            prior_points: a.site_prior_points,
+            scale_prior_points: a.scale_prior_points,
+        })?,
         ..SimConfig::default()
     })
 }
 
 /// The fleet projection's site update from the flags (defaults: [`SiteConfig::default`]).
-pub fn site_config(
-    damping: Option<f64>,
-    prior_points: Option<f64>,
-    scale_prior_points: Option<f64>,
-) -> Result<coolgp::learn::SiteConfig> {
-    coolgp::learn::SiteConfig::from_options(damping, prior_points, scale_prior_points)
-        .map_err(anyhow::Error::msg)
+pub fn site_config(o: coolgp::learn::SiteOptions) -> Result<coolgp::learn::SiteConfig> {
+    coolgp::learn::SiteConfig::from_options(o).map_err(anyhow::Error::msg)
 }

@@ -176,6 +176,14 @@ pub struct AgentMeta {
     /// Fleet projection: damping ρ, N0 and N_h of the site update.
     #[serde(default)]
     pub site: Option<[f64; 3]>,
+    /// Fleet projection: the site update's fleet damping ρ_f (`None`: a checkpoint written
+    /// before it existed, restored with ρ_f = 0, the rate it was written under).
+    #[serde(default)]
+    pub site_fleet_damping: Option<f64>,
+    /// Fleet projection: the fleet's points at the last site step (`None`: written before the
+    /// clock existed, restored as 0; unused there, since such a checkpoint's ρ_f is 0).
+    #[serde(default)]
+    pub site_clock: Option<f64>,
     /// Inbox entries carrying site sums (fleet projection).
     #[serde(default)]
     pub inbox_sites: Vec<u64>,
@@ -425,6 +433,8 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
             s.config.site.prior_points,
             s.config.site.scale_prior_points,
         ]),
+        site_fleet_damping: fleet.then_some(s.config.site.fleet_damping),
+        site_clock: fleet.then_some(s.site_clock),
         inbox_sites,
         group: s.config.group,
         site_groups: std::mem::take(&mut t.1),
@@ -770,6 +780,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
             site: match a.site {
                 Some([damping, prior_points, scale_prior_points]) => SiteConfig {
                     damping,
+                    fleet_damping: a.site_fleet_damping.unwrap_or(0.0),
                     prior_points,
                     scale_prior_points,
                 },
@@ -804,6 +815,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
         } else {
             Site::zeros(0)
         },
+        site_clock: a.site_clock.unwrap_or(0.0),
     };
     Ok(Checkpoint {
         meta,

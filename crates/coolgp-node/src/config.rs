@@ -101,6 +101,12 @@ pub struct NodeArgs {
     /// Fleet projection: damping ρ ∈ (0, 1] of the site steps [default: 0.3].
     #[arg(long)]
     pub site_damping: Option<f64>,
+    /// Fleet projection: ρ_f ∈ [0, 1), the damping per block of one learner with the fleet's
+    /// data; a site step's rate is at least 1 − (1 − ρ_f)^(blocks the fleet's fused points grew
+    /// by since the node's previous step), so old targets fade as fast as that learner's
+    /// [default: 0.01; 0: off].
+    #[arg(long)]
+    pub site_fleet_damping: Option<f64>,
     /// Fleet projection: N0, the scale of the shared initial q(W)'s pseudo-site, whose weight
     /// fades as exp(−N/N0) with the fleet's N points [default: 2000].
     #[arg(long)]
@@ -238,6 +244,7 @@ struct NodeFile {
     projection_group: Option<String>,
     fuse_groups: Option<String>,
     site_damping: Option<f64>,
+    site_fleet_damping: Option<f64>,
     site_prior_points: Option<f64>,
     scale_prior_points: Option<f64>,
     mode: Option<String>,
@@ -460,11 +467,12 @@ impl NodeArgs {
                 )))
             }
         };
-        let site = coolgp::learn::SiteConfig::from_options(
-            self.site_damping.or(f.site_damping),
-            self.site_prior_points.or(f.site_prior_points),
-            self.scale_prior_points.or(f.scale_prior_points),
-        )
+        let site = coolgp::learn::SiteConfig::from_options(coolgp::learn::SiteOptions {
+            damping: self.site_damping.or(f.site_damping),
+            fleet_damping: self.site_fleet_damping.or(f.site_fleet_damping),
+            prior_points: self.site_prior_points.or(f.site_prior_points),
+            scale_prior_points: self.scale_prior_points.or(f.scale_prior_points),
+        })
         .map_err(NodeError::Config)?;
         let projection_group = self.projection_group.or(f.projection_group);
         if projection_group.is_some() && projection != ProjectionMode::Fleet {

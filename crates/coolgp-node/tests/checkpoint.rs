@@ -200,3 +200,32 @@ fn fleet_push_sum() {
         ..AgentConfig::default()
     });
 }
+
+#[test]
+fn a_fleet_checkpoint_keeps_the_site_clock_and_older_metadata_still_parses() {
+    // The fleet damping's clock (SiteConfig::fleet_damping) is node state: it is written and
+    // read back; metadata written before it existed parses with neither field (restored with
+    // ρ_f = 0, the rule such a checkpoint was written under).
+    let vocab = Arc::new(Vocabulary::default_design(8, 2, 3).expect("vocab"));
+    let cfg = AgentConfig {
+        projection: coolgp::ProjectionMode::Fleet,
+        ..AgentConfig::default()
+    };
+    let agent = trained(cfg, &vocab);
+    let mut m = meta(&vocab, agent.id());
+    let bytes = checkpoint::to_bytes(&agent, &mut m).expect("serialize");
+    let clock = agent.snapshot().site_clock;
+    assert!(clock > 0.0, "the agent took site steps: {clock}");
+    assert_eq!(m.agent.site_clock, Some(clock));
+    assert_eq!(
+        m.agent.site_fleet_damping,
+        Some(coolgp::learn::SiteConfig::default().fleet_damping)
+    );
+    let cp = checkpoint::from_bytes("mem".as_ref(), &bytes, &vocab, 3).expect("load");
+    assert_eq!(cp.snapshot.site_clock, clock);
+    let mut old = serde_json::to_value(&m.agent).expect("json");
+    let obj = old.as_object_mut().expect("object");
+    assert!(obj.remove("site_clock").is_some() && obj.remove("site_fleet_damping").is_some());
+    let parsed: checkpoint::AgentMeta = serde_json::from_value(old).expect("older metadata");
+    assert_eq!((parsed.site_clock, parsed.site_fleet_damping), (None, None));
+}

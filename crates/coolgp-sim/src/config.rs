@@ -204,6 +204,11 @@ pub struct SimConfig {
     /// stream or every round of blocks — `agents` batches — whichever is sooner). Under
     /// push-sum, whose rounds carry q(u) and the sites together, q(u) fuses this often too.
     pub site_every: Option<usize>,
+    /// Fleet projection mode under the tree rule: warm-up q(u) fusions before the first
+    /// regular one, each time the stream has doubled since the first site fusion (at the
+    /// default schedules 1%, 2%, 4% and 8% of the stream: four more q(u) fusions). Early site
+    /// steps are then taken against a fleet q(u), not each agent's own few points.
+    pub fuse_warmup: bool,
     /// Fleet projection mode: the agents' site update (spec §14).
     pub site: SiteConfig,
     /// Fleet projection mode: damping ρ of the central learner's site steps (spec §14: about
@@ -212,8 +217,6 @@ pub struct SimConfig {
     /// With projection groups in the workload: fuse q(u) across them or only within each.
     pub fuse_groups: FuseGroups,
 }
-
-impl SimConfig {}
 
 impl Default for SimConfig {
     fn default() -> Self {
@@ -239,6 +242,7 @@ impl Default for SimConfig {
             adam: AdamConfig::default(),
             shuffle: true,
             site_every: None,
+            fuse_warmup: true,
             site: SiteConfig::default(),
             central_damping: 0.01,
             fuse_groups: FuseGroups::Across,

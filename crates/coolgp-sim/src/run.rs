@@ -171,6 +171,8 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             ..agent_cfg(usize::MAX - 1)
         };
         c.site.damping = cfg.central_damping;
+        // One learner sees every block: its own damping is the whole rule.
+        c.site.fleet_damping = 0.0;
         Some(Agent::new(u64::MAX, vocab.clone(), d, c)?)
     } else {
         None
@@ -224,8 +226,16 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     let mut points = 0;
     let curve_ids: Vec<usize> = spaced(cfg.agents, cfg.curve_agents);
     let mut phases = Phases::default();
+    // Warm-up q(u) fusions of a tree fleet's sites (SimConfig::fuse_warmup): before the first
+    // regular fusion, each time the stream has doubled since the first site fusion.
+    let warmup = cfg.fuse_warmup && sites_apart && rule == FusionRule::Tree;
     while done < total {
-        let end = (done + chunk).min(total);
+        let end = if warmup && done < chunk {
+            (2 * done).max(site_chunk).min(chunk)
+        } else {
+            done + chunk
+        }
+        .min(total);
         points += order[done..end]
             .iter()
             .map(|&b| work.batches[b].y.len())

@@ -482,6 +482,38 @@ fn fleet_projection_fuses_exactly_and_helps_a_fleet_on_one_phenomenon() {
 }
 
 #[test]
+fn a_tree_fleet_fuses_q_u_as_the_stream_doubles_before_its_first_regular_fusion() {
+    // SimConfig::fuse_warmup: sites every batch here (min(1% of 48, 8 agents) = 1 batch), q(u)
+    // every 12; the warm-up adds q(u) fusions (each a learning-curve point) at 1, 2, 4, 8.
+    let w = one_phenomenon(48, 10, 6);
+    let at = |cfg: &SimConfig| -> Vec<usize> {
+        quiet_run(cfg, &w)
+            .curves
+            .iter()
+            .map(|c| c.batches)
+            .collect()
+    };
+    assert_eq!(at(&fleet_sim(8)), vec![1, 2, 4, 8, 12, 24, 36, 48]);
+    let off = SimConfig {
+        fuse_warmup: false,
+        ..fleet_sim(8)
+    };
+    assert_eq!(at(&off), vec![12, 24, 36, 48]);
+    // Only the fleet mode under the tree rule warms up: per-agent and push-sum fleets do not.
+    let per_agent = SimConfig {
+        projection: coolgp::ProjectionMode::PerAgent,
+        ..fleet_sim(8)
+    };
+    assert_eq!(at(&per_agent), vec![12, 24, 36, 48]);
+    let push = SimConfig {
+        topology: TopologyKind::Ring,
+        fusion: FusionChoice::PushSum,
+        ..fleet_sim(8)
+    };
+    assert_eq!(at(&push), vec![12, 24, 36, 48]);
+}
+
+#[test]
 fn fleet_projection_runs_on_a_lossy_ring_with_push_sum() {
     // Spec §14 under push-sum: the sites ride in every push-sum round; each fusion runs until
     // the q(u) and site estimates settle, so every agent ends with the same fused model.

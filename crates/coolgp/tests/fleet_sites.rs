@@ -32,6 +32,7 @@ fn cfg() -> AgentConfig {
             damping: 0.3,
             prior_points: 50.0,
             scale_prior_points: 50.0,
+            ..SiteConfig::default()
         },
         ..AgentConfig::default()
     }

@@ -26,6 +26,7 @@ fn cfg(group: Option<GroupId>) -> AgentConfig {
             damping: 0.3,
             prior_points: 50.0,
             scale_prior_points: 50.0,
+            ..SiteConfig::default()
         },
         group,
         ..AgentConfig::default()

@@ -12,7 +12,7 @@ use faer::{Mat, MatRef};
 pub use adam::{Adam, AdamConfig};
 pub use elbo::{block_loglik_grad, stochastic_objective, BlockElbo};
 pub use importance::{ImportanceCache, IsDiagnostics, IsNormalization};
-pub use site::{HyperStats, Site, SiteConfig};
+pub use site::{HyperStats, Site, SiteConfig, SiteOptions};
 pub use sites::{group_id, GroupId, Sites, MAX_GROUPS, UNGROUPED};
 
 use crate::model::psi::{accumulate_block, PsiWorkspace, UnitStats};

@@ -19,8 +19,10 @@
 //! σ_s, σ_n enter as a fixed pseudo-site of `N_h` points (a conjugate-style prior counted once,
 //! never forgotten): measured on the airline stream, it keeps the frozen q(u) statistics and
 //! the scales consistent while q(u) is still weak (EXPERIMENTS.md). Each agent's site is the running mean of its block targets
-//! for its first `1/ρ` blocks, then their exponential average with rate ρ (`r_k = max(1/k, ρ)`:
-//! no start-up bias). Each site carries its raw point count so `N` is itself a sum. A fleet
+//! for its first `1/ρ` blocks, then their exponential average with rate ρ — or faster, when
+//! the fleet's data have grown by many blocks since the agent's previous step:
+//! `r_k = max(1/k, ρ, 1 − (1 − ρ_f)^{ΔN/n})` ([`SiteConfig::rate`]; improved on spec §14,
+//! where an agent with a few blocks in a long stream kept its first, stale targets to the end). Each site carries its raw point count so `N` is itself a sum. A fleet
 //! with no data holds exactly q0; no agent needs to know the fleet's size.
 //!
 //! ```text
@@ -109,6 +111,13 @@ pub struct SiteConfig {
     /// k-th block: about 0.3 in a fleet whose sites fuse every round (or every 1% of the
     /// stream); about 0.01 for one learner alone.
     pub damping: f64,
+    /// ρ_f: the damping per block of one learner holding the fleet's data (the central
+    /// learner's, 0.01). An agent's rate is at least `1 − (1 − ρ_f)^{ΔN/n}`, `ΔN` the growth
+    /// of its group's fused points since its previous site step and `n` the block's rows
+    /// ([`SiteConfig::rate`]): the fleet's sum of sites then forgets an old block target about
+    /// as fast as that one learner would, so an agent with few blocks keeps no stale targets.
+    /// 0 turns this floor off (spec §14 as written).
+    pub fleet_damping: f64,
     /// `N0`: the scale of the q0(W) pseudo-site's weight `exp(−N/N0)`.
     pub prior_points: f64,
     /// `N_h`: pseudo-points of q0's σ_s, σ_n (a fixed prior on the scales).
@@ -119,10 +128,25 @@ impl Default for SiteConfig {
     fn default() -> Self {
         Self {
             damping: 0.3,
+            fleet_damping: 0.01,
             prior_points: 2000.0,
             scale_prior_points: 100_000.0,
         }
     }
+}
+
+/// The site settings as given on a command line or in a node's configuration file: `None`
+/// takes the default ([`SiteConfig::default`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SiteOptions {
+    /// [`SiteConfig::damping`].
+    pub damping: Option<f64>,
+    /// [`SiteConfig::fleet_damping`].
+    pub fleet_damping: Option<f64>,
+    /// [`SiteConfig::prior_points`].
+    pub prior_points: Option<f64>,
+    /// [`SiteConfig::scale_prior_points`].
+    pub scale_prior_points: Option<f64>,
 }
 
 impl SiteConfig {
@@ -131,19 +155,36 @@ impl SiteConfig {
     ///
     /// # Errors
     /// A message naming the bad value.
-    pub fn from_options(
-        damping: Option<f64>,
-        prior_points: Option<f64>,
-        scale_prior_points: Option<f64>,
-    ) -> Result<Self, String> {
+    pub fn from_options(o: SiteOptions) -> Result<Self, String> {
         let d = Self::default();
         let c = Self {
-            damping: damping.unwrap_or(d.damping),
-            prior_points: prior_points.unwrap_or(d.prior_points),
-            scale_prior_points: scale_prior_points.unwrap_or(d.scale_prior_points),
+            damping: o.damping.unwrap_or(d.damping),
+            fleet_damping: o.fleet_damping.unwrap_or(d.fleet_damping),
+            prior_points: o.prior_points.unwrap_or(d.prior_points),
+            scale_prior_points: o.scale_prior_points.unwrap_or(d.scale_prior_points),
         };
         c.validate()?;
         Ok(c)
+    }
+
+    /// The rate `r` of the agent's `k`-th site step `s ← (1−r)s + r·target`, when its group's
+    /// fused points grew by `fleet_blocks` blocks' worth since its previous step:
+    ///
+    /// ```text
+    /// r = max(1/k, ρ, 1 − (1 − ρ_f)^fleet_blocks)
+    /// ```
+    ///
+    /// `1/k` is the running mean of the first targets (no start-up bias), ρ the agent's own
+    /// damping, the last term the fleet's forgetting ([`SiteConfig::fleet_damping`]).
+    /// `fleet_blocks` counts at least the agent's own block (1); at 1 the last term is ρ_f
+    /// exactly, so a fleet of one with `ρ = ρ_f` steps bit for bit like the central learner.
+    pub fn rate(&self, k: u64, fleet_blocks: f64) -> f64 {
+        let fleet = if fleet_blocks > 1.0 {
+            1.0 - (1.0 - self.fleet_damping).powf(fleet_blocks)
+        } else {
+            self.fleet_damping
+        };
+        (1.0 / k.max(1) as f64).max(self.damping).max(fleet)
     }
 
     /// Checks the ranges: `0 < ρ ≤ 1`, `prior_points > 0`, all finite.
@@ -155,6 +196,12 @@ impl SiteConfig {
             return Err(format!(
                 "site damping must be in (0, 1], got {}",
                 self.damping
+            ));
+        }
+        if !(self.fleet_damping >= 0.0 && self.fleet_damping < 1.0) {
+            return Err(format!(
+                "site fleet damping must be in [0, 1), got {}",
+                self.fleet_damping
             ));
         }
         if !(self.scale_prior_points > 0.0 && self.scale_prior_points.is_finite()) {
@@ -406,6 +453,53 @@ mod tests {
         assert!(s.projection(2, 2).is_none(), "negative precision");
         s.prec[1] = f64::NAN;
         assert!(s.projection(2, 2).is_none());
+    }
+
+    #[test]
+    fn the_rate_is_the_running_mean_then_the_damping_or_the_fleets_forgetting() {
+        let cfg = SiteConfig::default();
+        // First blocks: the running mean (no start-up bias).
+        assert_eq!(cfg.rate(1, 1.0), 1.0);
+        assert_eq!(cfg.rate(2, 1.0), 0.5);
+        // Later, with the fleet grown by a few blocks only: the agent's own damping.
+        assert_eq!(cfg.rate(10, 5.0), cfg.damping);
+        // The fleet grew by 1,000 blocks since this agent's previous step: one learner with
+        // damping ρ_f would have kept (1 − ρ_f)^1000 of that target.
+        let want = 1.0 - (1.0 - cfg.fleet_damping).powf(1000.0);
+        assert!((cfg.rate(10, 1000.0) - want).abs() < 1e-15);
+        assert!(want > 0.99 && want < 1.0);
+        // A fleet of one at ρ = ρ_f steps exactly like one learner: max(1/k, ρ).
+        let one = SiteConfig {
+            damping: 0.01,
+            ..SiteConfig::default()
+        };
+        assert_eq!(one.rate(500, 1.0), 0.01);
+        assert_eq!(one.rate(50, 1.0), 1.0 / 50.0);
+        // ρ_f = 0 turns the fleet term off.
+        let off = SiteConfig {
+            fleet_damping: 0.0,
+            ..SiteConfig::default()
+        };
+        assert_eq!(off.rate(10, 1e6), off.damping);
+    }
+
+    #[test]
+    fn site_options_fill_defaults_and_name_the_bad_value() {
+        let c = SiteConfig::from_options(SiteOptions {
+            fleet_damping: Some(0.05),
+            ..SiteOptions::default()
+        })
+        .expect("valid");
+        assert_eq!(c.fleet_damping, 0.05);
+        assert_eq!(c.damping, SiteConfig::default().damping);
+        for bad in [-0.1, 1.0, f64::NAN] {
+            let e = SiteConfig::from_options(SiteOptions {
+                fleet_damping: Some(bad),
+                ..SiteOptions::default()
+            })
+            .expect_err("out of range");
+            assert!(e.contains("fleet damping"), "{e}");
+        }
     }
 
     #[test]

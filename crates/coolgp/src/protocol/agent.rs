@@ -185,6 +185,9 @@ pub struct Agent {
     pub(crate) learner: Learner,
     pub(crate) n_own: usize,
     pub(crate) blocks: u64,
+    /// The fleet's points (own group's fused sums, this agent's current count) at the last
+    /// site step: the clock of [`SiteConfig::fleet_damping`].
+    pub(crate) site_clock: f64,
     pub(crate) version: u64,
     pub(crate) round: u64,
     pub(crate) neighbors: BTreeSet<AgentId>,
@@ -304,6 +307,7 @@ impl Agent {
             learner,
             n_own: 0,
             blocks: 0,
+            site_clock: 0.0,
             version: 0,
             round: 0,
             neighbors: BTreeSet::new(),
@@ -648,8 +652,13 @@ impl Agent {
         if !target.is_valid(self.site.len()) {
             return self.push_event(Event::StepSkipped { reason: "site" });
         }
-        // Running mean of the targets for the first 1/ρ blocks, then the damped average.
-        let rate = (1.0 / self.blocks.max(1) as f64).max(self.config.site.damping);
+        // Running mean of the targets for the first 1/ρ blocks, then the damped average, at
+        // least as fast as one learner with the fleet's data would forget (SiteConfig::rate).
+        let n = y.len() as f64;
+        let clock = self.fused_site().points - self.site.points + self.n_own as f64;
+        let fleet_blocks = ((clock - self.site_clock) / n).max(1.0);
+        self.site_clock = clock;
+        let rate = self.config.site.rate(self.blocks, fleet_blocks);
         let push = matches!(self.config.fusion, FusionRule::PushSum { .. });
         let old = push.then(|| self.site.clone());
         self.site.damp_toward(&target, rate);

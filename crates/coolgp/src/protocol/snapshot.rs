@@ -70,6 +70,8 @@ pub struct AgentSnapshot {
     pub last_round: BTreeMap<AgentId, u64>,
     /// Own site of the fleet's q(W) (fleet projection mode; empty otherwise).
     pub site: Site,
+    /// The fleet's points at the last site step ([`crate::learn::SiteConfig::fleet_damping`]).
+    pub site_clock: f64,
 }
 
 impl Agent {
@@ -110,6 +112,7 @@ impl Agent {
             push_pending: self.pushsum.pending.clone(),
             last_round: self.last_round.clone(),
             site: self.site.clone(),
+            site_clock: self.site_clock,
         }
     }
 
@@ -175,6 +178,7 @@ impl Agent {
         agent.learner = s.learner;
         agent.n_own = s.n_own;
         agent.blocks = s.blocks;
+        agent.site_clock = s.site_clock;
         agent.version = s.version;
         agent.round = s.round;
         agent.neighbors = s.neighbors.into_iter().collect::<BTreeSet<_>>();
@@ -211,6 +215,12 @@ impl Agent {
                 return Err(Error::InvalidConfig(
                     "snapshot site sums: wrong length, negative precision or non-finite".into(),
                 ));
+            }
+            if !(s.site_clock.is_finite() && s.site_clock >= 0.0) {
+                return Err(Error::InvalidConfig(format!(
+                    "snapshot site clock must be finite and >= 0, got {}",
+                    s.site_clock
+                )));
             }
             agent.site = s.site;
         }
