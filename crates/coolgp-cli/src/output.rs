@@ -71,14 +71,27 @@ pub fn write_run(dir: &Path, report: &Report, title: &str, extra: serde_json::Va
             points: xs(&|c| c.rmse_central),
         });
     }
+    // The server baselines are fitted once, on the whole stream: without curve values they are
+    // drawn as a flat reference line at their final RMSE (so the legend never names a series
+    // that is not drawn).
+    let reference = |points: Vec<(f64, f64)>, last: Option<f64>| -> Vec<(f64, f64)> {
+        match last {
+            Some(v) if points.iter().all(|p| p.1.is_nan()) => {
+                let x0 = points.first().map_or(0.0, |p| p.0);
+                let x1 = points.last().map_or(0.0, |p| p.0);
+                vec![(x0, v), (x1, v)]
+            }
+            _ => points,
+        }
+    };
     if report.rmse_ddtc.is_some() {
         series.push(Series {
             label: "dDTC (server)".into(),
-            points: xs(&|c| c.rmse_ddtc),
+            points: reference(xs(&|c| c.rmse_ddtc), report.rmse_ddtc),
         });
         series.push(Series {
             label: "dPITC (server)".into(),
-            points: xs(&|c| c.rmse_dpitc),
+            points: reference(xs(&|c| c.rmse_dpitc), report.rmse_dpitc),
         });
     }
     plot::lines(
