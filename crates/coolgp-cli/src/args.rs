@@ -91,6 +91,11 @@ pub struct SimArgs {
     /// step), so an agent with few blocks in a long stream keeps no stale targets.
     #[arg(long)]
     pub site_fleet_damping: Option<f64>,
+    /// Fleet projection only: each site step's target is the data term over the agent's
+    /// newest blocks holding at least POINTS points, re-evaluated under the current q(W) and
+    /// q(u) (default 80; 0: the newest block alone, spec §14 as written).
+    #[arg(long, value_name = "POINTS")]
+    pub site_window: Option<usize>,
     /// Fleet projection only: N0, the scale of the shared initial q(W)'s pseudo-site, whose
     /// weight fades as exp(−N/N0) with the fleet's N data points (default 2000).
     #[arg(long)]
@@ -202,6 +207,7 @@ impl SimArgs {
             fuse_groups,
             site_damping,
             site_fleet_damping,
+            site_window,
             site_prior_points,
             scale_prior_points,
             topology,
@@ -304,6 +310,7 @@ pub fn sim_config(a: &SimArgs, n_batches: usize, groups: Option<usize>) -> Resul
                 .site_damping
                 .or((agents == 1).then_some(SimConfig::default().central_damping)),
             fleet_damping: a.site_fleet_damping,
+            window_points: a.site_window,
             prior_points: a.site_prior_points,
             scale_prior_points: a.scale_prior_points,
         })?,

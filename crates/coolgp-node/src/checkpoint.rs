@@ -31,6 +31,7 @@
 //! | `fusion/push_sum`              | `[2]`        | push-sum scale s and initial weight           |
 //! | `site/prec`, `site/shift`      | `[d' d]`     | fleet projection: own site Λ_i, λ_i (column-major) |
 //! | `site/stats`                   | `[5]`        | own site's A, B, YY, N and raw points         |
+//! | `site/recent/x/<i>`, `site/recent/y/<i>` | `[n_i, d]`, `[n_i]` | fleet projection: the site window's blocks, oldest first (metadata `site_recent` counts them) |
 //! | `inbox/<j>/site_prec`, `_shift`, `_stats` | … | site sums last received from neighbour j    |
 //! | `pushsum/{mass,sent,received/<j>}/site_prec`, `_shift`, `_stats` | … | fleet projection under push-sum: the site part of each push-sum mass (absent otherwise) |
 //!
@@ -184,6 +185,13 @@ pub struct AgentMeta {
     /// clock existed, restored as 0; unused there, since such a checkpoint's ρ_f is 0).
     #[serde(default)]
     pub site_clock: Option<f64>,
+    /// Fleet projection: the site window's points (`None`: written before the window existed,
+    /// restored as 0, the newest block alone).
+    #[serde(default)]
+    pub site_window: Option<usize>,
+    /// Fleet projection: blocks stored in the site window (`site/recent/…`).
+    #[serde(default)]
+    pub site_recent: usize,
     /// Inbox entries carrying site sums (fleet projection).
     #[serde(default)]
     pub inbox_sites: Vec<u64>,
@@ -379,6 +387,10 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
     let fleet = s.config.projection == ProjectionMode::Fleet;
     if fleet {
         t.site("site/", &s.site);
+        for (i, (x, y)) in s.recent.iter().enumerate() {
+            t.mat(format!("site/recent/x/{i:08}"), x);
+            t.vec(format!("site/recent/y/{i:08}"), y);
+        }
     }
     for (k, ib) in &s.inbox {
         if let Some(sites) = &ib.sites {
@@ -435,6 +447,8 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
         ]),
         site_fleet_damping: fleet.then_some(s.config.site.fleet_damping),
         site_clock: fleet.then_some(s.site_clock),
+        site_window: fleet.then_some(s.config.site.window_points),
+        site_recent: if fleet { s.recent.len() } else { 0 },
         inbox_sites,
         group: s.config.group,
         site_groups: std::mem::take(&mut t.1),
@@ -781,6 +795,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
                 Some([damping, prior_points, scale_prior_points]) => SiteConfig {
                     damping,
                     fleet_damping: a.site_fleet_damping.unwrap_or(0.0),
+                    window_points: a.site_window.unwrap_or(0),
                     prior_points,
                     scale_prior_points,
                 },
@@ -816,6 +831,15 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
             Site::zeros(0)
         },
         site_clock: a.site_clock.unwrap_or(0.0),
+        recent: {
+            let mut blocks = Vec::with_capacity(a.site_recent.min(1024));
+            for i in 0..a.site_recent {
+                let x = r.mat_any(&format!("site/recent/x/{i:08}"), d)?;
+                let y = r.vec(&format!("site/recent/y/{i:08}"), x.nrows())?;
+                blocks.push((x, y));
+            }
+            blocks
+        },
     };
     Ok(Checkpoint {
         meta,

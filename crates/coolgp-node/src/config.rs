@@ -107,6 +107,11 @@ pub struct NodeArgs {
     /// [default: 0.01; 0: off].
     #[arg(long)]
     pub site_fleet_damping: Option<f64>,
+    /// Fleet projection: each site step's target is the data term over the node's newest
+    /// blocks holding at least POINTS points, re-evaluated under the current q(W) and q(u)
+    /// (kept in memory and in the checkpoint) [default: 80; 0: the newest block alone].
+    #[arg(long, value_name = "POINTS")]
+    pub site_window: Option<usize>,
     /// Fleet projection: N0, the scale of the shared initial q(W)'s pseudo-site, whose weight
     /// fades as exp(−N/N0) with the fleet's N points [default: 2000].
     #[arg(long)]
@@ -245,6 +250,7 @@ struct NodeFile {
     fuse_groups: Option<String>,
     site_damping: Option<f64>,
     site_fleet_damping: Option<f64>,
+    site_window: Option<usize>,
     site_prior_points: Option<f64>,
     scale_prior_points: Option<f64>,
     mode: Option<String>,
@@ -470,6 +476,7 @@ impl NodeArgs {
         let site = coolgp::learn::SiteConfig::from_options(coolgp::learn::SiteOptions {
             damping: self.site_damping.or(f.site_damping),
             fleet_damping: self.site_fleet_damping.or(f.site_fleet_damping),
+            window_points: self.site_window.or(f.site_window),
             prior_points: self.site_prior_points.or(f.site_prior_points),
             scale_prior_points: self.scale_prior_points.or(f.scale_prior_points),
         })

@@ -559,9 +559,24 @@ fn a_push_sum_snapshot_restores_bit_identically() {
     assert_eq!(ma, mb);
     assert_eq!(orig.fused_site(), back.fused_site());
     assert_eq!(orig.snapshot(), back.snapshot());
-    // A snapshot whose push-sum mass lost its site part is refused.
-    let mut bad = snap;
+    // The site window's blocks (SiteConfig::window_points) are state: both blocks are held.
+    assert_eq!(snap.recent.len(), 2);
+    // A snapshot whose push-sum mass lost its site part is refused, and so is a window block
+    // with a NaN target or the wrong number of input columns.
+    let mut bad = snap.clone();
     bad.push_mass.site = None;
+    assert!(matches!(
+        Agent::restore(v.clone(), bad),
+        Err(Error::InvalidConfig(_))
+    ));
+    let mut bad = snap.clone();
+    bad.recent[0].1[3] = f64::NAN;
+    assert!(matches!(
+        Agent::restore(v.clone(), bad),
+        Err(Error::InvalidConfig(_))
+    ));
+    let mut bad = snap;
+    bad.recent[1].0 = Mat::zeros(10, D + 1);
     assert!(matches!(
         Agent::restore(v, bad),
         Err(Error::InvalidConfig(_))

@@ -4,6 +4,7 @@
 pub mod adam;
 pub mod elbo;
 pub mod importance;
+pub mod recent;
 pub mod site;
 pub mod sites;
 
@@ -12,6 +13,7 @@ use faer::{Mat, MatRef};
 pub use adam::{Adam, AdamConfig};
 pub use elbo::{block_loglik_grad, stochastic_objective, BlockElbo};
 pub use importance::{ImportanceCache, IsDiagnostics, IsNormalization};
+pub use recent::RecentBlocks;
 pub use site::{HyperStats, Site, SiteConfig, SiteOptions};
 pub use sites::{group_id, GroupId, Sites, MAX_GROUPS, UNGROUPED};
 

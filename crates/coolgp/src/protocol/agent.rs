@@ -188,6 +188,9 @@ pub struct Agent {
     /// The fleet's points (own group's fused sums, this agent's current count) at the last
     /// site step: the clock of [`SiteConfig::fleet_damping`].
     pub(crate) site_clock: f64,
+    /// The newest own blocks a site step's target is taken over (fleet projection mode with
+    /// [`SiteConfig::window_points`] > 0; else empty).
+    pub(crate) recent: crate::learn::RecentBlocks,
     pub(crate) version: u64,
     pub(crate) round: u64,
     pub(crate) neighbors: BTreeSet<AgentId>,
@@ -308,6 +311,7 @@ impl Agent {
             n_own: 0,
             blocks: 0,
             site_clock: 0.0,
+            recent: crate::learn::RecentBlocks::default(),
             version: 0,
             round: 0,
             neighbors: BTreeSet::new(),
@@ -645,10 +649,30 @@ impl Agent {
     /// the fleet q(W) and the fused q(u), turned into a clipped-curvature target, damps the
     /// own site toward it; then the fused sums have changed and the agent adopts them.
     fn site_step(&mut self, x: MatRef<'_, f64>, y: &[f64], bp: &mut BlockPsi, rows: usize) {
-        let Some(elbo) = self.data_term(x, y, bp, rows) else {
+        // The target's data: the window of newest own blocks (SiteConfig::window_points), or
+        // the block alone.
+        let window = self.config.site.window_points;
+        let stacked = if window > 0 {
+            self.recent.push(x, y, window);
+            (self.recent.len() > 1).then(|| self.recent.stacked())
+        } else {
+            None
+        };
+        let elbo = match &stacked {
+            Some((xs, ys)) => {
+                // `bp` holds the newest block's ψ; a one-chunk window needs its own.
+                if ys.len() <= rows {
+                    bp.recompute(&self.vocab, &self.proj, xs.as_ref());
+                }
+                self.data_term(xs.as_ref(), ys, bp, rows)
+            }
+            None => self.data_term(x, y, bp, rows),
+        };
+        let Some(elbo) = elbo else {
             return;
         };
-        let target = Site::block_target(&self.proj, &elbo, self.n_own as f64, y.len() as f64);
+        let n = stacked.as_ref().map_or(y.len(), |s| s.1.len()) as f64;
+        let target = Site::block_target(&self.proj, &elbo, self.n_own as f64, n);
         if !target.is_valid(self.site.len()) {
             return self.push_event(Event::StepSkipped { reason: "site" });
         }

@@ -72,6 +72,8 @@ pub struct AgentSnapshot {
     pub site: Site,
     /// The fleet's points at the last site step ([`crate::learn::SiteConfig::fleet_damping`]).
     pub site_clock: f64,
+    /// The site window's blocks `(x [n, d], y [n])`, oldest first ([`crate::learn::RecentBlocks`]).
+    pub recent: Vec<(Mat<f64>, Vec<f64>)>,
 }
 
 impl Agent {
@@ -113,6 +115,7 @@ impl Agent {
             last_round: self.last_round.clone(),
             site: self.site.clone(),
             site_clock: self.site_clock,
+            recent: self.recent.blocks().cloned().collect(),
         }
     }
 
@@ -216,6 +219,20 @@ impl Agent {
                     "snapshot site sums: wrong length, negative precision or non-finite".into(),
                 ));
             }
+            let bad_window = s.recent.iter().any(|(x, y)| {
+                x.ncols() != d
+                    || x.nrows() != y.len()
+                    || y.is_empty()
+                    || y.iter().any(|v| !v.is_finite())
+                    || (0..x.ncols()).any(|j| x.col_as_slice(j).iter().any(|v| !v.is_finite()))
+            });
+            if bad_window {
+                return Err(Error::InvalidConfig(format!(
+                    "snapshot site window: every block needs {d} finite input columns and one \
+                     finite target per row"
+                )));
+            }
+            agent.recent = crate::learn::RecentBlocks::from_blocks(s.recent);
             if !(s.site_clock.is_finite() && s.site_clock >= 0.0) {
                 return Err(Error::InvalidConfig(format!(
                     "snapshot site clock must be finite and >= 0, got {}",
