@@ -645,9 +645,11 @@ impl Agent {
         }
     }
 
-    /// The fleet projection mode's site step (spec §14): the block's data-term gradient under
-    /// the fleet q(W) and the fused q(u), turned into a clipped-curvature target, damps the
-    /// own site toward it; then the fused sums have changed and the agent adopts them.
+    /// The fleet projection mode's site step (spec §14): the data-term gradient of the window
+    /// of newest own blocks ([`SiteConfig::window_points`]; the block alone at 0) under the
+    /// fleet q(W) and the fused q(u), turned into a clipped-curvature target, damps the own
+    /// site toward it at [`SiteConfig::rate`]; then the fused sums have changed and the agent
+    /// adopts them.
     fn site_step(&mut self, x: MatRef<'_, f64>, y: &[f64], bp: &mut BlockPsi, rows: usize) {
         // The target's data: the window of newest own blocks (SiteConfig::window_points), or
         // the block alone.
@@ -671,8 +673,8 @@ impl Agent {
         let Some(elbo) = elbo else {
             return;
         };
-        let n = stacked.as_ref().map_or(y.len(), |s| s.1.len()) as f64;
-        let target = Site::block_target(&self.proj, &elbo, self.n_own as f64, n);
+        let n_data = stacked.as_ref().map_or(y.len(), |s| s.1.len()) as f64;
+        let target = Site::block_target(&self.proj, &elbo, self.n_own as f64, n_data);
         if !target.is_valid(self.site.len()) {
             return self.push_event(Event::StepSkipped { reason: "site" });
         }
