@@ -77,14 +77,55 @@ impl BlockPsi {
 
     /// As [`BlockPsi::compute`], reusing this value's buffers.
     pub fn recompute(&mut self, vocab: &Vocabulary, proj: &Projection, x: MatRef<'_, f64>) {
-        let (m, dz, d, n) = (vocab.m(), vocab.d_latent(), proj.d(), x.nrows());
+        self.resize(vocab, x.nrows());
+        self.fill_rows(vocab, proj, x, 0..x.nrows());
+    }
+
+    /// As [`BlockPsi::recompute`] for `x [n, d]` when this value already holds the ψ of its
+    /// last `tail` rows under the same `proj` (the caller's contract: as computed for them
+    /// alone): those rows are moved, not recomputed, with bit-identical results. Falls back to
+    /// a full recompute if the held rows' count or shapes do not fit.
+    pub fn recompute_keeping_tail(
+        &mut self,
+        vocab: &Vocabulary,
+        proj: &Projection,
+        x: MatRef<'_, f64>,
+        tail: usize,
+    ) {
+        let (m, dz, n) = (vocab.m(), vocab.d_latent(), x.nrows());
+        let held = self.m == m && self.dz == dz && self.n() == tail && self.psi1.len() == tail * m;
+        if !held || tail > n {
+            return self.recompute(vocab, proj, x);
+        }
+        let head = n - tail;
+        self.resize(vocab, n);
+        self.psi1.copy_within(0..tail * m, head * m);
+        self.psi2.copy_within(0..tail * m * m, head * m * m);
+        self.a.copy_within(0..tail * dz, head * dz);
+        self.s.copy_within(0..tail * dz, head * dz);
+        self.fill_rows(vocab, proj, x, 0..head);
+    }
+
+    fn resize(&mut self, vocab: &Vocabulary, n: usize) {
+        let (m, dz) = (vocab.m(), vocab.d_latent());
         (self.m, self.dz) = (m, dz);
         self.psi1.resize(n * m, 0.0);
         self.psi2.resize(n * m * m, 0.0);
         self.a.resize(n * dz, 0.0);
         self.s.resize(n * dz, 0.0);
+    }
+
+    /// ψ of the rows `rows` of `x` into their slots (buffers already sized).
+    fn fill_rows(
+        &mut self,
+        vocab: &Vocabulary,
+        proj: &Projection,
+        x: MatRef<'_, f64>,
+        rows: std::ops::Range<usize>,
+    ) {
+        let (m, dz, d) = (self.m, self.dz, proj.d());
         let mut xr = vec![0.0; d];
-        for r in 0..n {
+        for r in rows {
             for (j, v) in xr.iter_mut().enumerate() {
                 *v = x[(r, j)];
             }
@@ -444,6 +485,35 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
     use crate::simd::at_level;
+
+    #[test]
+    fn keeping_the_tails_psi_gives_the_full_recompute_bit_for_bit() {
+        let vocab = Vocabulary::default_design(7, 2, 3).expect("design");
+        let proj = vocab.initial_projection(3);
+        let mut rng = Rng::new(4, 4);
+        let x = faer::Mat::from_fn(9, 3, |_, _| rng.normal());
+        let full = BlockPsi::compute(&vocab, &proj, x.as_ref());
+        // The last 4 rows' ψ alone, then the whole window keeping them.
+        let mut bp = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(5, 4));
+        bp.recompute_keeping_tail(&vocab, &proj, x.as_ref(), 4);
+        let m = vocab.m();
+        assert_eq!(
+            (bp.psi1.clone(), bp.a.clone(), bp.s.clone()),
+            (full.psi1, full.a, full.s)
+        );
+        for r in 0..9 {
+            for j in 0..m {
+                for k in j..m {
+                    let i = r * m * m + j * m + k;
+                    assert_eq!(bp.psi2[i], full.psi2[i], "row {r} ({j}, {k})");
+                }
+            }
+        }
+        // Held rows that do not fit the tail: a full recompute.
+        let mut other = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(0, 3));
+        other.recompute_keeping_tail(&vocab, &proj, x.as_ref(), 4);
+        assert_eq!(other.psi1, bp.psi1);
+    }
 
     #[test]
     fn contractions_agree_on_every_path_and_with_the_definition() {

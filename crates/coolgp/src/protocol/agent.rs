@@ -662,9 +662,10 @@ impl Agent {
         };
         let elbo = match &stacked {
             Some((xs, ys)) => {
-                // `bp` holds the newest block's ψ; a one-chunk window needs its own.
+                // `bp` holds the newest block's ψ (a one-chunk block, absorbed under the same
+                // q(W)): a one-chunk window computes only its older rows.
                 if ys.len() <= rows {
-                    bp.recompute(&self.vocab, &self.proj, xs.as_ref());
+                    bp.recompute_keeping_tail(&self.vocab, &self.proj, xs.as_ref(), y.len());
                 }
                 self.data_term(xs.as_ref(), ys, bp, rows)
             }
