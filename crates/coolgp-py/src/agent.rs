@@ -12,7 +12,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::config::{agent_config, describe, AgentKw};
+use crate::config::{agent_config, describe, site_options, AgentKw, SITE_KEYS};
 use crate::convert;
 use crate::fence::{core_err, fenced, rejected};
 use crate::persist;
@@ -51,7 +51,7 @@ fn view(fused: bool) -> View {
 ///
 /// Agent(id, vocab, input_dim, *, mode="frozen", samples=None, normalization=None,
 ///       projection="per-agent", fusion="tree", fleet_size=None, learn=True, seed=None,
-///       projection_group=None)
+///       projection_group=None, site=None)
 ///
 /// mode: "frozen" (default), "importance" (the paper's Eq. 3.7; samples=k, default 20;
 ///     normalization "unnormalized" | "self-normalized") or "exact" (keeps all data; a test
@@ -61,6 +61,9 @@ fn view(fused: bool) -> View {
 /// projection_group: with projection="fleet", the agent's projection group: agents of one
 ///     group learn one q(W), q(u) is fused with every neighbour (every agent of a fleet names
 ///     a group or none does).
+/// site: with projection="fleet", a dict tuning the site update, as the node's --site-*
+///     flags: damping (0.3), fleet_damping (0.01), window (points, 80), prior_points (2000),
+///     scale_prior_points (100000); omitted keys keep their defaults.
 /// fusion: "tree" (exact on trees) or "push-sum" (loopy or lossy graphs; needs fleet_size).
 /// learn: learn q(W), σ_s, σ_n online. seed: the agent's own randomness (default: its id,
 ///     as `coolgp node`).
@@ -100,7 +103,7 @@ impl Agent {
     #[new]
     #[pyo3(signature = (id, vocab, input_dim, *, mode="frozen", samples=None, normalization=None,
         projection="per-agent", fusion="tree", fleet_size=None, learn=true, seed=None,
-        projection_group=None))]
+        projection_group=None, site=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         id: u64,
@@ -115,7 +118,19 @@ impl Agent {
         learn: bool,
         seed: Option<u64>,
         projection_group: Option<&str>,
+        site: Option<Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let mut pairs = Vec::new();
+        for (k, v) in site.iter().flat_map(|d| d.iter()) {
+            let key: String = k.extract().map_err(|_| {
+                PyValueError::new_err(format!("site: keys must be strings ({SITE_KEYS})"))
+            })?;
+            let value: f64 = v
+                .extract()
+                .map_err(|_| PyValueError::new_err(format!("site: '{key}' must be a number")))?;
+            pairs.push((key, value));
+        }
+        let site = site_options(pairs).map_err(PyValueError::new_err)?;
         let kw = AgentKw {
             mode,
             samples,
@@ -126,6 +141,7 @@ impl Agent {
             learn,
             seed: seed.unwrap_or(id),
             projection_group,
+            site,
         };
         let config = agent_config(&kw).map_err(PyValueError::new_err)?;
         let inner = fenced("Agent()", || {
@@ -214,7 +230,7 @@ impl Agent {
     }
 
     /// The settings as a dict: mode, projection, fusion, learn, seed, projection_group (its id
-    /// as an int, or None).
+    /// as an int, or None) and, with projection="fleet", site (the site update's settings).
     #[getter]
     fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = self.inner.config();
@@ -226,6 +242,15 @@ impl Agent {
         d.set_item("learn", c.learn)?;
         d.set_item("seed", c.seed)?;
         d.set_item("projection_group", c.group)?;
+        if c.projection == coolgp::ProjectionMode::Fleet {
+            let site = PyDict::new(py);
+            site.set_item("damping", c.site.damping)?;
+            site.set_item("fleet_damping", c.site.fleet_damping)?;
+            site.set_item("window", c.site.window_points)?;
+            site.set_item("prior_points", c.site.prior_points)?;
+            site.set_item("scale_prior_points", c.site.scale_prior_points)?;
+            d.set_item("site", site)?;
+        }
         Ok(d)
     }
 

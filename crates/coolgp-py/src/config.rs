@@ -25,6 +25,38 @@ pub struct AgentKw<'a> {
     pub seed: u64,
     /// Projection group name (fleet projection only; `None`: no groups).
     pub projection_group: Option<&'a str>,
+    /// Site-update settings (fleet projection only; `None` fields take the defaults).
+    pub site: coolgp::learn::SiteOptions,
+}
+
+/// The keys of `Agent(site={...})` (the node's `--site-*` flags).
+pub const SITE_KEYS: &str = "damping, fleet_damping, window, prior_points, scale_prior_points";
+
+/// Reads `site={...}` into [`coolgp::learn::SiteOptions`]: `(key, value)` pairs, numbers as
+/// f64 (`window` a non-negative integer).
+///
+/// # Errors
+/// A message naming an unknown key or a value of the wrong kind.
+pub fn site_options(
+    pairs: impl IntoIterator<Item = (String, f64)>,
+) -> Result<coolgp::learn::SiteOptions, String> {
+    let mut o = coolgp::learn::SiteOptions::default();
+    for (k, v) in pairs {
+        match k.as_str() {
+            "damping" => o.damping = Some(v),
+            "fleet_damping" => o.fleet_damping = Some(v),
+            "prior_points" => o.prior_points = Some(v),
+            "scale_prior_points" => o.scale_prior_points = Some(v),
+            "window" => {
+                if !(v >= 0.0 && v.fract() == 0.0 && v <= usize::MAX as f64) {
+                    return Err(format!("site: window must be a whole number >= 0, got {v}"));
+                }
+                o.window_points = Some(v as usize);
+            }
+            other => return Err(format!("site: unknown key '{other}' (use {SITE_KEYS})")),
+        }
+    }
+    Ok(o)
 }
 
 /// Resolves the keywords into an [`AgentConfig`].
@@ -45,6 +77,11 @@ pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
     if kw.projection_group == Some("") {
         return Err("projection_group must not be empty".into());
     }
+    if kw.site != coolgp::learn::SiteOptions::default() && kw.projection != "fleet" {
+        return Err("site settings need projection='fleet' (they tune its site update)".into());
+    }
+    let site =
+        coolgp::learn::SiteConfig::from_options(kw.site).map_err(|e| format!("site: {e}"))?;
     let mode = flags.update_mode().map_err(|e| format!("mode: {e}"))?;
     let projection = flags
         .projection_mode()
@@ -75,6 +112,7 @@ pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
         learn: kw.learn,
         seed: kw.seed,
         group: kw.projection_group.map(coolgp::learn::group_id),
+        site,
         ..AgentConfig::default()
     })
 }

@@ -171,6 +171,7 @@ impl Settings {
                 learn: self.learn,
                 seed: self.seed.wrapping_add(i as u64),
                 projection_group: None,
+                site: coolgp::learn::SiteOptions::default(),
             })
             .map_err(PyValueError::new_err)?;
             let mut a = Agent::new(i as u64, vocab.clone(), d, cfg).map_err(core_err)?;

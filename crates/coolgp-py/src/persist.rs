@@ -194,6 +194,7 @@ pub fn load(path: &Path, given: Option<Arc<Vocabulary>>) -> PyResult<Agent> {
         learn: true,
         seed: 0,
         projection_group: None,
+        site: coolgp::learn::SiteOptions::default(),
     };
     snap.config.projection = agent_config(&kw).map_err(|e| bad(path, e))?.projection;
     let inner = coolgp::Agent::restore(vocab, snap).map_err(core_err)?;

@@ -259,3 +259,30 @@ def test_projection_groups(tmp_path):
     back = coolgp.Agent.load(tmp_path / "a.safetensors")
     assert back.config["projection_group"] == agents[0].config["projection_group"]
     np.testing.assert_array_equal(back.predict(xt)[0], m0)
+
+
+def test_site_settings(tmp_path):
+    # Agent(site={...}) tunes the fleet projection's site update as the node's --site-* flags
+    # do; the settings are reported, kept by save/load, and bad ones are refused by name.
+    v = coolgp.Vocabulary(inducing=20, latent_dim=2, seed=0)
+    a = coolgp.Agent(0, v, input_dim=2, projection="fleet", site={"window": 40, "damping": 0.5})
+    s = a.config["site"]
+    assert (s["window"], s["damping"], s["fleet_damping"]) == (40, 0.5, 0.01)
+    assert "site" not in coolgp.Agent(1, v, input_dim=2).config
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        x = rng.normal(size=(10, 2))
+        a.observe(x, np.sin(x[:, 0]))
+    a.save(tmp_path / "a.safetensors")
+    back = coolgp.Agent.load(tmp_path / "a.safetensors")
+    assert back.config["site"] == s
+    xt = rng.normal(size=(4, 2))
+    np.testing.assert_array_equal(back.predict(xt)[0], a.predict(xt)[0])
+    with pytest.raises(ValueError, match="unknown key 'windw'"):
+        coolgp.Agent(2, v, input_dim=2, projection="fleet", site={"windw": 40})
+    with pytest.raises(ValueError, match="fleet damping must be in"):
+        coolgp.Agent(2, v, input_dim=2, projection="fleet", site={"fleet_damping": 1.5})
+    with pytest.raises(ValueError, match="window must be a whole number"):
+        coolgp.Agent(2, v, input_dim=2, projection="fleet", site={"window": 2.5})
+    with pytest.raises(ValueError, match="projection='fleet'"):
+        coolgp.Agent(2, v, input_dim=2, site={"damping": 0.5})

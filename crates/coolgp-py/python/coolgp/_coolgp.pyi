@@ -66,6 +66,7 @@ class Agent:
         learn: bool = True,
         seed: Optional[int] = None,
         projection_group: Optional[str] = None,
+        site: Optional[Dict[str, float]] = None,
     ) -> None: ...
     @property
     def id(self) -> int: ...
