@@ -159,6 +159,13 @@ pub fn print_report(r: &Report) {
         r.coverage95_post
     );
     println!(
+        "  σ_s, σ_n  post-fusion {:.4}, {:.4}   central {}, {}",
+        r.sigma_s_post,
+        r.sigma_n_post,
+        o(r.sigma_s_central),
+        o(r.sigma_n_central)
+    );
+    println!(
         "  fusion max rel err {:.2e}   wall {:.2}s",
         r.fusion_max_rel_err, r.wall_s
     );

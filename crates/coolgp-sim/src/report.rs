@@ -71,6 +71,15 @@ pub struct Report {
     /// central 95% predictive interval of y), averaged over the agents and points of
     /// `nlpd_post`.
     pub coverage95_post: f64,
+    /// Mean over the agents of `nlpd_post` of the σ_s their fused models predict with
+    /// (original units: the signal's standard deviation).
+    pub sigma_s_post: f64,
+    /// As `sigma_s_post` for σ_n (original units: the noise's standard deviation).
+    pub sigma_n_post: f64,
+    /// The central learner's σ_s (original units).
+    pub sigma_s_central: Option<f64>,
+    /// The central learner's σ_n (original units).
+    pub sigma_n_central: Option<f64>,
     /// Agents.
     pub agents: usize,
     /// Inducing inputs m.

@@ -387,6 +387,25 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
     let k = scores.len().max(1) as f64;
     let nlpd_post = scores.iter().map(|s| s.0).sum::<f64>() / k;
     let coverage95_post = scores.iter().map(|s| s.1).sum::<f64>() / k;
+    // The scales the evaluated agents and the central learner predict with (original units).
+    let scale_of = |a: &Agent, f: fn(&coolgp::Projection) -> f64| f(a.projection()) * work.y_scale;
+    let mean_scale = |f: fn(&coolgp::Projection) -> f64| {
+        nlpd_ids
+            .iter()
+            .map(|&i| scale_of(&agents[i], f))
+            .sum::<f64>()
+            / k
+    };
+    let (sigma_s_post, sigma_n_post) = (
+        mean_scale(coolgp::Projection::sigma_s),
+        mean_scale(coolgp::Projection::sigma_n),
+    );
+    let sigma_s_central = central
+        .as_ref()
+        .map(|c| scale_of(c, coolgp::Projection::sigma_s));
+    let sigma_n_central = central
+        .as_ref()
+        .map(|c| scale_of(c, coolgp::Projection::sigma_n));
     // The central learner on the same points: each evaluated agent's window.
     let nlpd_central = central.as_ref().map(|c| {
         nlpd_ids
@@ -468,6 +487,10 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
         nlpd_post,
         nlpd_central,
         coverage95_post,
+        sigma_s_post,
+        sigma_n_post,
+        sigma_s_central,
+        sigma_n_central,
         agents: cfg.agents,
         inducing: vocab.m(),
         points,

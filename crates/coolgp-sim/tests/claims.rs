@@ -460,6 +460,17 @@ fn a_fleet_of_one_equals_the_central_learner_in_the_fleet_projection_mode() {
         "NLPD fleet of one {} vs central {nc}",
         r.nlpd_post
     );
+    // The same learned scales.
+    for (post, central) in [
+        (r.sigma_s_post, r.sigma_s_central),
+        (r.sigma_n_post, r.sigma_n_central),
+    ] {
+        let c = central.expect("central scales");
+        assert!(
+            (post - c).abs() <= 1e-12 * c,
+            "σ fleet of one {post} vs central {c}"
+        );
+    }
     assert!(r.rmse_post < 0.9 * r.rmse_constant, "it learned something");
 }
 
