@@ -27,6 +27,9 @@
 //! same sums predict identically. Agents observing different phenomena set a projection
 //! group ([`AgentConfig::group`], [`learn::group_id`]): each group learns its own q(W), σ_s,
 //! σ_n from its members' sites ([`learn::Sites`]) while q(u) is fused across every group.
+//! Two refinements of spec §14 are defaults ([`learn::SiteConfig`]): a step's target is taken
+//! over a window of the agent's newest blocks ([`learn::RecentBlocks`]), and sites forget old
+//! targets in fleet time (`fleet_damping`).
 //!
 //! ## Which mode to use
 //! [`UpdateMode::Frozen`] (the default). The paper's importance-sampled estimator (Eq. 3.7,
