@@ -623,9 +623,52 @@ impl NodeArgs {
     }
 }
 
+/// When a checkpoint's settings differ from this node's only in the fleet site update (e.g. a
+/// checkpoint written before `--site-fleet-damping` and `--site-window` existed, which restores
+/// with both at 0), the flags that resume it: `None` if anything else differs too.
+pub fn site_resume_flags(written: &AgentConfig, wanted: &AgentConfig) -> Option<String> {
+    let same_but_site = AgentConfig {
+        site: wanted.site.clone(),
+        ..written.clone()
+    };
+    if written.site == wanted.site || same_but_site != *wanted {
+        return None;
+    }
+    let c = &written.site;
+    Some(format!(
+        "--site-damping {} --site-fleet-damping {} --site-window {} --site-prior-points {} \
+         --scale-prior-points {}",
+        c.damping, c.fleet_damping, c.window_points, c.prior_points, c.scale_prior_points
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_checkpoint_differing_only_in_site_settings_names_the_flags_that_resume_it() {
+        let wanted = AgentConfig {
+            projection: ProjectionMode::Fleet,
+            ..AgentConfig::default()
+        };
+        let mut old = wanted.clone();
+        old.site.fleet_damping = 0.0;
+        old.site.window_points = 0;
+        let flags = site_resume_flags(&old, &wanted).expect("only the site differs");
+        assert!(
+            flags.contains("--site-fleet-damping 0 ") && flags.contains("--site-window 0 "),
+            "{flags}"
+        );
+        assert_eq!(site_resume_flags(&wanted, &wanted), None, "nothing differs");
+        let mut other = old.clone();
+        other.seed += 1;
+        assert_eq!(
+            site_resume_flags(&other, &wanted),
+            None,
+            "the seed differs too"
+        );
+    }
 
     #[test]
     fn flags_override_the_file() {

@@ -218,8 +218,13 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
                 )));
             }
             if cp.snapshot.config != s.agent {
+                let hint = crate::config::site_resume_flags(&cp.snapshot.config, &s.agent)
+                    .map(|f| {
+                        format!("; only the site update differs: to resume it, start with {f}")
+                    })
+                    .unwrap_or_default();
                 return Err(mismatch(format!(
-                    "it was written with settings {:?}",
+                    "it was written with settings {:?}{hint}",
                     cp.snapshot.config
                 )));
             }
