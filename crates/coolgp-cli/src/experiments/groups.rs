@@ -9,6 +9,7 @@ use anyhow::Result;
 
 use super::{sim, write_table, ExperimentArgs};
 use crate::args::SimArgs;
+use crate::plot::{self, Series};
 
 /// `(label, --projection, --projection-group, --fuse-groups)`.
 const VARIANTS: [(&str, &str, &str, &str); 4] = [
@@ -19,7 +20,9 @@ const VARIANTS: [(&str, &str, &str, &str); 4] = [
 ];
 
 /// Runs every variant for each relatedness and seed; writes `fleet-groups.csv` (one row per
-/// run) and prints the means.
+/// run) and, over several relatedness values, `fleet-groups.png/.svg` (mean post-fusion RMSE
+/// against relatedness), and prints
+/// the means and the across / within verdict per relatedness.
 pub(super) fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
     let relatedness: &[f64] = if a.quick { &[0.9] } else { &[0.7, 0.9, 0.99] };
     let seeds: Vec<u64> = (0..if a.quick { 1 } else { 3 })
@@ -27,8 +30,16 @@ pub(super) fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
         .collect();
     println!("  fleet of 2 phenomena × 10 agents: RMSE pre → post (mean over seeds {seeds:?})");
     let mut rows = Vec::new();
+    // Mean post-fusion RMSE per variant, one point per relatedness (the plot's series).
+    let mut series: Vec<Series> = VARIANTS
+        .iter()
+        .map(|v| Series {
+            label: v.0.into(),
+            points: Vec::new(),
+        })
+        .collect();
     for &rel in relatedness {
-        for (label, projection, group, fuse) in VARIANTS {
+        for (v, (label, projection, group, fuse)) in VARIANTS.into_iter().enumerate() {
             let (mut pre, mut post) = (0.0, 0.0);
             for &seed in &seeds {
                 let args = SimArgs {
@@ -62,7 +73,29 @@ pub(super) fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
                 pre / k,
                 post / k
             );
+            series[v].points.push((rel, post / k));
         }
+        // The cross-domain claim (the paper's Fig. 1): is q(u) fused across the groups at
+        // least as good as q(u) fused within each?
+        let (across, within) = (series[2].points.last(), series[3].points.last());
+        if let (Some(&(_, x)), Some(&(_, w))) = (across, within) {
+            let verdict = if x <= w { "across wins" } else { "within wins" };
+            println!(
+                "    relatedness {rel:<4}  across / within {:+.2}% ({verdict})",
+                100.0 * (x / w - 1.0)
+            );
+        }
+    }
+    // One relatedness (--quick) has no axis to draw along.
+    if relatedness.len() > 1 {
+        plot::lines(
+            dir,
+            "fleet-groups",
+            "2 phenomena × 10 agents: post-fusion RMSE (mean over seeds)",
+            "relatedness ρ of the phenomena's projections",
+            "post-fusion RMSE",
+            &series,
+        )?;
     }
     write_table(
         dir,
