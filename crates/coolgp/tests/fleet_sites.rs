@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{lossy_round, max_rel, site_flat};
+use common::{fleet_config, lossy_round, max_rel, site_flat};
 use coolgp::faer::Mat;
 use coolgp::fuse::tree::two_pass_schedule;
 use coolgp::fuse::Mass;
@@ -15,8 +15,7 @@ use coolgp::learn::{Site, SiteConfig};
 use coolgp::protocol::{memory, Body, RejectReason};
 use coolgp::rng::Rng;
 use coolgp::{
-    Agent, AgentConfig, Error, Excess, FusionRule, ProjectionMode, Topology, UpdateMode, View,
-    Vocabulary,
+    Agent, AgentConfig, Error, Excess, FusionRule, Topology, UpdateMode, View, Vocabulary,
 };
 
 const D: usize = 3;
@@ -26,16 +25,7 @@ fn vocab() -> Arc<Vocabulary> {
 }
 
 fn cfg() -> AgentConfig {
-    AgentConfig {
-        projection: ProjectionMode::Fleet,
-        site: SiteConfig {
-            damping: 0.3,
-            prior_points: 50.0,
-            scale_prior_points: 50.0,
-            ..SiteConfig::default()
-        },
-        ..AgentConfig::default()
-    }
+    fleet_config()
 }
 
 fn fleet_on(topo: &Topology, vocab: &Arc<Vocabulary>) -> Vec<Agent> {

@@ -6,12 +6,12 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{lossy_round, mat_flat, max_rel, site_flat};
+use common::{fleet_config, lossy_round, mat_flat, max_rel, site_flat};
 use coolgp::faer::Mat;
-use coolgp::learn::{group_id, GroupId, SiteConfig, Sites};
+use coolgp::learn::{group_id, GroupId, Sites};
 use coolgp::protocol::{memory, RejectReason};
 use coolgp::rng::Rng;
-use coolgp::{Agent, AgentConfig, Excess, FusionRule, ProjectionMode, Topology, View, Vocabulary};
+use coolgp::{Agent, AgentConfig, Excess, FusionRule, Topology, View, Vocabulary};
 
 const D: usize = 3;
 
@@ -21,15 +21,8 @@ fn vocab() -> Arc<Vocabulary> {
 
 fn cfg(group: Option<GroupId>) -> AgentConfig {
     AgentConfig {
-        projection: ProjectionMode::Fleet,
-        site: SiteConfig {
-            damping: 0.3,
-            prior_points: 50.0,
-            scale_prior_points: 50.0,
-            ..SiteConfig::default()
-        },
         group,
-        ..AgentConfig::default()
+        ..fleet_config()
     }
 }
 

@@ -2,11 +2,11 @@
 #![allow(dead_code)]
 
 use coolgp::faer::Mat;
-use coolgp::learn::Site;
+use coolgp::learn::{Site, SiteConfig};
 use coolgp::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
 use coolgp::model::{Excess, NaturalParams, Projection, Vocabulary};
 use coolgp::rng::Rng;
-use coolgp::Agent;
+use coolgp::{Agent, AgentConfig, ProjectionMode};
 use serde_json::Value;
 
 /// Loads `tests/vectors/NAME`.
@@ -146,5 +146,20 @@ pub fn lossy_round(agents: &mut [Agent], rng: &mut Rng, p: f64) {
         agents[to]
             .handle_message(msg)
             .expect("a valid running total");
+    }
+}
+
+/// The fleet projection mode with a site update fit for a few small blocks (N0 = N_h = 50
+/// points, so the data soon outweigh q0), the other settings at their defaults.
+pub fn fleet_config() -> AgentConfig {
+    AgentConfig {
+        projection: ProjectionMode::Fleet,
+        site: SiteConfig {
+            damping: 0.3,
+            prior_points: 50.0,
+            scale_prior_points: 50.0,
+            ..SiteConfig::default()
+        },
+        ..AgentConfig::default()
     }
 }
