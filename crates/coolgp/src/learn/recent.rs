@@ -68,16 +68,15 @@ impl RecentBlocks {
     /// Every block's rows stacked, oldest first: `(x [Σn, d], y [Σn])`.
     pub fn stacked(&self) -> (Mat<f64>, Vec<f64>) {
         let d = self.blocks.front().map_or(0, |b| b.0.ncols());
-        let mut rows: Vec<(usize, usize)> = Vec::with_capacity(self.points);
+        let mut x = Mat::zeros(self.points, d);
         let mut y = Vec::with_capacity(self.points);
-        for (k, (_, yb)) in self.blocks.iter().enumerate() {
-            rows.extend((0..yb.len()).map(|i| (k, i)));
+        for (xb, yb) in &self.blocks {
+            let start = y.len();
+            x.as_mut()
+                .subrows_mut(start, xb.nrows())
+                .copy_from(xb.as_ref());
             y.extend_from_slice(yb);
         }
-        let x = Mat::from_fn(rows.len(), d, |r, j| {
-            let (k, i) = rows[r];
-            self.blocks[k].0[(i, j)]
-        });
         (x, y)
     }
 }
