@@ -28,7 +28,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub test: Option<PathBuf>,
     /// Fraction of the rows held out for testing (default 0.1).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub test_fraction: Option<f64>,
     /// Route rows to agents by this column (e.g. a station id) instead of at random.
     #[arg(long)]
@@ -67,8 +67,9 @@ pub struct SimArgs {
     pub projection: Option<String>,
     /// Fleet projection only: batches between two fusions of the sites (tiny next to q(u))
     /// (default: every 1% of the stream or every round of blocks — one per agent — whichever
-    /// is sooner). Under push-sum the sites ride with q(u), so q(u) then fuses as often.
-    #[arg(long)]
+    /// is sooner; at least 1). Under push-sum the sites ride with q(u), so q(u) then fuses
+    /// as often.
+    #[arg(long, allow_negative_numbers = true, value_name = "BATCHES")]
     pub site_every: Option<usize>,
     /// Projection groups (spec §14 with groups): agents whose rows share a value of COLUMN
     /// observe one phenomenon and learn one q(W), σ_s, σ_n together in the fleet projection
@@ -83,26 +84,26 @@ pub struct SimArgs {
     pub fuse_groups: Option<String>,
     /// Fleet projection only: damping ρ ∈ (0, 1] of the agents' site steps (default 0.3; keep
     /// 1 − (1−ρ)^k ≲ 0.5 for k blocks per agent between site fusions).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub site_damping: Option<f64>,
     /// Fleet projection only: ρ_f ∈ [0, 1), the damping per block of one learner with the
     /// fleet's data (default 0.01, the central learner's; 0: off). A site step's rate is at
     /// least 1 − (1 − ρ_f)^(blocks the fleet's fused points grew by since the agent's previous
     /// step), so an agent with few blocks in a long stream keeps no stale targets.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub site_fleet_damping: Option<f64>,
     /// Fleet projection only: each site step's target is the data term over the agent's
     /// newest blocks holding at least POINTS points, re-evaluated under the current q(W) and
-    /// q(u) (default 80; 0: the newest block alone, spec §14 as written).
-    #[arg(long, value_name = "POINTS")]
+    /// q(u) (default 80, at most 100000; 0: the newest block alone, spec §14 as written).
+    #[arg(long, allow_negative_numbers = true, value_name = "POINTS")]
     pub site_window: Option<usize>,
     /// Fleet projection only: N0, the scale of the shared initial q(W)'s pseudo-site, whose
     /// weight fades as exp(−N/N0) with the fleet's N data points (default 2000).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub site_prior_points: Option<f64>,
     /// Fleet projection only: pseudo-points of the initial σ_s = 1, σ_n = 0.5 (a fixed prior on
     /// the scales, counted once; default 100000).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub scale_prior_points: Option<f64>,
     /// path, star, random-tree (default), mst, ring, grid, complete, geometric.
     #[arg(long)]
@@ -111,7 +112,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub fusion: Option<String>,
     /// Probability that one transmission is lost (default 0).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub loss: Option<f64>,
     /// Communication rounds per fusion (default: the diameter for tree fusion; for push-sum,
     /// until every agent's fused estimate changes by less than 1e-9 relative in a round, at
@@ -137,7 +138,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub synthetic_dim: Option<usize>,
     /// Synthetic only: relatedness ρ ∈ [0, 1] of the phenomena's projections (default 0.9).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub relatedness: Option<f64>,
     /// Use at most this many training rows (after the split).
     #[arg(long)]
@@ -145,6 +146,13 @@ pub struct SimArgs {
     /// Use at most this many test rows (default 10000).
     #[arg(long)]
     pub max_test: Option<usize>,
+    /// Order of the stream: random (default; the paper's protocol: the batches in random
+    /// order, rows of a key in time order inside each batch) or file: no shuffling, the rows
+    /// in the data file's order; with --agent-by, the k-th batch of every key before the
+    /// (k+1)-th, so a time-sorted file gives each agent its sensor's stream in time order
+    /// and the fleet one clock (what networked nodes fed from live sensors see).
+    #[arg(long, value_name = "random|file")]
+    pub stream_order: Option<String>,
     /// Skip the central learner.
     #[arg(long)]
     #[serde(default)]
@@ -220,6 +228,7 @@ impl SimArgs {
             seed,
             max_train,
             max_test,
+            stream_order,
             relatedness,
             synthetic_dim
         );
@@ -229,6 +238,48 @@ impl SimArgs {
         self.no_learn |= file.no_learn;
         self.no_fuse_warmup |= file.no_fuse_warmup;
         Ok(self)
+    }
+
+    /// Whether the stream keeps the data file's order (`--stream-order file`).
+    pub fn file_order(&self) -> Result<bool> {
+        match self.stream_order.as_deref().unwrap_or("random") {
+            "random" => Ok(false),
+            "file" => Ok(true),
+            other => bail!("unknown --stream-order '{other}': use random (the default) or file"),
+        }
+    }
+
+    /// Refuses the fleet projection's flags without `--projection fleet` (or `both`), where
+    /// they would be silently ignored.
+    pub fn check_fleet_flags(&self) -> Result<()> {
+        if matches!(self.projection.as_deref(), Some("fleet" | "both")) {
+            return Ok(());
+        }
+        let given: Vec<&str> = [
+            ("--site-every", self.site_every.is_some()),
+            ("--site-damping", self.site_damping.is_some()),
+            ("--site-fleet-damping", self.site_fleet_damping.is_some()),
+            ("--site-window", self.site_window.is_some()),
+            ("--site-prior-points", self.site_prior_points.is_some()),
+            ("--scale-prior-points", self.scale_prior_points.is_some()),
+            ("--projection-group", self.projection_group.is_some()),
+            ("--fuse-groups", self.fuse_groups.is_some()),
+            ("--no-fuse-warmup", self.no_fuse_warmup),
+        ]
+        .into_iter()
+        .filter_map(|(flag, set)| set.then_some(flag))
+        .collect();
+        if given.is_empty() {
+            return Ok(());
+        }
+        bail!(
+            "{} {} to the fleet projection only, and this run is {}: add --projection fleet \
+             (or --projection both to compare the modes), or drop {}",
+            given.join(", "),
+            if given.len() == 1 { "applies" } else { "apply" },
+            self.projection.as_deref().unwrap_or("per-agent"),
+            if given.len() == 1 { "it" } else { "them" }
+        )
     }
 
     /// The update mode.
@@ -271,6 +322,9 @@ pub fn sim_config(a: &SimArgs, n_batches: usize, groups: Option<usize>) -> Resul
         Some(p) => Some(std::sync::Arc::new(crate::vocab_file::load(p)?)),
         None => None,
     };
+    if a.site_every == Some(0) {
+        bail!("--site-every 0: the sites need at least 1 batch between two fusions");
+    }
     let agents = a
         .agents
         .unwrap_or_else(|| groups.filter(|_| a.agent_by.is_some()).unwrap_or(10));
@@ -291,6 +345,7 @@ pub fn sim_config(a: &SimArgs, n_batches: usize, groups: Option<usize>) -> Resul
             .parse()
             .map_err(anyhow::Error::msg)?,
         fuse_every: a.fuse_every.unwrap_or((n_batches / 10).max(1)),
+        shuffle: !a.file_order()?,
         seed: a.seed.unwrap_or(0),
         vocab,
         central: !a.no_central,

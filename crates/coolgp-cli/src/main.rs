@@ -151,6 +151,7 @@ fn run_sim(
 
 fn simulate(args: SimArgs, out: Option<PathBuf>, quiet: bool) -> Result<()> {
     let args = args.with_config_file()?;
+    args.check_fleet_flags()?;
     if args.projection.as_deref() == Some("both") {
         println!("coolgp simulate — the per-agent, shared and fleet projection modes side by side");
         experiments::both_modes(&args, quiet, out.as_deref(), "coolgp simulate")?;

@@ -50,7 +50,13 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
         agent_by: args.agent_by.clone().or_else(|| group_col.clone()),
         ..args.clone()
     };
-    let (mut train, mut test, desc) = load_tables(&routed, seed)?;
+    let loaded = load_tables(&routed, seed);
+    let (mut train, mut test, desc) = match (&group_col, &args.agent_by) {
+        (Some(g), None) => {
+            loaded.with_context(|| format!("--projection-group {g} routes the rows by that column"))?
+        }
+        _ => loaded?,
+    };
     // The split keeps file order; the paper's protocol streams a random sample in random order.
     // Keyed (station) data keep their time order within each key.
     let mut rng = Rng::new(seed, 0xBA7C);
@@ -60,7 +66,8 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
         d.select(&idx)
     };
     test = shuffled(&test).head(args.max_test.unwrap_or(10_000));
-    if train.keys.is_none() {
+    let file_order = args.file_order()?;
+    if train.keys.is_none() && !file_order {
         train = shuffled(&train);
     }
     if let Some(n) = args.max_train {
@@ -87,9 +94,23 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
                 by_key.entry(k.as_str()).or_default().push(i);
             }
             group_names = by_key.keys().map(|k| (*k).to_owned()).collect();
-            for (g, rows) in by_key.values().enumerate() {
-                for c in rows.chunks(batch) {
-                    batches.push(to_batch(&train, c, Some(g)));
+            let per_key: Vec<Vec<&[usize]>> =
+                by_key.values().map(|rows| rows.chunks(batch).collect()).collect();
+            if file_order {
+                // One clock: the k-th batch of every key, then the (k+1)-th.
+                let longest = per_key.iter().map(Vec::len).max().unwrap_or(0);
+                for k in 0..longest {
+                    for (g, chunks) in per_key.iter().enumerate() {
+                        if let Some(c) = chunks.get(k) {
+                            batches.push(to_batch(&train, c, Some(g)));
+                        }
+                    }
+                }
+            } else {
+                for (g, chunks) in per_key.iter().enumerate() {
+                    for c in chunks {
+                        batches.push(to_batch(&train, c, Some(g)));
+                    }
                 }
             }
             Some(by_key.len())
@@ -193,6 +214,12 @@ fn load_tables(args: &SimArgs, seed: u64) -> Result<(Dataset, Dataset, String)> 
 /// The paper's SYNTHETIC domain: two phenomena `u(W_a x)`, `u(W_b x)` in 6-d, routed by
 /// phenomenon (agent i observes phenomenon i mod 2) and tested on its own phenomenon.
 fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared> {
+    if args.file_order()? {
+        bail!(
+            "--stream-order file: the synthetic dataset is drawn, not read from a file; give \
+             --dataset wind|air|airline or --data FILE"
+        );
+    }
     let mut cfg = SyntheticConfig {
         seed,
         ..SyntheticConfig::default()
@@ -262,4 +289,78 @@ fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared> {
         groups: Some(cfg.phenomena),
         group_names: Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// A keyed CSV: three stations, rows in time order `t = 0, 1, …`, `y = t`.
+    fn keyed_csv(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("coolgp-workload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut s = String::from("station,t,y\n");
+        for t in 0..120 {
+            s.push_str(&format!("s{},{t},{t}\n", t % 3));
+        }
+        let p = dir.join(name);
+        std::fs::write(&p, s).expect("write csv");
+        p
+    }
+
+    fn args(csv: PathBuf, order: Option<&str>) -> SimArgs {
+        SimArgs {
+            data: Some(csv),
+            target: Some("y".into()),
+            agent_by: Some("station".into()),
+            batch: Some(5),
+            stream_order: order.map(str::to_owned),
+            ..SimArgs::default()
+        }
+    }
+
+    #[test]
+    fn file_order_gives_every_key_one_clock() {
+        let p = prepare(&args(keyed_csv("file.csv"), Some("file"))).expect("prepared");
+        let groups: Vec<usize> = p.work.batches.iter().filter_map(|b| b.group).collect();
+        // The k-th batch of every key before any key's (k+1)-th (keys that run out drop out).
+        let first_round: Vec<usize> = groups.iter().take(3).copied().collect();
+        assert_eq!(first_round, [0, 1, 2]);
+        let mut seen = [0usize; 3];
+        for &g in &groups {
+            seen[g] += 1;
+            let (lo, hi) = (seen.iter().min(), seen.iter().max());
+            assert!(
+                hi.zip(lo).is_some_and(|(h, l)| h - l <= 1),
+                "{groups:?}"
+            );
+        }
+        // Inside a key, time (the standardized target here) only moves forward.
+        for g in 0..3 {
+            let ys: Vec<f64> = p
+                .work
+                .batches
+                .iter()
+                .filter(|b| b.group == Some(g))
+                .flat_map(|b| b.y.iter().copied())
+                .collect();
+            assert!(ys.windows(2).all(|w| w[0] < w[1]), "key {g}: {ys:?}");
+        }
+        // The random order (the default) keeps the key-by-key layout the simulator shuffles.
+        let r = prepare(&args(keyed_csv("random.csv"), None)).expect("prepared");
+        let rg: Vec<usize> = r.work.batches.iter().filter_map(|b| b.group).collect();
+        assert!(rg.windows(2).all(|w| w[0] <= w[1]), "{rg:?}");
+        assert_ne!(groups, rg);
+    }
+
+    #[test]
+    fn an_unknown_stream_order_is_refused_by_name() {
+        let err = prepare(&args(keyed_csv("bad.csv"), Some("sorted")))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("--stream-order 'sorted'"), "{err}");
+    }
 }

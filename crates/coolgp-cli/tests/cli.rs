@@ -615,3 +615,50 @@ fn simulate_reports_both_projection_modes_side_by_side_on_any_csv() {
     }
     assert_eq!(rows[2][col("central_update")], "sites", "{table}");
 }
+
+#[test]
+fn fleet_only_flags_are_refused_outside_the_fleet_projection_with_the_fix() {
+    let dir = tmp("fleet-only");
+    let csv = write_csv(&dir, None);
+    let stderr_of = |extra: &[&str]| {
+        let out = coolgp(&on_csv("simulate", &csv, extra));
+        assert!(!out.status.success(), "{extra:?} must fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // Silently ignored before: a per-agent run with the fleet's settings.
+    let err = stderr_of(&["--quiet", "--site-window", "50", "--fuse-groups", "within"]);
+    assert!(
+        err.contains("--site-window, --fuse-groups apply to the fleet projection only")
+            && err.contains("add --projection fleet"),
+        "{err}"
+    );
+    // A negative value reaches the range check instead of clap's "unexpected argument".
+    let err = stderr_of(&["--quiet", "--projection", "fleet", "--site-damping", "-0.1"]);
+    assert!(err.contains("site damping must be in (0, 1], got -0.1"), "{err}");
+    let err = stderr_of(&["--quiet", "--projection", "fleet", "--site-every", "0"]);
+    assert!(err.contains("--site-every 0"), "{err}");
+    // A missing grouping column names the flag that asked for it.
+    let err = stderr_of(&["--quiet", "--projection", "fleet", "--projection-group", "nope"]);
+    assert!(
+        err.contains("--projection-group nope routes the rows") && err.contains("station, a, b, y"),
+        "{err}"
+    );
+    // The fleet projection takes them, in either stream order.
+    for order in ["random", "file"] {
+        coolgp_ok(&on_csv(
+            "simulate",
+            &csv,
+            &[
+                "--quiet",
+                "--agent-by",
+                "station",
+                "--projection",
+                "fleet",
+                "--site-window",
+                "50",
+                "--stream-order",
+                order,
+            ],
+        ));
+    }
+}

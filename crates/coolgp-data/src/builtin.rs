@@ -61,6 +61,10 @@ pub fn builtin(name: &str, root: &Path) -> Result<Dataset> {
 pub fn data_dir() -> PathBuf {
     match std::env::var_os(DATA_DIR_ENV) {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data")),
+        _ => {
+            let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data"));
+            // `<repo>/data` rather than `<repo>/crates/coolgp-data/../../data` in messages.
+            std::fs::canonicalize(&dir).unwrap_or(dir)
+        }
     }
 }
