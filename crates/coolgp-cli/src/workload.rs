@@ -52,9 +52,8 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
     };
     let loaded = load_tables(&routed, seed);
     let (mut train, mut test, desc) = match (&group_col, &args.agent_by) {
-        (Some(g), None) => {
-            loaded.with_context(|| format!("--projection-group {g} routes the rows by that column"))?
-        }
+        (Some(g), None) => loaded
+            .with_context(|| format!("--projection-group {g} routes the rows by that column"))?,
         _ => loaded?,
     };
     // The split keeps file order; the paper's protocol streams a random sample in random order.
@@ -94,8 +93,10 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
                 by_key.entry(k.as_str()).or_default().push(i);
             }
             group_names = by_key.keys().map(|k| (*k).to_owned()).collect();
-            let per_key: Vec<Vec<&[usize]>> =
-                by_key.values().map(|rows| rows.chunks(batch).collect()).collect();
+            let per_key: Vec<Vec<&[usize]>> = by_key
+                .values()
+                .map(|rows| rows.chunks(batch).collect())
+                .collect();
             if file_order {
                 // One clock: the k-th batch of every key, then the (k+1)-th.
                 let longest = per_key.iter().map(Vec::len).max().unwrap_or(0);
@@ -332,10 +333,7 @@ mod tests {
         for &g in &groups {
             seen[g] += 1;
             let (lo, hi) = (seen.iter().min(), seen.iter().max());
-            assert!(
-                hi.zip(lo).is_some_and(|(h, l)| h - l <= 1),
-                "{groups:?}"
-            );
+            assert!(hi.zip(lo).is_some_and(|(h, l)| h - l <= 1), "{groups:?}");
         }
         // Inside a key, time (the standardized target here) only moves forward.
         for g in 0..3 {

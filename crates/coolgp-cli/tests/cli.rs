@@ -634,11 +634,20 @@ fn fleet_only_flags_are_refused_outside_the_fleet_projection_with_the_fix() {
     );
     // A negative value reaches the range check instead of clap's "unexpected argument".
     let err = stderr_of(&["--quiet", "--projection", "fleet", "--site-damping", "-0.1"]);
-    assert!(err.contains("site damping must be in (0, 1], got -0.1"), "{err}");
+    assert!(
+        err.contains("site damping must be in (0, 1], got -0.1"),
+        "{err}"
+    );
     let err = stderr_of(&["--quiet", "--projection", "fleet", "--site-every", "0"]);
     assert!(err.contains("--site-every 0"), "{err}");
     // A missing grouping column names the flag that asked for it.
-    let err = stderr_of(&["--quiet", "--projection", "fleet", "--projection-group", "nope"]);
+    let err = stderr_of(&[
+        "--quiet",
+        "--projection",
+        "fleet",
+        "--projection-group",
+        "nope",
+    ]);
     assert!(
         err.contains("--projection-group nope routes the rows") && err.contains("station, a, b, y"),
         "{err}"
