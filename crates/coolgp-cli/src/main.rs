@@ -133,11 +133,10 @@ pub fn progress_bar(quiet: bool, len: u64, what: &str) -> ProgressBar {
     pb
 }
 
-fn run_sim(
-    args: &SimArgs,
-    quiet: bool,
-    title: &str,
-) -> Result<(coolgp_sim::Report, SimConfig, String)> {
+/// A simulated run: its report, configuration, workload description and projection groups.
+type SimRun = (coolgp_sim::Report, SimConfig, String, Vec<String>);
+
+fn run_sim(args: &SimArgs, quiet: bool, title: &str) -> Result<SimRun> {
     let prep = workload::prepare(args)?;
     if !quiet {
         eprintln!("{}", prep.description);
@@ -146,7 +145,7 @@ fn run_sim(
     let pb = progress_bar(quiet, prep.work.batches.len() as u64, title);
     let report = coolgp_sim::run(&cfg, &prep.work, &|done, _| pb.set_position(done as u64))?;
     pb.finish_and_clear();
-    Ok((report, cfg, prep.description))
+    Ok((report, cfg, prep.description, prep.work.projection_groups))
 }
 
 fn simulate(args: SimArgs, out: Option<PathBuf>, quiet: bool) -> Result<()> {
@@ -163,17 +162,41 @@ fn simulate(args: SimArgs, out: Option<PathBuf>, quiet: bool) -> Result<()> {
         }
         return Ok(());
     }
-    let (report, cfg, desc) = run_sim(&args, quiet, "simulate")?;
-    println!("coolgp simulate — {desc}");
+    let (report, cfg, desc, groups) = run_sim(&args, quiet, "simulate")?;
+    let projection = match groups.len() {
+        0 => format!("{} projection", cfg.projection.name()),
+        n => format!(
+            "{} projection, {n} projection groups",
+            cfg.projection.name()
+        ),
+    };
+    println!("coolgp simulate — {projection} — {desc}");
     output::print_report(&report);
     if let Some(dir) = out {
         let extra = serde_json::json!({
             "peak_rss_mb": experiments::peak_rss(),
             "dataset": args.data.as_ref().map(|p| p.display().to_string()).or(args.dataset.clone()).unwrap_or("synthetic".into()),
-            "mode": format!("{:?}", cfg.mode),
-            "projection": format!("{:?}", cfg.projection),
+            "mode": cfg.mode.name(),
+            "projection": cfg.projection.name(),
             "fuse_every": cfg.fuse_every,
+            "stream_order": if cfg.shuffle { "random" } else { "file" },
         });
+        let mut extra = extra;
+        if cfg.projection == coolgp::ProjectionMode::Fleet {
+            // The fleet projection's settings, so that two runs that differ in them are told
+            // apart (the fingerprint covers the vocabulary, not the update).
+            extra["site"] = serde_json::json!({
+                "damping": cfg.site.damping,
+                "fleet_damping": cfg.site.fleet_damping,
+                "window_points": cfg.site.window_points,
+                "prior_points": cfg.site.prior_points,
+                "scale_prior_points": cfg.site.scale_prior_points,
+                "site_every": cfg.site_every,
+                "fuse_groups": cfg.fuse_groups,
+                "fuse_warmup": cfg.fuse_warmup,
+                "projection_groups": groups,
+            });
+        }
         output::write_run(&dir, &report, "coolgp simulate", extra).context("writing results")?;
         println!("  results in {}", dir.display());
     }

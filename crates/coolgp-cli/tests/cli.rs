@@ -652,8 +652,10 @@ fn fleet_only_flags_are_refused_outside_the_fleet_projection_with_the_fix() {
         err.contains("--projection-group nope routes the rows") && err.contains("station, a, b, y"),
         "{err}"
     );
-    // The fleet projection takes them, in either stream order.
+    // The fleet projection takes them, in either stream order, and summary.json records them
+    // under the flags' own names.
     for order in ["random", "file"] {
+        let out_dir = dir.join(order);
         coolgp_ok(&on_csv(
             "simulate",
             &csv,
@@ -667,7 +669,19 @@ fn fleet_only_flags_are_refused_outside_the_fleet_projection_with_the_fix() {
                 "50",
                 "--stream-order",
                 order,
+                "--out",
+                out_dir.to_str().expect("utf8"),
             ],
         ));
+        let s = summary(&out_dir);
+        assert_eq!(s["stream_order"], order);
+        assert_eq!(s["projection"], "fleet");
+        assert_eq!(s["mode"], "frozen");
+        assert_eq!(s["topology"], "random-tree");
+        assert_eq!(s["site"]["window_points"], 50);
+        assert_eq!(
+            s["site"]["projection_groups"].as_array().map(Vec::len),
+            Some(0)
+        );
     }
 }

@@ -52,6 +52,20 @@ impl FromStr for TopologyKind {
 }
 
 impl TopologyKind {
+    /// The command-line name (`path`, `star`, `random-tree`, …), as [`FromStr`] reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Path => "path",
+            Self::Star => "star",
+            Self::RandomTree => "random-tree",
+            Self::Mst => "mst",
+            Self::Ring => "ring",
+            Self::Grid => "grid",
+            Self::Complete => "complete",
+            Self::Geometric => "geometric",
+        }
+    }
+
     /// Builds the graph for `n` agents.
     pub fn build(self, n: usize, seed: u64) -> Topology {
         match self {

@@ -502,7 +502,7 @@ pub fn run(cfg: &SimConfig, work: &Workload, progress: Progress<'_>) -> Result<R
             FusionRule::Tree => "tree".into(),
             FusionRule::PushSum { .. } => "push-sum".into(),
         },
-        topology: format!("{:?}", cfg.topology).to_lowercase(),
+        topology: cfg.topology.name().to_owned(),
         diameter,
         rounds: if settle.is_some() {
             settled_rounds.max()

@@ -40,6 +40,15 @@ pub enum UpdateMode {
 }
 
 impl UpdateMode {
+    /// The command-line name: `frozen`, `importance` or `exact`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Frozen => "frozen",
+            Self::Importance { .. } => "importance",
+            Self::Exact => "exact",
+        }
+    }
+
     /// Parses the names used by the command line: `mode` ∈ {frozen, importance (or is), exact}
     /// (default frozen), `samples` k (default 20, > 0), `normalization` ∈ {unnormalized,
     /// self-normalized} (default unnormalized).
