@@ -197,7 +197,13 @@ fn simulate(args: SimArgs, out: Option<PathBuf>, quiet: bool) -> Result<()> {
                 "projection_groups": groups,
             });
         }
-        output::write_run(&dir, &report, "coolgp simulate", extra).context("writing results")?;
+        output::write_run(
+            &dir,
+            &report,
+            &format!("coolgp simulate ({projection})"),
+            extra,
+        )
+        .context("writing results")?;
         println!("  results in {}", dir.display());
     }
     Ok(())

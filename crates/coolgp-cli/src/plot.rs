@@ -81,6 +81,16 @@ fn err(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow!("{e}")
 }
 
+/// An axis tick without trailing zeros: `500`, not `500.0`; `0.99`, not `0.990`.
+fn tick(v: &f64) -> String {
+    if (v - v.round()).abs() < 1e-9 * v.abs().max(1.0) {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    }
+}
+
 /// White background, caption, axes with labels and a grid.
 fn frame<'a, DB: DrawingBackend>(
     root: &'a DrawingArea<DB, Shift>,
@@ -103,6 +113,7 @@ where
     chart
         .configure_mesh()
         .x_desc(labels.0)
+        .x_label_formatter(&tick)
         .y_desc(labels.1)
         .label_style(("sans-serif", 14))
         .draw()
@@ -248,4 +259,18 @@ pub fn scatter(dir: &Path, stem: &str, title: &str, pts: &[(f64, f64)]) -> Resul
         pts,
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tick;
+
+    #[test]
+    fn ticks_drop_trailing_zeros_only() {
+        assert_eq!(tick(&500.0), "500");
+        assert_eq!(tick(&0.99), "0.99");
+        assert_eq!(tick(&0.7), "0.7");
+        assert_eq!(tick(&-2.5), "-2.5");
+        assert_eq!(tick(&1e-12), "0");
+    }
 }
