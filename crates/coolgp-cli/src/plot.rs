@@ -218,7 +218,11 @@ where
         label: String::new(),
         points: pts.to_vec(),
     }]);
+    // One square range for both axes, padded so that points on an extreme (e.g. a fleet
+    // whose agents all predict alike) stay off the frame.
     let (lo, hi) = (x0.min(y0), x1.max(y1));
+    let pad = ((hi - lo) * 0.04).max(1e-9);
+    let (lo, hi) = (lo - pad, hi + pad);
     let labels = (
         "pre-fusion RMSE (own model)",
         "post-fusion RMSE (fused model)",
