@@ -61,6 +61,11 @@ pub fn run(out: Option<PathBuf>, seed: u64) -> Result<()> {
         "  {:>7}  {:>5}  {:>6.3}  {:>22.3}  {:>18.3}",
         "mean", "", per.rmse_pre, per.rmse_post, fleet.rmse_post
     );
+    println!(
+        "  (alone: the station's own q(u) and q(W), the per-agent run before fusion; in --out DIR,\n   \
+         summary.json is the fleet run, whose rmse_pre is the station's own q(u) under the fleet's\n   \
+         q(W), and DIR/per-agent the per-agent run)"
+    );
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
     println!(
         "  central learner (one model, all {} station-days): {} (Adam on q(W)), {} (the fleet's site update)",
