@@ -6,5 +6,6 @@
 //! modules, so a Python keyword means exactly what its flag means.
 
 pub mod args;
+pub mod summary;
 pub mod vocab_file;
 pub mod workload;

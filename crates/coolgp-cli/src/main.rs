@@ -7,6 +7,7 @@ mod export;
 mod node_cmd;
 mod output;
 mod plot;
+mod summary;
 mod vocab_file;
 mod workload;
 
@@ -173,30 +174,8 @@ fn simulate(args: SimArgs, out: Option<PathBuf>, quiet: bool) -> Result<()> {
     println!("coolgp simulate — {projection} — {desc}");
     output::print_report(&report);
     if let Some(dir) = out {
-        let extra = serde_json::json!({
-            "peak_rss_mb": experiments::peak_rss(),
-            "dataset": args.data.as_ref().map(|p| p.display().to_string()).or(args.dataset.clone()).unwrap_or("synthetic".into()),
-            "mode": cfg.mode.name(),
-            "projection": cfg.projection.name(),
-            "fuse_every": cfg.fuse_every,
-            "stream_order": if cfg.shuffle { "random" } else { "file" },
-        });
-        let mut extra = extra;
-        if cfg.projection == coolgp::ProjectionMode::Fleet {
-            // The fleet projection's settings, so that two runs that differ in them are told
-            // apart (the fingerprint covers the vocabulary, not the update).
-            extra["site"] = serde_json::json!({
-                "damping": cfg.site.damping,
-                "fleet_damping": cfg.site.fleet_damping,
-                "window_points": cfg.site.window_points,
-                "prior_points": cfg.site.prior_points,
-                "scale_prior_points": cfg.site.scale_prior_points,
-                "site_every": cfg.site_every,
-                "fuse_groups": cfg.fuse_groups,
-                "fuse_warmup": cfg.fuse_warmup,
-                "projection_groups": groups,
-            });
-        }
+        let mut extra = summary::run_fields(&args, &cfg, &groups);
+        extra["peak_rss_mb"] = serde_json::json!(experiments::peak_rss());
         output::write_run(
             &dir,
             &report,

@@ -8,7 +8,7 @@ use coolgp::faer::Mat;
 use coolgp::protocol::{codec, Body};
 use coolgp::{Projection, View};
 use numpy::{PyArray1, PyArray2};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -122,12 +122,18 @@ impl Agent {
     ) -> PyResult<Self> {
         let mut pairs = Vec::new();
         for (k, v) in site.iter().flat_map(|d| d.iter()) {
+            // A value of the wrong type is a TypeError (as Python's own), a bad number a
+            // ValueError.
             let key: String = k.extract().map_err(|_| {
-                PyValueError::new_err(format!("site: keys must be strings ({SITE_KEYS})"))
+                PyTypeError::new_err(format!("site: keys must be strings ({SITE_KEYS})"))
             })?;
-            let value: f64 = v
-                .extract()
-                .map_err(|_| PyValueError::new_err(format!("site: '{key}' must be a number")))?;
+            let value: f64 = v.extract().map_err(|_| {
+                let kind = v
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+                PyTypeError::new_err(format!("site: '{key}' must be a number, got {kind}"))
+            })?;
             pairs.push((key, value));
         }
         let site = site_options(pairs).map_err(PyValueError::new_err)?;

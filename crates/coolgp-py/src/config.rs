@@ -48,9 +48,10 @@ pub fn site_options(
             "prior_points" => o.prior_points = Some(v),
             "scale_prior_points" => o.scale_prior_points = Some(v),
             "window" => {
-                if !(v >= 0.0 && v.fract() == 0.0 && v <= usize::MAX as f64) {
+                if !(v >= 0.0 && v.fract() == 0.0) {
                     return Err(format!("site: window must be a whole number >= 0, got {v}"));
                 }
+                // `as` saturates: a huge window reaches the range check ("at most …").
                 o.window_points = Some(v as usize);
             }
             other => return Err(format!("site: unknown key '{other}' (use {SITE_KEYS})")),

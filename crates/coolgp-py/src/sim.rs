@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use coolgp_cli::args::{sim_config, SimArgs};
+use coolgp_cli::summary::run_fields;
 use coolgp_cli::workload;
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -119,16 +120,15 @@ pub fn simulate<'py>(
                     "projection='both' is the command line's side-by-side run: call simulate once with projection='per-agent' and once with 'shared'",
                 ));
             }
+            args.check_fleet_flags().map_err(cli_err)?;
             let prep = workload::prepare(&args).map_err(cli_err)?;
             let cfg = sim_config(&args, prep.work.batches.len(), prep.groups).map_err(cli_err)?;
             let report = coolgp_sim::run(&cfg, &prep.work, &|_, _| {}).map_err(cli_err)?;
             let mut summary = serde_json::to_value(&report).map_err(cli_err)?;
-            if let Some(obj) = summary.as_object_mut() {
-                // The fields `coolgp simulate --out` adds beside the report.
-                obj.insert("dataset".into(), Value::from(dataset_name(&args)));
-                obj.insert("mode".into(), Value::from(format!("{:?}", cfg.mode)));
-                obj.insert("projection".into(), Value::from(format!("{:?}", cfg.projection)));
-                obj.insert("fuse_every".into(), Value::from(cfg.fuse_every));
+            // The fields `coolgp simulate --out` adds beside the report.
+            let fields = run_fields(&args, &cfg, &prep.work.projection_groups);
+            if let (Some(obj), Value::Object(add)) = (summary.as_object_mut(), fields) {
+                obj.extend(add);
             }
             Ok(serde_json::to_string_pretty(&summary).map_err(cli_err)? + "\n")
         })
@@ -141,13 +141,4 @@ pub fn simulate<'py>(
             })?;
     }
     py.import("json")?.call_method1("loads", (summary,))
-}
-
-/// The `dataset` field of summary.json, as the command line writes it.
-fn dataset_name(args: &SimArgs) -> String {
-    args.data
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .or(args.dataset.clone())
-        .unwrap_or("synthetic".into())
 }
