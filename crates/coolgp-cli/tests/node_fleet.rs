@@ -864,3 +864,60 @@ fn projection_groups_share_q_w_within_a_group_and_fuse_q_u_across() {
         t0.elapsed().as_secs_f64()
     );
 }
+
+#[test]
+fn a_mixed_fleet_rejects_misconfigured_peers_as_bad_site_not_oversize() {
+    // NODE.md §12: every node of a fleet runs the same projection mode and either names a
+    // projection group or none does. On a path 0 – 1 – 2 with node 0 per-agent, node 1 in
+    // the fleet projection without a group and node 2 with group "g", every message is of
+    // the wrong kind for its receiver: each must reach the agent and be rejected as
+    // `bad_site` with a logged reason, never dropped unread as `oversize` (a per-agent node
+    // used to allow no site bytes, a node without a group a single site).
+    let _g = serial();
+    let n = 3;
+    let shares: Vec<_> = (0..n).map(|i| make_rows(950 + i as u64, 20)).collect();
+    let mut fleet = Fleet::new("mixed", n);
+    let flags = |i: usize| -> Vec<String> {
+        let f: &[&str] = match i {
+            0 => &[],
+            1 => &["--projection", "fleet"],
+            _ => &["--projection", "fleet", "--projection-group", "g"],
+        };
+        f.iter().map(|a| a.to_string()).collect()
+    };
+    start_learning(
+        &mut fleet,
+        &shares,
+        &|i| path_neighbors(i, n),
+        &flags,
+        false,
+    );
+    fleet.connect_client();
+    let sts = fleet.wait_all(
+        "every node to reject its neighbours' messages",
+        Duration::from_secs(60),
+        |_, s| s.stream_ended && s.rejected.get("bad_site").copied().unwrap_or(0) > 0,
+    );
+    for s in &sts {
+        assert_eq!(
+            s.rejected.get("oversize"),
+            None,
+            "node {} dropped messages unread: {:?}",
+            s.model.id,
+            s.rejected
+        );
+        assert_eq!(
+            s.neighbors_heard, 0,
+            "node {} accepted a message",
+            s.model.id
+        );
+    }
+    for i in 0..n {
+        let log =
+            std::fs::read_to_string(fleet.dir.join(format!("node{i}.log"))).unwrap_or_default();
+        assert!(
+            log.contains("rejected message") && log.contains("bad_site"),
+            "node {i} did not log the reject:\n{log}"
+        );
+    }
+}
