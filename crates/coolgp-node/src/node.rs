@@ -30,7 +30,7 @@ use crate::error::{NodeError, Result};
 use crate::inbound::{Inbound, Raw, Rejects};
 use crate::keys;
 use crate::query::{Queries, QueryModel};
-use crate::status::{projection_digest, ExcessJson, Status};
+use crate::status::{projection_digest, ExcessJson, ProjectionSummary, Status};
 use crate::stream::{self, Item, Layout};
 use crate::transport::{self, Role};
 
@@ -862,6 +862,8 @@ impl Node {
         } else {
             (None, None)
         };
+        let proj = self.agent.projection();
+        let unscale_std = |v: f64| self.scaler.as_ref().map_or(v, |s| s.unscale_std(v));
         Status {
             model: self.model_identity(),
             fusion: match self.s.agent.fusion {
@@ -908,7 +910,10 @@ impl Node {
             checkpoint_age_ms: self
                 .last_checkpoint
                 .map(|t| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)),
-            projection_digest: projection_digest(self.agent.projection()),
+            projection_digest: projection_digest(proj),
+            projection_summary: ProjectionSummary::of(proj),
+            sigma_s: Some(unscale_std(proj.sigma_s())),
+            sigma_n: Some(unscale_std(proj.sigma_n())),
             last_block_unix_ms: self.last_block_unix_ms,
             fused_changed_unix_ms: self.fused_changed_unix_ms,
             rmse_holdout,
