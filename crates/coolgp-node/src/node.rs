@@ -231,15 +231,23 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
                 )));
             }
             if cp.snapshot.config != s.agent {
-                let hint = crate::config::site_resume_flags(&cp.snapshot.config, &s.agent)
-                    .map(|f| {
-                        format!("; only the site update differs: to resume it, start with {f}")
-                    })
-                    .unwrap_or_default();
-                return Err(mismatch(format!(
-                    "it was written with settings {:?}{hint}",
-                    cp.snapshot.config
-                )));
+                let diffs: Vec<String> = crate::config::setting_differences(
+                    &cp.snapshot.config,
+                    &s.agent,
+                    s.projection_group.as_deref(),
+                )
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+                return Err(NodeError::StateSettings {
+                    path: dir.clone(),
+                    settings: if diffs.is_empty() {
+                        // Only a value without a usable comparison (NaN) can get here.
+                        format!("other settings ({:?})", cp.snapshot.config)
+                    } else {
+                        crate::config::join_and(&diffs)
+                    },
+                });
             }
             if cp.meta.stream.source != committed.source {
                 tracing::warn!(
