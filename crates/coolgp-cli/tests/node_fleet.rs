@@ -912,6 +912,28 @@ fn a_mixed_fleet_rejects_misconfigured_peers_as_bad_site_not_oversize() {
             s.model.id
         );
     }
+    // The status shows each node's projection and the scales it predicts with.
+    let modes: Vec<(&str, Option<&str>)> = sts
+        .iter()
+        .map(|s| (s.projection.as_str(), s.projection_group.as_deref()))
+        .collect();
+    assert_eq!(
+        modes,
+        [("per-agent", None), ("fleet", None), ("fleet", Some("g"))]
+    );
+    for s in &sts {
+        let ok = |v: Option<f64>| v.is_some_and(|v| v.is_finite() && v > 0.0);
+        assert!(
+            ok(s.sigma_s) && ok(s.sigma_n),
+            "{:?} {:?}",
+            s.sigma_s,
+            s.sigma_n
+        );
+        assert!(s.projection_summary.is_some());
+    }
+    // Without --state, a clean shutdown says that nothing is written.
+    let code = fleet.nodes[2].sigterm().expect("node 2 exits");
+    assert!(code.success(), "{code:?}");
     for i in 0..n {
         let log =
             std::fs::read_to_string(fleet.dir.join(format!("node{i}.log"))).unwrap_or_default();
@@ -919,5 +941,24 @@ fn a_mixed_fleet_rejects_misconfigured_peers_as_bad_site_not_oversize() {
             log.contains("rejected message") && log.contains("bad_site"),
             "node {i} did not log the reject:\n{log}"
         );
+        // The start line names the projection mode and group.
+        let started = log
+            .lines()
+            .find(|l| l.contains("node started"))
+            .unwrap_or_default();
+        let (projection, group) = [("per-agent", "none"), ("fleet", "none"), ("fleet", "g")][i];
+        for (key, value) in [("projection", projection), ("projection_group", group)] {
+            assert!(
+                started.contains(&format!("{key}={value}"))
+                    || started.contains(&format!("{key}=\"{value}\"")),
+                "node {i}: {key} {value} in {started}"
+            );
+        }
     }
+    let log = std::fs::read_to_string(fleet.dir.join("node2.log")).unwrap_or_default();
+    assert!(
+        log.contains("no --state, so no checkpoint is written"),
+        "{log}"
+    );
+    assert!(!log.contains("final checkpoint"), "{log}");
 }

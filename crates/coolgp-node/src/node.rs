@@ -383,6 +383,13 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
         m = vocab.m(),
         d,
         fingerprint = %vocab.fingerprint().short(),
+        projection = s.agent.projection.name(),
+        projection_group = s.projection_group.as_deref().unwrap_or("none"),
+        fusion = match s.agent.fusion {
+            FusionRule::Tree => "tree",
+            FusionRule::PushSum { .. } => "push-sum",
+        },
+        durable = s.state.is_some(),
         listen = ?s.zenoh.listen,
         connect = ?s.zenoh.connect,
         tls = auth.is_some(),
@@ -437,7 +444,11 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
 
     let result = node.event_loop(&inbound, &status_q, &predict_q).await;
     let last = if result.is_ok() {
-        tracing::info!("shutting down: final checkpoint");
+        if node.s.state.is_some() {
+            tracing::info!("shutting down: final checkpoint");
+        } else {
+            tracing::info!("shutting down: no --state, so no checkpoint is written");
+        }
         node.checkpoint()
     } else {
         Ok(())
