@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use coolgp::faer::Mat;
 use coolgp::model::Fingerprint;
 use coolgp::{Agent, AgentConfig, Excess, View};
+use coolgp_node::status::PROJECTION_RTOL;
 use coolgp_node::zenoh;
 use coolgp_node::zenoh::Wait;
 
@@ -711,6 +712,19 @@ fn fleet_survives_a_kill(
     let before = wait_identical(&fleet, total_points, &x, points_tol);
     let st = fleet.status(0, false).expect("status");
     assert_eq!(st.projection, "fleet");
+    // Their q(W) agree within the dashboard's tolerance (digests may differ in the last bits:
+    // the nodes add the same sums in different orders).
+    let s0 = st.projection_summary.clone().expect("a summary");
+    for i in 1..n {
+        let s = fleet.status(i, false).expect("status");
+        assert!(
+            s.projection_summary
+                .as_ref()
+                .is_some_and(|p| p.agrees_with(&s0, PROJECTION_RTOL)),
+            "{name}: node {i} holds another q(W): {:?} vs {s0:?}",
+            s.projection_summary
+        );
+    }
     // Let a checkpoint with the settled inbox be written, then kill -9 the middle node.
     std::thread::sleep(Duration::from_millis(600));
     fleet.nodes[1].kill9();

@@ -647,7 +647,7 @@ impl std::fmt::Display for SettingDiff {
 }
 
 /// The settings in which `written` (a checkpoint's) differs from `wanted` (this node's), in
-/// flag order, each named by the flag that sets it (`--projection`, `--site-window`, …) with
+/// a fixed order, each named by the flag that sets it (`--projection`, `--site-window`, …) with
 /// both values as the command line spells them; a setting without a flag (the optimizer's)
 /// by its field name. `wanted_group` is this node's `--projection-group` name (a checkpoint
 /// holds only the group's id, shown as `id 0x…`). Empty when nothing differs.
