@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use coolgp::faer::Mat;
 use coolgp::model::Fingerprint;
 use coolgp::{Agent, AgentConfig, Excess, View};
+use coolgp_node::status::PROJECTION_RTOL;
 use coolgp_node::zenoh;
 use coolgp_node::zenoh::Wait;
 
@@ -711,6 +712,19 @@ fn fleet_survives_a_kill(
     let before = wait_identical(&fleet, total_points, &x, points_tol);
     let st = fleet.status(0, false).expect("status");
     assert_eq!(st.projection, "fleet");
+    // Their q(W) agree within the dashboard's tolerance (digests may differ in the last bits:
+    // the nodes add the same sums in different orders).
+    let s0 = st.projection_summary.clone().expect("a summary");
+    for i in 1..n {
+        let s = fleet.status(i, false).expect("status");
+        assert!(
+            s.projection_summary
+                .as_ref()
+                .is_some_and(|p| p.agrees_with(&s0, PROJECTION_RTOL)),
+            "{name}: node {i} holds another q(W): {:?} vs {s0:?}",
+            s.projection_summary
+        );
+    }
     // Let a checkpoint with the settled inbox be written, then kill -9 the middle node.
     std::thread::sleep(Duration::from_millis(600));
     fleet.nodes[1].kill9();
@@ -863,4 +877,102 @@ fn projection_groups_share_q_w_within_a_group_and_fuse_q_u_across() {
         "projection groups node test: {:.1} s",
         t0.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn a_mixed_fleet_rejects_misconfigured_peers_as_bad_site_not_oversize() {
+    // NODE.md §12: every node of a fleet runs the same projection mode and either names a
+    // projection group or none does. On a path 0 – 1 – 2 with node 0 per-agent, node 1 in
+    // the fleet projection without a group and node 2 with group "g", every message is of
+    // the wrong kind for its receiver: each must reach the agent and be rejected as
+    // `bad_site` with a logged reason, never dropped unread as `oversize` (a per-agent node
+    // used to allow no site bytes, a node without a group a single site).
+    let _g = serial();
+    let n = 3;
+    let shares: Vec<_> = (0..n).map(|i| make_rows(950 + i as u64, 20)).collect();
+    let mut fleet = Fleet::new("mixed", n);
+    let flags = |i: usize| -> Vec<String> {
+        let f: &[&str] = match i {
+            0 => &[],
+            1 => &["--projection", "fleet"],
+            _ => &["--projection", "fleet", "--projection-group", "g"],
+        };
+        f.iter().map(|a| a.to_string()).collect()
+    };
+    start_learning(
+        &mut fleet,
+        &shares,
+        &|i| path_neighbors(i, n),
+        &flags,
+        false,
+    );
+    fleet.connect_client();
+    let sts = fleet.wait_all(
+        "every node to reject its neighbours' messages",
+        Duration::from_secs(60),
+        |_, s| s.stream_ended && s.rejected.get("bad_site").copied().unwrap_or(0) > 0,
+    );
+    for s in &sts {
+        assert_eq!(
+            s.rejected.get("oversize"),
+            None,
+            "node {} dropped messages unread: {:?}",
+            s.model.id,
+            s.rejected
+        );
+        assert_eq!(
+            s.neighbors_heard, 0,
+            "node {} accepted a message",
+            s.model.id
+        );
+    }
+    // The status shows each node's projection and the scales it predicts with.
+    let modes: Vec<(&str, Option<&str>)> = sts
+        .iter()
+        .map(|s| (s.projection.as_str(), s.projection_group.as_deref()))
+        .collect();
+    assert_eq!(
+        modes,
+        [("per-agent", None), ("fleet", None), ("fleet", Some("g"))]
+    );
+    for s in &sts {
+        let ok = |v: Option<f64>| v.is_some_and(|v| v.is_finite() && v > 0.0);
+        assert!(
+            ok(s.sigma_s) && ok(s.sigma_n),
+            "{:?} {:?}",
+            s.sigma_s,
+            s.sigma_n
+        );
+        assert!(s.projection_summary.is_some());
+    }
+    // Without --state, a clean shutdown says that nothing is written.
+    let code = fleet.nodes[2].sigterm().expect("node 2 exits");
+    assert!(code.success(), "{code:?}");
+    for i in 0..n {
+        let log =
+            std::fs::read_to_string(fleet.dir.join(format!("node{i}.log"))).unwrap_or_default();
+        assert!(
+            log.contains("rejected message") && log.contains("bad_site"),
+            "node {i} did not log the reject:\n{log}"
+        );
+        // The start line names the projection mode and group.
+        let started = log
+            .lines()
+            .find(|l| l.contains("node started"))
+            .unwrap_or_default();
+        let (projection, group) = [("per-agent", "none"), ("fleet", "none"), ("fleet", "g")][i];
+        for (key, value) in [("projection", projection), ("projection_group", group)] {
+            assert!(
+                started.contains(&format!("{key}={value}"))
+                    || started.contains(&format!("{key}=\"{value}\"")),
+                "node {i}: {key} {value} in {started}"
+            );
+        }
+    }
+    let log = std::fs::read_to_string(fleet.dir.join("node2.log")).unwrap_or_default();
+    assert!(
+        log.contains("no --state, so no checkpoint is written"),
+        "{log}"
+    );
+    assert!(!log.contains("final checkpoint"), "{log}");
 }

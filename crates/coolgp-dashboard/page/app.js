@@ -226,14 +226,20 @@
       line.className = "big pending";
     }
     const digests = Object.entries(c.projection_digests || {});
+    // Nodes holding the same q(W) within c.projection_rtol (a dashboard older than the
+    // summaries sends only digests: one class per digest).
+    const classes = c.projection_classes || digests.map(([, ids]) => ids);
     const modes = c.projection_modes || [];
     const shared = modes.length > 0 && modes.every((m) => m !== "per-agent");
+    const within = digests.length === 1
+      ? `bit-identical, digest ${digests[0][0].slice(0, 8)}`
+      : `within ${c.projection_rtol || 0} relative, ${digests.length} digests`;
     let proj;
     if (digests.length === 0) proj = "";
     else if (shared && c.same_projection && c.projection_groups > 1) proj = `✓ each of ${c.projection_groups} projection groups holds one q(W) (mode ${modes.join(", ")})`;
-    else if (shared && c.same_projection) proj = `✓ all nodes hold the same q(W) (digest ${digests[0][0].slice(0, 8)}, mode ${modes.join(", ")})`;
-    else if (shared) proj = `q(W) not yet shared: ${digests.length} different q(W) across ${c.nodes} nodes (mode ${modes.join(", ")})`;
-    else proj = `q(W) per agent: ${digests.length} distinct across ${c.nodes} node(s)`;
+    else if (shared && c.same_projection) proj = `✓ all nodes hold the same q(W) (${within}, mode ${modes.join(", ")})`;
+    else if (shared) proj = `q(W) not yet shared: ${classes.length} different q(W) across ${c.nodes} nodes (mode ${modes.join(", ")})`;
+    else proj = `q(W) per agent: ${classes.length} distinct across ${c.nodes} node(s)`;
     $("conv-proj").textContent = proj;
   }
 

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use coolgp_node::status::{ProjectionSummary, PROJECTION_RTOL};
 use coolgp_node::Status;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -75,6 +76,26 @@ pub struct Problem {
     pub node: Option<u64>,
     /// What is wrong, in words.
     pub message: String,
+}
+
+/// Nodes of one projection group that hold the same q(W): within [`PROJECTION_RTOL`] by
+/// their summaries, or with the same digest when either node sends no summary (an older
+/// node). The first node's summary and digest stand for the class.
+#[derive(Debug)]
+struct ProjectionClass<'a> {
+    digest: &'a str,
+    summary: Option<&'a ProjectionSummary>,
+    ids: Vec<u64>,
+}
+
+impl ProjectionClass<'_> {
+    /// True when `node` holds this class's q(W).
+    fn holds(&self, node: &ProjectionClass<'_>) -> bool {
+        match (self.summary, node.summary) {
+            (Some(a), Some(b)) => a.agrees_with(b, PROJECTION_RTOL),
+            _ => self.digest == node.digest,
+        }
+    }
 }
 
 /// Everything the dashboard knows about one fleet.
@@ -328,7 +349,9 @@ impl FleetState {
     }
 
     /// Convergence: total own points, the least `fleet_points`, whether every readable node
-    /// represents all of them, and which nodes share which q(W) digest.
+    /// represents all of them, which nodes share which q(W) digest (bit-identical), and which
+    /// hold the same q(W) within [`PROJECTION_RTOL`] (`projection_classes`, from the nodes'
+    /// [`ProjectionSummary`]s; by digest for a node that sends none).
     fn convergence(&self) -> Value {
         let total: u64 = self.nodes.values().map(|v| v.status.points).sum();
         let total_f = total as f64;
@@ -345,24 +368,31 @@ impl FleetState {
                 .all(|v| (v.status.fleet_points - total_f).abs() <= POINTS_RTOL * total_f.max(1.0));
         let mut digests: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
         // Projection groups (spec §14 with groups): one q(W) per group, so "the same q(W)"
-        // means one digest within each group ("" = no group).
-        let mut by_group: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        // means one class within each group ("" = no group).
+        let mut by_group: BTreeMap<&str, Vec<ProjectionClass<'_>>> = BTreeMap::new();
         let mut modes = BTreeSet::new();
         for (id, v) in &self.nodes {
-            if !v.status.projection_digest.is_empty() {
-                digests
-                    .entry(v.status.projection_digest.as_str())
-                    .or_default()
-                    .push(*id);
-                by_group
+            let digest = v.status.projection_digest.as_str();
+            if !digest.is_empty() {
+                digests.entry(digest).or_default().push(*id);
+                let node = ProjectionClass {
+                    digest,
+                    summary: v.status.projection_summary.as_ref(),
+                    ids: vec![*id],
+                };
+                let classes = by_group
                     .entry(v.status.projection_group.as_deref().unwrap_or(""))
-                    .or_default()
-                    .insert(v.status.projection_digest.as_str());
+                    .or_default();
+                match classes.iter_mut().find(|c| c.holds(&node)) {
+                    Some(c) => c.ids.push(*id),
+                    None => classes.push(node),
+                }
             }
             if let Some(m) = v.raw.get("projection").and_then(Value::as_str) {
                 modes.insert(m.to_string());
             }
         }
+        let classes: Vec<&Vec<u64>> = by_group.values().flatten().map(|c| &c.ids).collect();
         json!({
             "total_points": total,
             "min_fleet_points": if self.nodes.is_empty() { 0.0 } else { min_fp },
@@ -371,9 +401,11 @@ impl FleetState {
             "projection_modes": modes,
             "projection_groups": by_group.len(),
             "same_projection": !digests.is_empty()
-                && by_group.values().all(|d| d.len() == 1)
+                && by_group.values().all(|c| c.len() == 1)
                 && digests.values().map(Vec::len).sum::<usize>() == self.nodes.len(),
             "projection_digests": digests,
+            "projection_classes": classes,
+            "projection_rtol": PROJECTION_RTOL,
         })
     }
 
@@ -510,6 +542,51 @@ mod tests {
         f.status_reply(2, &status(2, "a", "cc"), now, 0);
         let c = &f.snapshot(now, 0)["convergence"];
         assert_eq!(c["same_projection"], json!(false), "group a holds two q(W)");
+    }
+
+    #[test]
+    fn summaries_within_the_tolerance_are_the_same_q_w_though_the_digests_differ() {
+        // Fleet-projection nodes sum the same site sums in different orders: their q(W)
+        // agree to ~1e-14, not bit for bit, so the digests differ but the summaries agree.
+        let now = Instant::now();
+        let mut f = FleetState::new("f", &["tcp/127.0.0.1:1".into()], Duration::from_secs(5));
+        f.set_peers(3, 0);
+        let status = |id: u64, digest: &str, summary: Option<[f64; 4]>| {
+            let mut v: Value =
+                serde_json::from_slice(&status_json("f", id, 10, 20.0, &[])).expect("json");
+            v["projection"] = json!("fleet");
+            v["projection_digest"] = json!(digest);
+            if let Some(fs) = summary {
+                v["projection_summary"] = json!({"params": 14, "functionals": fs, "scale": 25.0});
+            }
+            serde_json::to_vec(&v).expect("json")
+        };
+        let base = [3.5, -1.25, 7.0, 0.5];
+        let near = base.map(|x| x * (1.0 + 1e-14));
+        let far = base.map(|x| x * (1.0 + 1e-6));
+        for (id, digest, summary) in [(0, "807d", base), (1, "d61f", near)] {
+            f.member_joined(id, 0);
+            f.status_reply(id, &status(id, digest, Some(summary)), now, 0);
+        }
+        let c = &f.snapshot(now, 0)["convergence"];
+        assert_eq!(c["same_projection"], json!(true), "{c}");
+        assert_eq!(c["projection_classes"], json!([[0, 1]]));
+        assert_eq!(
+            c["projection_digests"].as_object().map(|d| d.len()),
+            Some(2)
+        );
+        // A difference of 1e-6 is another q(W).
+        f.status_reply(1, &status(1, "d61f", Some(far)), now, 0);
+        let c = &f.snapshot(now, 0)["convergence"];
+        assert_eq!(c["same_projection"], json!(false), "{c}");
+        assert_eq!(c["projection_classes"], json!([[0], [1]]));
+        // A node without a summary (an older node) is compared by digest.
+        f.status_reply(1, &status(1, "807d", None), now, 0);
+        let c = &f.snapshot(now, 0)["convergence"];
+        assert_eq!(c["same_projection"], json!(true), "{c}");
+        f.status_reply(1, &status(1, "d61f", None), now, 0);
+        let c = &f.snapshot(now, 0)["convergence"];
+        assert_eq!(c["same_projection"], json!(false), "{c}");
     }
 
     #[test]

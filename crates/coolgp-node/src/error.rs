@@ -31,13 +31,26 @@ pub enum NodeError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The state directory holds a checkpoint of another fleet, agent, vocabulary or settings.
+    /// The state directory holds a checkpoint of another fleet, agent or input columns.
     #[error("state directory {path} does not match this node: {reason} (use a fresh --state DIR)")]
     StateMismatch {
         /// The state directory.
         path: PathBuf,
         /// Which field differs.
         reason: String,
+    },
+    /// The state directory holds a checkpoint of this agent written with other agent settings
+    /// (projection mode, group, site update, fusion, ...).
+    #[error(
+        "state directory {path} was written with {settings}: restart with those flags to \
+         resume, or use a fresh --state DIR to start over"
+    )]
+    StateSettings {
+        /// The state directory.
+        path: PathBuf,
+        /// Each differing setting as its flag, the checkpoint's value and this node's, e.g.
+        /// `--projection fleet (now per-agent) and --projection-group none (now g)`.
+        settings: String,
     },
     /// The data stream is unusable (missing target column, no input columns, bad header).
     #[error("data {source_name}: {reason}")]

@@ -17,6 +17,22 @@ use tokio::sync::Notify;
 /// How often one sender's rejects are logged at most.
 pub const LOG_EVERY: Duration = Duration::from_secs(60);
 
+/// Oversize payloads remembered for the log between two drains of the queues; further ones
+/// are only counted (the log limiter would suppress most of them anyway).
+pub const OVERSIZE_NOTICES: usize = 64;
+
+/// A payload dropped unread because it was longer than any valid message: what the node loop
+/// logs (rate-limited, [`Rejects::log`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Oversize {
+    /// The sender id named in the key, if it parsed.
+    pub key_from: Option<u64>,
+    /// The payload's length in bytes.
+    pub len: usize,
+    /// The limit it exceeded.
+    pub max_len: usize,
+}
+
 /// One received payload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Raw {
@@ -34,6 +50,8 @@ struct Queues {
     cursor: usize,
     dropped: u64,
     oversize: u64,
+    /// Oversize payloads not yet logged (at most [`OVERSIZE_NOTICES`]).
+    oversize_notices: Vec<Oversize>,
 }
 
 /// The shared inbound queues (zenoh callback → node loop).
@@ -47,7 +65,7 @@ pub struct Inbound {
 
 impl Inbound {
     /// Queues for `neighbors`, each bounded to `cap` messages; payloads longer than `max_len`
-    /// bytes are dropped unread and counted.
+    /// bytes are dropped unread, counted and noted for the log ([`Inbound::take_oversize`]).
     pub fn new(neighbors: &[u64], cap: usize, max_len: usize) -> Self {
         let q = Queues {
             per_sender: neighbors.iter().map(|&n| (n, VecDeque::new())).collect(),
@@ -73,6 +91,16 @@ impl Inbound {
             let mut q = self.lock();
             if payload_len > self.max_len {
                 q.oversize += 1;
+                if q.oversize_notices.len() < OVERSIZE_NOTICES {
+                    q.oversize_notices.push(Oversize {
+                        key_from,
+                        len: payload_len,
+                        max_len: self.max_len,
+                    });
+                }
+                drop(q);
+                // Wake the loop so that the drop is logged soon.
+                self.notify.notify_one();
                 return;
             }
             let cap = self.cap;
@@ -133,6 +161,12 @@ impl Inbound {
         None
     }
 
+    /// The oversize payloads noted since the last call (at most [`OVERSIZE_NOTICES`]), for
+    /// the log; their count stays in [`Inbound::dropped`].
+    pub fn take_oversize(&self) -> Vec<Oversize> {
+        std::mem::take(&mut self.lock().oversize_notices)
+    }
+
     /// Messages dropped from full queues, and payloads dropped as oversize.
     pub fn dropped(&self) -> (u64, u64) {
         let q = self.lock();
@@ -183,6 +217,12 @@ impl Rejects {
         detail: &dyn std::fmt::Display,
     ) -> bool {
         *self.counts.entry(label.to_string()).or_insert(0) += 1;
+        self.log(from, label, detail)
+    }
+
+    /// Logs a reject counted elsewhere (oversize payloads are counted by [`Inbound`]) unless
+    /// this sender was logged less than a minute ago. Returns whether it was logged.
+    pub fn log(&mut self, from: Option<u64>, label: &str, detail: &dyn std::fmt::Display) -> bool {
         let now = Instant::now();
         let known = self.last_log.contains_key(&from);
         if !known && self.last_log.len() >= MAX_LOG_SENDERS {
@@ -248,6 +288,32 @@ mod tests {
         let from1: Vec<_> = got.iter().filter(|r| r.key_from == Some(1)).collect();
         assert_eq!(from1[3].bytes, 999u32.to_le_bytes());
         assert_eq!(q.dropped(), (2 * 996, 1));
+        // The oversize payload is noted for the log with its sender, size and limit, once.
+        assert_eq!(
+            q.take_oversize(),
+            vec![Oversize {
+                key_from: Some(2),
+                len: 1000,
+                max_len: 100
+            }]
+        );
+        assert_eq!(q.take_oversize(), Vec::new());
+    }
+
+    #[test]
+    fn oversize_notices_are_bounded_and_logging_them_counts_nothing() {
+        let q = Inbound::new(&[1], 4, 10);
+        for _ in 0..1000 {
+            q.push(Some(1), 11, || {
+                unreachable!("an oversize payload is never copied")
+            });
+        }
+        assert_eq!(q.dropped(), (0, 1000));
+        assert_eq!(q.take_oversize().len(), OVERSIZE_NOTICES);
+        let mut r = Rejects::default();
+        assert!(r.log(Some(1), "oversize", &"11 bytes"));
+        assert!(!r.log(Some(1), "oversize", &"11 bytes"), "rate-limited");
+        assert!(r.counts.is_empty(), "counted by the queues, not twice");
     }
 
     #[test]

@@ -30,12 +30,25 @@ use crate::error::{NodeError, Result};
 use crate::inbound::{Inbound, Raw, Rejects};
 use crate::keys;
 use crate::query::{Queries, QueryModel};
-use crate::status::{projection_digest, ExcessJson, Status};
+use crate::status::{projection_digest, ExcessJson, ProjectionSummary, Status};
 use crate::stream::{self, Item, Layout};
 use crate::transport::{self, Role};
 
-/// Most projection groups a message may carry into a node with a group (its size cap).
+/// Most projection groups a message may carry into a node (its size cap, [`inbound_max_len`]).
 const NODE_MAX_GROUPS: usize = 64;
+
+/// The largest payload a node accepts for decoding: a push-sum body at `m` inducing inputs,
+/// plus the site sums of up to [`NODE_MAX_GROUPS`] projection groups of `site_len = d'·d`
+/// entries each, plus the signature when `signed` (`--tls`).
+///
+/// The same in every projection mode on purpose: a misconfigured peer's message (sites sent
+/// to a per-agent node, group sums sent to a node without a group, or the other way round)
+/// must reach the agent, which rejects it with its reason (`bad_site`), rather than be
+/// dropped unread as `oversize`.
+pub(crate) fn inbound_max_len(m: usize, site_len: usize, signed: bool) -> usize {
+    let sites = 4 + NODE_MAX_GROUPS * (8 + codec::site_bytes(site_len));
+    codec::encoded_len_push_sum(m, None) + sites + if signed { SIGNATURE_LEN } else { 0 }
+}
 
 /// Loads a vocabulary file (`--vocab FILE`); supplied by the CLI, which owns the file format.
 pub type VocabLoader<'a> = &'a (dyn Fn(&Path) -> std::result::Result<Vocabulary, String> + Sync);
@@ -218,15 +231,23 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
                 )));
             }
             if cp.snapshot.config != s.agent {
-                let hint = crate::config::site_resume_flags(&cp.snapshot.config, &s.agent)
-                    .map(|f| {
-                        format!("; only the site update differs: to resume it, start with {f}")
-                    })
-                    .unwrap_or_default();
-                return Err(mismatch(format!(
-                    "it was written with settings {:?}{hint}",
-                    cp.snapshot.config
-                )));
+                let diffs: Vec<String> = crate::config::setting_differences(
+                    &cp.snapshot.config,
+                    &s.agent,
+                    s.projection_group.as_deref(),
+                )
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+                return Err(NodeError::StateSettings {
+                    path: dir.clone(),
+                    settings: if diffs.is_empty() {
+                        // Only a value without a usable comparison (NaN) can get here.
+                        format!("other settings ({:?})", cp.snapshot.config)
+                    } else {
+                        crate::config::join_and(&diffs)
+                    },
+                });
             }
             if cp.meta.stream.source != committed.source {
                 tracing::warn!(
@@ -299,18 +320,7 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
         None => None,
     };
     let session = transport::open(&s.zenoh, Role::Node(s.id)).await?;
-    // The largest message a neighbour may send: a push-sum body, plus the fleet projection's
-    // site sums (spec §14) when this node runs that mode, plus the signature with --tls.
-    let site_len = match (s.agent.projection, s.agent.group) {
-        (coolgp::ProjectionMode::Fleet, None) => codec::site_bytes(vocab.d_latent() * d),
-        (coolgp::ProjectionMode::Fleet, Some(_)) => {
-            4 + NODE_MAX_GROUPS * (8 + codec::site_bytes(vocab.d_latent() * d))
-        }
-        _ => 0,
-    };
-    let max_len = codec::encoded_len_push_sum(vocab.m(), None)
-        + site_len
-        + if auth.is_some() { SIGNATURE_LEN } else { 0 };
+    let max_len = inbound_max_len(vocab.m(), vocab.d_latent() * d, auth.is_some());
     let inbound = Arc::new(Inbound::new(&s.neighbors, s.queue, max_len));
     let mut publishers = BTreeMap::new();
     for &j in &s.neighbors {
@@ -373,6 +383,13 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
         m = vocab.m(),
         d,
         fingerprint = %vocab.fingerprint().short(),
+        projection = s.agent.projection.name(),
+        projection_group = s.projection_group.as_deref().unwrap_or("none"),
+        fusion = match s.agent.fusion {
+            FusionRule::Tree => "tree",
+            FusionRule::PushSum { .. } => "push-sum",
+        },
+        durable = s.state.is_some(),
         listen = ?s.zenoh.listen,
         connect = ?s.zenoh.connect,
         tls = auth.is_some(),
@@ -427,7 +444,11 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
 
     let result = node.event_loop(&inbound, &status_q, &predict_q).await;
     let last = if result.is_ok() {
-        tracing::info!("shutting down: final checkpoint");
+        if node.s.state.is_some() {
+            tracing::info!("shutting down: final checkpoint");
+        } else {
+            tracing::info!("shutting down: no --state, so no checkpoint is written");
+        }
         node.checkpoint()
     } else {
         Ok(())
@@ -494,6 +515,17 @@ impl Node {
     }
 
     fn drain_inbound(&mut self, inbound: &Inbound) {
+        for o in inbound.take_oversize() {
+            // Counted by the queues (`rejected.oversize`); logged here, rate-limited.
+            self.rejects.log(
+                o.key_from,
+                "oversize",
+                &format_args!(
+                    "payload of {} bytes dropped unread: longer than any valid message ({} bytes)",
+                    o.len, o.max_len
+                ),
+            );
+        }
         for _ in 0..DRAIN_BUDGET {
             match inbound.pop() {
                 Some(raw) => self.handle_raw(raw),
@@ -849,6 +881,8 @@ impl Node {
         } else {
             (None, None)
         };
+        let proj = self.agent.projection();
+        let unscale_std = |v: f64| self.scaler.as_ref().map_or(v, |s| s.unscale_std(v));
         Status {
             model: self.model_identity(),
             fusion: match self.s.agent.fusion {
@@ -895,7 +929,10 @@ impl Node {
             checkpoint_age_ms: self
                 .last_checkpoint
                 .map(|t| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)),
-            projection_digest: projection_digest(self.agent.projection()),
+            projection_digest: projection_digest(proj),
+            projection_summary: ProjectionSummary::of(proj),
+            sigma_s: Some(unscale_std(proj.sigma_s())),
+            sigma_n: Some(unscale_std(proj.sigma_n())),
             last_block_unix_ms: self.last_block_unix_ms,
             fused_changed_unix_ms: self.fused_changed_unix_ms,
             rmse_holdout,
@@ -928,5 +965,70 @@ impl Node {
             inputs: self.layout.inputs.clone(),
             scaler: self.scaler.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coolgp::fuse::Mass;
+    use coolgp::learn::{Site, Sites, UNGROUPED};
+    use coolgp::model::Fingerprint;
+    use coolgp::protocol::Header;
+
+    fn message(m: usize, push_sum: bool, sites: Option<Sites>) -> Message {
+        Message {
+            header: Header {
+                fingerprint: Fingerprint([7; 32]),
+                sender: 1,
+                receiver: 2,
+                round: 3,
+                version: 4,
+            },
+            body: if push_sum {
+                Body::PushSum {
+                    total: Mass::zeros(m),
+                }
+            } else {
+                Body::Tree {
+                    excess: Arc::new(Excess::zeros(m)),
+                    points: 1.0,
+                }
+            },
+            projection: None,
+            sites,
+        }
+    }
+
+    fn groups(n: usize, count: usize) -> Sites {
+        Sites::from_pairs((1..=count as u64).map(|g| (g, Site::zeros(n))))
+    }
+
+    #[test]
+    fn the_inbound_limit_admits_every_modes_messages_whatever_the_nodes_own_mode() {
+        // A per-agent node, a fleet node without a group and one with a group all take the
+        // same limit, so a misconfigured peer's message is decoded and rejected by the agent
+        // with its reason (`bad_site`) instead of being dropped as `oversize` (NODE.md §3).
+        let (m, n) = (12, 2 * 3);
+        let max = inbound_max_len(m, n, false);
+        let kinds = [
+            None,
+            Some(Sites::single(UNGROUPED, Site::zeros(n))),
+            Some(groups(n, 2)),
+            Some(groups(n, NODE_MAX_GROUPS)),
+        ];
+        for sites in kinds {
+            for push_sum in [false, true] {
+                let len = codec::encode(&message(m, push_sum, sites.clone())).len();
+                assert!(len <= max, "{len} > {max} (push-sum {push_sum}, {sites:?})");
+            }
+        }
+        // The limit is tight: the largest admitted message fills it exactly, one more group
+        // is refused, and a signature adds its length.
+        let full = message(m, true, Some(groups(n, NODE_MAX_GROUPS)));
+        assert_eq!(codec::encode(&full).len(), max);
+        let over = message(m, true, Some(groups(n, NODE_MAX_GROUPS + 1)));
+        assert!(codec::encode(&over).len() > max);
+        assert_eq!(inbound_max_len(m, n, true), max + SIGNATURE_LEN);
     }
 }

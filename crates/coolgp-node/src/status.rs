@@ -128,6 +128,18 @@ pub struct Status {
     /// bit-identical projections (see [`projection_digest`]).
     #[serde(default)]
     pub projection_digest: String,
+    /// A numeric summary of the same q(W), σ_s, σ_n that the dashboard compares within
+    /// [`PROJECTION_RTOL`] ([`ProjectionSummary`]); absent from older nodes' statuses and when
+    /// a parameter is not finite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection_summary: Option<ProjectionSummary>,
+    /// The signal standard deviation σ_s the node predicts with (in the fleet projection
+    /// mode the fleet's, or its projection group's), in original units (`--standardize`).
+    #[serde(default)]
+    pub sigma_s: Option<f64>,
+    /// The noise standard deviation σ_n the node predicts with, in original units.
+    #[serde(default)]
+    pub sigma_n: Option<f64>,
     /// When the last own block was absorbed (ms since the Unix epoch).
     pub last_block_unix_ms: Option<u64>,
     /// When the fused model last changed by more than 1e-12 relative (ms since the epoch).
@@ -157,8 +169,9 @@ pub struct Status {
 }
 
 /// The first 8 bytes, in hex, of SHA-256 over the little-endian bits of θ = (M, log Σ, log σ_s,
-/// log σ_n) in [`Projection::to_flat`] order: two nodes hold the same q(W) iff (up to a
-/// 2⁻⁶⁴ collision) their digests are equal.
+/// log σ_n) in [`Projection::to_flat`] order: two nodes hold bit-identical q(W) iff (up to a
+/// 2⁻⁶⁴ collision) their digests are equal. Nodes that hold the same fleet sums but added
+/// them in different orders differ in the last bits: compare their [`ProjectionSummary`].
 pub fn projection_digest(p: &Projection) -> String {
     let mut h = Sha256::new();
     for v in p.to_flat() {
@@ -168,6 +181,96 @@ pub fn projection_digest(p: &Projection) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// Relative tolerance within which two nodes' q(W) count as the same in the dashboard
+/// ([`ProjectionSummary::agrees_with`]).
+pub const PROJECTION_RTOL: f64 = 1e-9;
+
+/// Number of linear functionals in a [`ProjectionSummary`].
+pub const SUMMARY_FUNCTIONALS: usize = 4;
+
+/// A small numeric summary of a q(W), σ_s, σ_n, for comparing nodes *within a tolerance*
+/// (the [`projection_digest`] tells only bit-identical projections apart, and nodes that sum
+/// the same site sums in different floating-point orders agree to ~1e-15, not bit for bit).
+///
+/// With θ = (M, log Σ, log σ_s, log σ_n) in [`Projection::to_flat`] order (`n = 2·d'·d + 2`
+/// numbers), the summary holds `f_j = Σ_k w_jk θ_k` for `j < 4` and the scale `‖θ‖₁`, with
+/// fixed pseudo-random weights `w_jk ∈ [−1, 1)` (SplitMix64 of `(j, k)`, the same in every
+/// process). Two summaries agree when every `|f_j − f'_j| ≤ rtol · max(‖θ‖₁, ‖θ'‖₁)`:
+///
+/// - **Equal projections agree.** `|f_j − f'_j| ≤ ‖θ − θ'‖₁`, so projections whose parameters
+///   differ by rounding (~1e-15 of ‖θ‖₁, plus the summary's own rounding, `n·ε·‖θ‖₁`) agree
+///   at `rtol` = 1e-9 for any realistic n.
+/// - **Different projections are told apart.** If one parameter differs by `|δ_k| = r · rtol ·
+///   ‖θ‖₁`, then for any values of the other weights `f_j − f'_j` falls within the tolerance
+///   only if `w_jk` lands in an interval of length `2 · rtol · ‖θ‖₁`, which has probability
+///   at most `1/r` for a weight uniform on [−1, 1); the four functionals have independent
+///   weights, so the difference goes unnoticed with probability at most `r⁻⁴` (1e-12 at
+///   r = 1000). The weights are fixed, but the differences between nodes' projections come
+///   from their data and message timing, not from the weights, so this is the chance of a
+///   miss. Differences within a factor of a few of the tolerance may go unnoticed.
+///
+/// A relative change `c` of a variance σ_ij² moves θ's `log σ_ij` by `c/2`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProjectionSummary {
+    /// Number of parameters summarized, `2·d'·d + 2` (projections of other shapes never agree).
+    pub params: usize,
+    /// `f_j = Σ_k w_jk θ_k`, [`SUMMARY_FUNCTIONALS`] values.
+    pub functionals: Vec<f64>,
+    /// `‖θ‖₁ = Σ_k |θ_k|`, the scale of the tolerance.
+    pub scale: f64,
+}
+
+/// Weight `w_jk ∈ [−1, 1)` of functional `j` on parameter `k`: SplitMix64 of `(j, k)`.
+fn summary_weight(j: usize, k: usize) -> f64 {
+    let mut z = ((j as u64) << 48 ^ k as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    // The top 53 bits as a uniform number in [0, 1), mapped to [−1, 1).
+    (z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+}
+
+impl ProjectionSummary {
+    /// The summary of `p`, `None` if a parameter is not finite (JSON cannot carry it; the
+    /// dashboard then compares the digest).
+    pub fn of(p: &Projection) -> Option<Self> {
+        let theta = p.to_flat();
+        if !theta.iter().all(|v| v.is_finite()) {
+            return None;
+        }
+        let functionals = (0..SUMMARY_FUNCTIONALS)
+            .map(|j| {
+                theta
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| summary_weight(j, k) * v)
+                    .sum()
+            })
+            .collect();
+        Some(Self {
+            params: theta.len(),
+            functionals,
+            scale: theta.iter().map(|v| v.abs()).sum(),
+        })
+    }
+
+    /// True when the two summaries describe the same q(W) within `rtol` relative to the larger
+    /// `‖θ‖₁` (type docs: what that guarantees). Summaries of other shapes or with non-finite
+    /// values never agree.
+    pub fn agrees_with(&self, other: &Self, rtol: f64) -> bool {
+        let tol = rtol * self.scale.max(other.scale);
+        self.params == other.params
+            && self.functionals.len() == other.functionals.len()
+            && !self.functionals.is_empty()
+            && tol.is_finite()
+            && self
+                .functionals
+                .iter()
+                .zip(&other.functionals)
+                .all(|(a, b)| (a - b).abs() <= tol)
+    }
 }
 
 /// The request of `coolgp/<fleet>/<agent>/predict`.
@@ -224,5 +327,74 @@ mod tests {
         assert_eq!(a, projection_digest(&proj(0.0)));
         // One ulp in one mean entry is a different q(W).
         assert_ne!(a, projection_digest(&proj(f64::EPSILON)));
+    }
+
+    /// `p` with every parameter θ_k scaled by `1 + rel·s_k` (`s_k` = ±1, alternating), or
+    /// only θ_`only` when given.
+    fn perturbed(p: &Projection, rel: f64, only: Option<usize>) -> Projection {
+        let theta: Vec<f64> = p
+            .to_flat()
+            .iter()
+            .enumerate()
+            .map(|(k, v)| {
+                let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+                if only.is_none_or(|o| o == k) {
+                    v * (1.0 + rel * sign)
+                } else {
+                    *v
+                }
+            })
+            .collect();
+        let mut q = p.clone();
+        q.set_flat(&theta);
+        q
+    }
+
+    fn summary(p: &Projection) -> ProjectionSummary {
+        ProjectionSummary::of(p).expect("finite parameters")
+    }
+
+    #[test]
+    fn projection_summaries_agree_to_rounding_and_tell_real_differences_apart() {
+        let a = proj(0.3);
+        let sa = summary(&a);
+        assert_eq!(sa.params, a.n_params());
+        assert_eq!(sa.functionals.len(), SUMMARY_FUNCTIONALS);
+        // 1e-14 relative in every parameter (what different summation orders leave): the
+        // digests differ, the summaries agree, both ways round.
+        let near = perturbed(&a, 1e-14, None);
+        assert_ne!(projection_digest(&a), projection_digest(&near));
+        assert!(sa.agrees_with(&summary(&near), PROJECTION_RTOL));
+        assert!(summary(&near).agrees_with(&sa, PROJECTION_RTOL));
+        // 1e-6 relative in every parameter, or in any single one: different.
+        assert!(!sa.agrees_with(&summary(&perturbed(&a, 1e-6, None)), PROJECTION_RTOL));
+        for k in 0..a.n_params() {
+            let far = summary(&perturbed(&a, 1e-6, Some(k)));
+            assert!(!sa.agrees_with(&far, PROJECTION_RTOL), "parameter {k}");
+            assert!(!far.agrees_with(&sa, PROJECTION_RTOL), "parameter {k}");
+        }
+        // Another shape never agrees; a non-finite parameter gives no summary.
+        let wide = Projection::new(
+            Mat::from_fn(2, 4, |_, _| 0.0),
+            Mat::from_fn(2, 4, |_, _| -1.0),
+            0.1,
+            -2.0,
+        );
+        assert!(!sa.agrees_with(&summary(&wide), 1.0));
+        let bad = Projection::new(
+            Mat::from_fn(2, 3, |_, _| f64::NAN),
+            Mat::from_fn(2, 3, |_, _| -1.0),
+            0.1,
+            -2.0,
+        );
+        assert_eq!(ProjectionSummary::of(&bad), None);
+    }
+
+    #[test]
+    fn a_projection_summary_round_trips_through_json() {
+        let s = ProjectionSummary::of(&proj(0.3)).expect("finite");
+        let json = serde_json::to_value(&s).expect("json");
+        let back: ProjectionSummary = serde_json::from_value(json).expect("round trip");
+        assert_eq!(back, s);
     }
 }
