@@ -105,6 +105,12 @@ pub struct SimArgs {
     /// the scales, counted once; default 100000).
     #[arg(long, allow_negative_numbers = true)]
     pub scale_prior_points: Option<f64>,
+    /// Fleet projection only: what a site remembers. recent (default): the newest window's
+    /// term scaled to the agent's points and damped, which assumes a randomly ordered stream;
+    /// stream: the sum of every block's term, the window's re-evaluated and older blocks'
+    /// frozen, for time-ordered streams (--stream-order file, live sensors).
+    #[arg(long, value_name = "recent|stream")]
+    pub site_memory: Option<String>,
     /// path, star, random-tree (default), mst, ring, grid, complete, geometric.
     #[arg(long)]
     pub topology: Option<String>,
@@ -218,6 +224,7 @@ impl SimArgs {
             site_window,
             site_prior_points,
             scale_prior_points,
+            site_memory,
             topology,
             fusion,
             loss,
@@ -262,6 +269,7 @@ impl SimArgs {
             ("--site-window", self.site_window.is_some()),
             ("--site-prior-points", self.site_prior_points.is_some()),
             ("--scale-prior-points", self.scale_prior_points.is_some()),
+            ("--site-memory", self.site_memory.is_some()),
             ("--projection-group", self.projection_group.is_some()),
             ("--fuse-groups", self.fuse_groups.is_some()),
             ("--no-fuse-warmup", self.no_fuse_warmup),
@@ -368,6 +376,12 @@ pub fn sim_config(a: &SimArgs, n_batches: usize, groups: Option<usize>) -> Resul
             window_points: a.site_window,
             prior_points: a.site_prior_points,
             scale_prior_points: a.scale_prior_points,
+            memory: a
+                .site_memory
+                .as_deref()
+                .map(coolgp::learn::SiteMemory::from_name)
+                .transpose()
+                .map_err(anyhow::Error::msg)?,
         })?,
         ..SimConfig::default()
     })

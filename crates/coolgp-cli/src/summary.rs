@@ -31,6 +31,7 @@ pub fn run_fields(args: &SimArgs, cfg: &SimConfig, projection_groups: &[String])
             "window_points": cfg.site.window_points,
             "prior_points": cfg.site.prior_points,
             "scale_prior_points": cfg.site.scale_prior_points,
+            "memory": cfg.site.memory.name(),
             "site_every": cfg.site_every,
             "fuse_groups": cfg.fuse_groups,
             "fuse_warmup": cfg.fuse_warmup,

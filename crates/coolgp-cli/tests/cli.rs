@@ -654,7 +654,7 @@ fn fleet_only_flags_are_refused_outside_the_fleet_projection_with_the_fix() {
     );
     // The fleet projection takes them, in either stream order, and summary.json records them
     // under the flags' own names.
-    for order in ["random", "file"] {
+    for (order, memory) in [("random", "recent"), ("file", "stream")] {
         let out_dir = dir.join(order);
         coolgp_ok(&on_csv(
             "simulate",
@@ -669,6 +669,8 @@ fn fleet_only_flags_are_refused_outside_the_fleet_projection_with_the_fix() {
                 "50",
                 "--stream-order",
                 order,
+                "--site-memory",
+                memory,
                 "--out",
                 out_dir.to_str().expect("utf8"),
             ],
@@ -679,6 +681,7 @@ fn fleet_only_flags_are_refused_outside_the_fleet_projection_with_the_fix() {
         assert_eq!(s["mode"], "frozen");
         assert_eq!(s["topology"], "random-tree");
         assert_eq!(s["site"]["window_points"], 50);
+        assert_eq!(s["site"]["memory"], memory);
         assert_eq!(
             s["site"]["projection_groups"].as_array().map(Vec::len),
             Some(0)

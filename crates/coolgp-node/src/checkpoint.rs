@@ -54,7 +54,7 @@ use coolgp::faer::Mat;
 use coolgp::fuse::Mass;
 use coolgp::learn::{
     Adam, AdamConfig, HyperStats, ImportanceCache, IsNormalization, Learner, Site, SiteConfig,
-    Sites, UNGROUPED,
+    SiteMemory, Sites, UNGROUPED,
 };
 use coolgp::model::psi::UnitStats;
 use coolgp::protocol::{AgentSnapshot, InboundSnapshot, ProjectionShare};
@@ -192,6 +192,14 @@ pub struct AgentMeta {
     /// Fleet projection: blocks stored in the site window (`site/recent/…`).
     #[serde(default)]
     pub site_recent: usize,
+    /// Fleet projection: what the site remembers, `recent` or `stream` (`None`: written before
+    /// the choice existed, `recent`). With `stream`, `site/frozen/…` and `site/window_term/…`
+    /// hold its frozen terms and last window term.
+    #[serde(default)]
+    pub site_memory: Option<String>,
+    /// Fleet projection with `stream` memory: the points of the last window term.
+    #[serde(default)]
+    pub site_window_term_points: Option<f64>,
     /// Inbox entries carrying site sums (fleet projection).
     #[serde(default)]
     pub inbox_sites: Vec<u64>,
@@ -387,6 +395,10 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
     let fleet = s.config.projection == ProjectionMode::Fleet;
     if fleet {
         t.site("site/", &s.site);
+        if s.config.site.memory == SiteMemory::Stream {
+            t.site("site/frozen/", &s.site_frozen);
+            t.site("site/window_term/", &s.window_term.0);
+        }
         for (i, (x, y)) in s.recent.iter().enumerate() {
             t.mat(format!("site/recent/x/{i:08}"), x);
             t.vec(format!("site/recent/y/{i:08}"), y);
@@ -449,6 +461,9 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
         site_clock: fleet.then_some(s.site_clock),
         site_window: fleet.then_some(s.config.site.window_points),
         site_recent: if fleet { s.recent.len() } else { 0 },
+        site_memory: fleet.then(|| s.config.site.memory.name().to_owned()),
+        site_window_term_points: (fleet && s.config.site.memory == SiteMemory::Stream)
+            .then_some(s.window_term.1),
         inbox_sites,
         group: s.config.group,
         site_groups: std::mem::take(&mut t.1),
@@ -782,6 +797,14 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
         push_received.insert(*k, r.mass(&format!("pushsum/received/{k}"), m, dz * d)?);
     }
     let push_mass = r.mass("pushsum/mass", m, dz * d)?;
+    let memory = match a.site_memory.as_deref() {
+        None => SiteMemory::Recent,
+        Some(name) => SiteMemory::from_name(name).map_err(|e| NodeError::Checkpoint {
+            path: path.to_path_buf(),
+            reason: e,
+        })?,
+    };
+    let stream = projection == ProjectionMode::Fleet && memory == SiteMemory::Stream;
     let snapshot = AgentSnapshot {
         id: meta.model.id,
         config: AgentConfig {
@@ -798,6 +821,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
                     window_points: a.site_window.unwrap_or(0),
                     prior_points,
                     scale_prior_points,
+                    memory,
                 },
                 None => SiteConfig::default(),
             },
@@ -831,6 +855,30 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
             Site::zeros(0)
         },
         site_clock: a.site_clock.unwrap_or(0.0),
+        site_frozen: if stream {
+            r.site("site/frozen/", dz * d)?
+        } else {
+            Site::zeros(if projection == ProjectionMode::Fleet {
+                dz * d
+            } else {
+                0
+            })
+        },
+        window_term: if stream {
+            (
+                r.site("site/window_term/", dz * d)?,
+                a.site_window_term_points.unwrap_or(0.0),
+            )
+        } else {
+            (
+                Site::zeros(if projection == ProjectionMode::Fleet {
+                    dz * d
+                } else {
+                    0
+                }),
+                0.0,
+            )
+        },
         recent: {
             let mut blocks = Vec::with_capacity(a.site_recent.min(1024));
             for i in 0..a.site_recent {

@@ -120,6 +120,12 @@ pub struct NodeArgs {
     /// counted once) [default: 100000].
     #[arg(long)]
     pub scale_prior_points: Option<f64>,
+    /// Fleet projection: what a site remembers. recent: the newest window's term scaled to
+    /// the node's points and damped (assumes a randomly ordered stream); stream: the sum of
+    /// every block's term, the window's re-evaluated, older blocks' frozen — for live,
+    /// time-ordered sensor streams [default: recent].
+    #[arg(long, value_name = "recent|stream")]
+    pub site_memory: Option<String>,
     /// Online update mode: frozen, importance or exact [default: frozen].
     #[arg(long)]
     pub mode: Option<String>,
@@ -253,6 +259,7 @@ struct NodeFile {
     site_window: Option<usize>,
     site_prior_points: Option<f64>,
     scale_prior_points: Option<f64>,
+    site_memory: Option<String>,
     mode: Option<String>,
     samples: Option<usize>,
     normalization: Option<String>,
@@ -473,12 +480,56 @@ impl NodeArgs {
                 )))
             }
         };
+        if projection != ProjectionMode::Fleet {
+            let given: Vec<&str> = [
+                (
+                    "--site-damping",
+                    self.site_damping.or(f.site_damping).is_some(),
+                ),
+                (
+                    "--site-fleet-damping",
+                    self.site_fleet_damping.or(f.site_fleet_damping).is_some(),
+                ),
+                (
+                    "--site-window",
+                    self.site_window.or(f.site_window).is_some(),
+                ),
+                (
+                    "--site-prior-points",
+                    self.site_prior_points.or(f.site_prior_points).is_some(),
+                ),
+                (
+                    "--scale-prior-points",
+                    self.scale_prior_points.or(f.scale_prior_points).is_some(),
+                ),
+                (
+                    "--site-memory",
+                    self.site_memory.is_some() || f.site_memory.is_some(),
+                ),
+            ]
+            .into_iter()
+            .filter_map(|(flag, set)| set.then_some(flag))
+            .collect();
+            if !given.is_empty() {
+                return Err(NodeError::Config(format!(
+                    "{} tune the fleet projection's site update: add --projection fleet or drop \
+                     them",
+                    given.join(", ")
+                )));
+            }
+        }
         let site = coolgp::learn::SiteConfig::from_options(coolgp::learn::SiteOptions {
             damping: self.site_damping.or(f.site_damping),
             fleet_damping: self.site_fleet_damping.or(f.site_fleet_damping),
             window_points: self.site_window.or(f.site_window),
             prior_points: self.site_prior_points.or(f.site_prior_points),
             scale_prior_points: self.scale_prior_points.or(f.scale_prior_points),
+            memory: self
+                .site_memory
+                .or(f.site_memory)
+                .map(|m| coolgp::learn::SiteMemory::from_name(&m))
+                .transpose()
+                .map_err(NodeError::Config)?,
         })
         .map_err(NodeError::Config)?;
         let projection_group = self.projection_group.or(f.projection_group);
@@ -740,6 +791,11 @@ pub fn setting_differences(
         ws.scale_prior_points.to_string(),
         ns.scale_prior_points.to_string(),
     );
+    value(
+        "--site-memory",
+        ws.memory.name().into(),
+        ns.memory.name().into(),
+    );
     value("--seed", written.seed.to_string(), wanted.seed.to_string());
     value(
         "adam",
@@ -901,5 +957,46 @@ mod tests {
             ..NodeArgs::default()
         };
         assert!(bad.resolve().is_err());
+    }
+
+    #[test]
+    fn site_settings_need_the_fleet_projection_and_a_known_memory() {
+        let base = || NodeArgs {
+            id: Some(1),
+            fleet: Some("lab".into()),
+            inputs: vec!["a".into()],
+            ..NodeArgs::default()
+        };
+        // Silently ignored before: a per-agent node with the fleet's site settings.
+        let per_agent = NodeArgs {
+            site_window: Some(50),
+            site_memory: Some("stream".into()),
+            ..base()
+        };
+        let e = per_agent.resolve().map(|_| ()).expect_err("refused");
+        assert!(
+            e.to_string()
+                .contains("--site-window, --site-memory tune the fleet projection's"),
+            "{e}"
+        );
+        let fleet = |memory: &str| NodeArgs {
+            projection: Some("fleet".into()),
+            site_memory: Some(memory.into()),
+            ..base()
+        };
+        let s = fleet("stream").resolve().expect("valid");
+        assert_eq!(s.agent.site.memory, coolgp::learn::SiteMemory::Stream);
+        let e = fleet("forever").resolve().map(|_| ()).expect_err("refused");
+        assert!(
+            e.to_string().contains("unknown site memory 'forever'"),
+            "{e}"
+        );
+        // A checkpoint written under the other memory names the flag that resumes it.
+        let mut written = s.agent.clone();
+        written.site.memory = coolgp::learn::SiteMemory::Recent;
+        assert_eq!(
+            differences(&written, &s.agent, None),
+            "--site-memory recent (now stream)"
+        );
     }
 }

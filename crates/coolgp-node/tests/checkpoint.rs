@@ -202,6 +202,21 @@ fn fleet_push_sum() {
 }
 
 #[test]
+fn fleet_stream_memory() {
+    // SiteMemory::Stream's frozen terms and last window term are node state
+    // (`site/frozen/…`, `site/window_term/…`, metadata `site_memory`, `site_window_term_points`).
+    round_trip(AgentConfig {
+        projection: coolgp::ProjectionMode::Fleet,
+        site: coolgp::learn::SiteConfig {
+            memory: coolgp::learn::SiteMemory::Stream,
+            window_points: 8,
+            ..coolgp::learn::SiteConfig::default()
+        },
+        ..AgentConfig::default()
+    });
+}
+
+#[test]
 fn a_fleet_checkpoint_keeps_the_site_clock_and_older_metadata_still_parses() {
     // The fleet damping's clock (SiteConfig::fleet_damping) is node state: it is written and
     // read back; metadata written before it existed parses with neither field (restored with
@@ -226,6 +241,9 @@ fn a_fleet_checkpoint_keeps_the_site_clock_and_older_metadata_still_parses() {
     let mut old = serde_json::to_value(&m.agent).expect("json");
     let obj = old.as_object_mut().expect("object");
     assert!(obj.remove("site_clock").is_some() && obj.remove("site_fleet_damping").is_some());
+    // Written before the site memory existed: restored as `recent`, the rule it ran.
+    assert_eq!(obj.remove("site_memory"), Some(serde_json::json!("recent")));
     let parsed: checkpoint::AgentMeta = serde_json::from_value(old).expect("older metadata");
     assert_eq!((parsed.site_clock, parsed.site_fleet_damping), (None, None));
+    assert_eq!(parsed.site_memory, None);
 }

@@ -63,7 +63,8 @@ fn view(fused: bool) -> View {
 ///     a group or none does).
 /// site: with projection="fleet", a dict tuning the site update, as the node's --site-*
 ///     flags: damping (0.3), fleet_damping (0.01), window (points, 80), prior_points (2000),
-///     scale_prior_points (100000); omitted keys keep their defaults.
+///     scale_prior_points (100000), memory ("recent", or "stream" for time-ordered streams);
+///     omitted keys keep their defaults.
 /// fusion: "tree" (exact on trees) or "push-sum" (loopy or lossy graphs; needs fleet_size).
 /// learn: learn q(W), σ_s, σ_n online. seed: the agent's own randomness (default: its id,
 ///     as `coolgp node`).
@@ -121,12 +122,23 @@ impl Agent {
         site: Option<Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let mut pairs = Vec::new();
+        let mut memory = None;
         for (k, v) in site.iter().flat_map(|d| d.iter()) {
             // A value of the wrong type is a TypeError (as Python's own), a bad number a
             // ValueError.
             let key: String = k.extract().map_err(|_| {
                 PyTypeError::new_err(format!("site: keys must be strings ({SITE_KEYS})"))
             })?;
+            if key == "memory" {
+                let name: String = v.extract().map_err(|_| {
+                    PyTypeError::new_err("site: 'memory' must be 'recent' or 'stream'")
+                })?;
+                memory = Some(
+                    coolgp::learn::SiteMemory::from_name(&name)
+                        .map_err(|e| PyValueError::new_err(format!("site: {e}")))?,
+                );
+                continue;
+            }
             let value: f64 = v.extract().map_err(|_| {
                 let kind = v
                     .get_type()
@@ -136,7 +148,8 @@ impl Agent {
             })?;
             pairs.push((key, value));
         }
-        let site = site_options(pairs).map_err(PyValueError::new_err)?;
+        let mut site = site_options(pairs).map_err(PyValueError::new_err)?;
+        site.memory = memory;
         let kw = AgentKw {
             mode,
             samples,
@@ -255,6 +268,7 @@ impl Agent {
             site.set_item("window", c.site.window_points)?;
             site.set_item("prior_points", c.site.prior_points)?;
             site.set_item("scale_prior_points", c.site.scale_prior_points)?;
+            site.set_item("memory", c.site.memory.name())?;
             d.set_item("site", site)?;
         }
         Ok(d)

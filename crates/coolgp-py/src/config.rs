@@ -30,7 +30,8 @@ pub struct AgentKw<'a> {
 }
 
 /// The keys of `Agent(site={...})` (the node's `--site-*` flags).
-pub const SITE_KEYS: &str = "damping, fleet_damping, window, prior_points, scale_prior_points";
+pub const SITE_KEYS: &str =
+    "damping, fleet_damping, window, prior_points, scale_prior_points, memory";
 
 /// Reads `site={...}` into [`coolgp::learn::SiteOptions`]: `(key, value)` pairs, numbers as
 /// f64 (`window` a non-negative integer).

@@ -290,3 +290,15 @@ def test_site_settings(tmp_path):
         coolgp.Agent(2, v, input_dim=2, projection="fleet", site={"window": 10**30})
     with pytest.raises(TypeError, match="'window' must be a number, got str"):
         coolgp.Agent(2, v, input_dim=2, projection="fleet", site={"window": "abc"})
+    assert s["memory"] == "recent"
+    st = coolgp.Agent(3, v, input_dim=2, projection="fleet", site={"memory": "stream"})
+    assert st.config["site"]["memory"] == "stream"
+    for _ in range(3):
+        x = rng.normal(size=(10, 2))
+        st.observe(x, np.sin(x[:, 0]))
+    st.save(tmp_path / "s.safetensors")
+    st_back = coolgp.Agent.load(tmp_path / "s.safetensors")
+    assert st_back.config["site"] == st.config["site"]
+    np.testing.assert_array_equal(st_back.predict(xt)[0], st.predict(xt)[0])
+    with pytest.raises(ValueError, match="unknown site memory 'forever'"):
+        coolgp.Agent(2, v, input_dim=2, projection="fleet", site={"memory": "forever"})

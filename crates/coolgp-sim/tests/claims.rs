@@ -430,6 +430,16 @@ fn thread_count_invariance(loss: f64) {
 fn a_fleet_of_one_equals_the_central_learner_in_the_fleet_projection_mode() {
     // Issue 8 / spec §14: the central learner runs the same site update as the fleet; with the
     // same damping, a fleet of one is the central learner.
+    // Both site memories (SiteMemory::Recent, the default, and Stream).
+    for memory in [
+        coolgp::learn::SiteMemory::Recent,
+        coolgp::learn::SiteMemory::Stream,
+    ] {
+        a_fleet_of_one_is_the_central_learner(memory);
+    }
+}
+
+fn a_fleet_of_one_is_the_central_learner(memory: coolgp::learn::SiteMemory) {
     let w = one_phenomenon(30, 10, 5);
     let base = SimConfig {
         agents: 1,
@@ -442,6 +452,7 @@ fn a_fleet_of_one_equals_the_central_learner_in_the_fleet_projection_mode() {
     let cfg = SimConfig {
         site: coolgp::learn::SiteConfig {
             damping: base.central_damping,
+            memory,
             ..base.site.clone()
         },
         ..base

@@ -11,7 +11,7 @@ use common::{fleet_config, lossy_round, max_rel, site_flat};
 use coolgp::faer::Mat;
 use coolgp::fuse::tree::two_pass_schedule;
 use coolgp::fuse::Mass;
-use coolgp::learn::{Site, SiteConfig};
+use coolgp::learn::{Site, SiteConfig, SiteMemory};
 use coolgp::protocol::{memory, Body, RejectReason};
 use coolgp::rng::Rng;
 use coolgp::{
@@ -582,4 +582,112 @@ fn push_sum_fleet_neighbours_are_free_until_mass_is_exchanged() {
     a.set_neighbors([2]).expect("still fresh");
     a.handle_tick();
     assert!(matches!(a.set_neighbors([1]), Err(Error::InvalidConfig(_))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream memory (SiteMemory::Stream): a site is the sum of every own block's term
+
+fn stream_cfg(window: usize) -> AgentConfig {
+    let mut c = cfg();
+    c.site.memory = SiteMemory::Stream;
+    c.site.window_points = window;
+    c
+}
+
+#[test]
+fn a_stream_memory_site_counts_every_own_point_once() {
+    // Each block's term enters at its own points (c = 1) and stays, frozen, when it leaves the
+    // window, so the site's point statistic N is the agent's points exactly, whatever the
+    // window. The recent memory's is a damped average of N/n-scaled windows, which lags.
+    let v = vocab();
+    for window in [0, 25, 80] {
+        let mut a = Agent::new(0, v.clone(), D, stream_cfg(window)).expect("agent");
+        let mut rng = Rng::new(3, 3);
+        for k in 1..=12 {
+            feed(&mut a, &mut rng, 1);
+            let n = a.site().hyper.n;
+            let want = 10.0 * k as f64;
+            assert!(
+                (n - want).abs() < 1e-9 * want,
+                "window {window}, block {k}: N = {n}, want {want}"
+            );
+        }
+    }
+    let mut r = Agent::new(0, v, D, cfg()).expect("agent");
+    feed(&mut r, &mut Rng::new(3, 3), 12);
+    let n = r.site().hyper.n;
+    assert!((n - 120.0).abs() > 1.0, "recent memory: N = {n}");
+}
+
+#[test]
+fn a_stream_memory_snapshot_restores_bit_identically_and_refuses_bad_terms() {
+    let v = vocab();
+    let mut a = Agent::new(0, v.clone(), D, stream_cfg(25)).expect("agent");
+    feed(&mut a, &mut Rng::new(4, 4), 6);
+    let snap = a.snapshot();
+    assert!(snap.window_term.1 > 0.0 && snap.site_frozen.hyper.n > 0.0);
+    let mut back = Agent::restore(v.clone(), snap.clone()).expect("restore");
+    assert_eq!(back.snapshot(), snap);
+    let mut orig = a.clone();
+    for b in [&mut orig, &mut back] {
+        feed(b, &mut Rng::new(9, 9), 3);
+    }
+    assert_eq!(orig.snapshot(), back.snapshot());
+    let mut bad = snap.clone();
+    bad.site_frozen.prec[0] = -1.0;
+    assert!(matches!(
+        Agent::restore(v.clone(), bad),
+        Err(Error::InvalidConfig(_))
+    ));
+    let mut bad = snap;
+    bad.window_term.1 = f64::NAN;
+    assert!(matches!(
+        Agent::restore(v, bad),
+        Err(Error::InvalidConfig(_))
+    ));
+}
+
+#[test]
+fn under_a_drifting_stream_the_stream_memory_keeps_what_the_recent_memory_forgets() {
+    // One learner, y = sin(x0 − x1/2), blocks in time order with x0's centre drifting from −2
+    // to 2: the recent memory fits the last few blocks' region as if it were all the data;
+    // the stream memory keeps every block's term. Scored over the whole range.
+    let v = vocab();
+    let drift = |cfg: AgentConfig| {
+        let mut a = Agent::new(0, v.clone(), D, cfg).expect("agent");
+        let mut rng = Rng::new(12, 12);
+        let blocks = 60;
+        for b in 0..blocks {
+            let centre = -2.0 + 4.0 * b as f64 / (blocks - 1) as f64;
+            let x = Mat::from_fn(10, D, |_, j| {
+                if j == 0 {
+                    centre + 0.3 * rng.normal()
+                } else {
+                    rng.normal()
+                }
+            });
+            let y: Vec<f64> = (0..10)
+                .map(|r| (x[(r, 0)] - 0.5 * x[(r, 1)]).sin() + 0.1 * rng.normal())
+                .collect();
+            a.handle_block(x.as_ref(), &y).expect("block");
+        }
+        let mut t = Rng::new(13, 13);
+        let x = Mat::from_fn(400, D, |_, j| {
+            if j == 0 {
+                -2.0 + 4.0 * t.uniform()
+            } else {
+                t.normal()
+            }
+        });
+        let y: Vec<f64> = (0..400)
+            .map(|r| (x[(r, 0)] - 0.5 * x[(r, 1)]).sin())
+            .collect();
+        a.predict(x.as_ref(), View::Own).expect("predict").rmse(&y)
+    };
+    let mut recent = cfg();
+    recent.site.damping = 0.05;
+    let mut stream = recent.clone();
+    stream.site.memory = SiteMemory::Stream;
+    let (r, s) = (drift(recent), drift(stream));
+    assert!(s < 0.9 * r, "stream memory {s} vs recent {r}");
 }

@@ -66,7 +66,7 @@ class Agent:
         learn: bool = True,
         seed: Optional[int] = None,
         projection_group: Optional[str] = None,
-        site: Optional[Dict[str, float]] = None,
+        site: Optional[Dict[str, Union[float, str]]] = None,
     ) -> None: ...
     @property
     def id(self) -> int: ...

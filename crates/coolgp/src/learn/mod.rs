@@ -14,7 +14,7 @@ pub use adam::{Adam, AdamConfig};
 pub use elbo::{block_loglik_grad, stochastic_objective, BlockElbo};
 pub use importance::{ImportanceCache, IsDiagnostics, IsNormalization};
 pub use recent::RecentBlocks;
-pub use site::{HyperStats, Site, SiteConfig, SiteOptions};
+pub use site::{HyperStats, Site, SiteConfig, SiteMemory, SiteOptions};
 pub use sites::{group_id, GroupId, Sites, MAX_GROUPS, UNGROUPED};
 
 use crate::model::psi::{accumulate_block, PsiWorkspace, UnitStats};

@@ -29,6 +29,11 @@
 //! view = prior N(0, 1) + w·P_W + P_h + Σ_i s_i,   w = exp(−Σ_i N_i / N0)
 //! ```
 //!
+//! **Memory (beyond spec §14).** With [`SiteMemory::Stream`] a site is instead the sum of
+//! its blocks' terms, each at its own points (`c = 1`): the window's re-evaluated at every
+//! step, older blocks' frozen at their last evaluation. No rate, no scaling by `N/n`: it does
+//! not assume the stream is exchangeable.
+//!
 //! **The target's data (improved on spec §14).** A step's target is the data term over the
 //! agent's newest blocks holding at least [`SiteConfig::window_points`] points
 //! ([`crate::learn::RecentBlocks`]), re-evaluated under the current q(W) and fused q(u), not
@@ -111,6 +116,48 @@ pub struct Site {
     pub points: f64,
 }
 
+/// What an agent's site remembers of its stream (`--site-memory`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SiteMemory {
+    /// The newest window's data term scaled to the agent's `N` points, damped toward at
+    /// [`SiteConfig::rate`] (spec §14 with its refinements). It estimates the whole stream's
+    /// term from the recent past, which assumes an exchangeable (randomly ordered) stream.
+    #[default]
+    Recent,
+    /// The sum of every own block's term, each counted once at its own points: the window's
+    /// blocks re-evaluated under the current q(W) and q(u) at every step, each older block
+    /// frozen at its last evaluation (its share of the window term when it left, pro rata to
+    /// its points), no scaling and no damping — the streaming form of partitioned VI, as
+    /// q(u)'s frozen statistics are. It holds under time-ordered streams, where `Recent`
+    /// fits the last `1/ρ` steps as if they were all the data (EXPERIMENTS.md).
+    Stream,
+}
+
+impl SiteMemory {
+    /// The command-line name: `recent` or `stream`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Recent => "recent",
+            Self::Stream => "stream",
+        }
+    }
+
+    /// The memory of a command-line name ([`SiteMemory::name`]).
+    ///
+    /// # Errors
+    /// A message naming the accepted values.
+    pub fn from_name(name: &str) -> Result<Self, String> {
+        match name {
+            "recent" => Ok(Self::Recent),
+            "stream" => Ok(Self::Stream),
+            other => Err(format!(
+                "unknown site memory '{other}': use recent (the default; exchangeable streams) \
+                 or stream (time-ordered streams)"
+            )),
+        }
+    }
+}
+
 /// Settings of the site update (spec §14).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SiteConfig {
@@ -133,6 +180,9 @@ pub struct SiteConfig {
     pub prior_points: f64,
     /// `N_h`: pseudo-points of q0's σ_s, σ_n (a fixed prior on the scales).
     pub scale_prior_points: f64,
+    /// What the site remembers ([`SiteMemory`]); with `Stream`, `damping` and
+    /// `fleet_damping` are unused.
+    pub memory: SiteMemory,
 }
 
 impl Default for SiteConfig {
@@ -143,6 +193,7 @@ impl Default for SiteConfig {
             window_points: 80,
             prior_points: 2000.0,
             scale_prior_points: 100_000.0,
+            memory: SiteMemory::Recent,
         }
     }
 }
@@ -161,6 +212,8 @@ pub struct SiteOptions {
     pub prior_points: Option<f64>,
     /// [`SiteConfig::scale_prior_points`].
     pub scale_prior_points: Option<f64>,
+    /// [`SiteConfig::memory`].
+    pub memory: Option<SiteMemory>,
 }
 
 impl SiteConfig {
@@ -177,6 +230,7 @@ impl SiteConfig {
             window_points: o.window_points.unwrap_or(d.window_points),
             prior_points: o.prior_points.unwrap_or(d.prior_points),
             scale_prior_points: o.scale_prior_points.unwrap_or(d.scale_prior_points),
+            memory: o.memory.unwrap_or(d.memory),
         };
         c.validate()?;
         Ok(c)

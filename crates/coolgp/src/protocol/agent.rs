@@ -22,7 +22,9 @@ use faer::MatRef;
 use crate::error::{ensure_finite, Error, Result};
 use crate::fuse::{tree, Mass, PushSum};
 use crate::learn::elbo::{block_loglik_grad_with, BlockElbo, BlockPsi};
-use crate::learn::{Adam, AdamConfig, GroupId, Learner, Site, SiteConfig, Sites, UpdateMode};
+use crate::learn::{
+    Adam, AdamConfig, GroupId, Learner, Site, SiteConfig, SiteMemory, Sites, UpdateMode,
+};
 use crate::model::predict::predict;
 use crate::model::psi::PsiWorkspace;
 use crate::model::{
@@ -191,6 +193,10 @@ pub struct Agent {
     /// The newest own blocks a site step's target is taken over (fleet projection mode with
     /// [`SiteConfig::window_points`] > 0; else empty).
     pub(crate) recent: crate::learn::RecentBlocks,
+    /// [`SiteMemory::Stream`]: the frozen terms of the blocks that have left the window.
+    pub(crate) site_frozen: Site,
+    /// [`SiteMemory::Stream`]: the last step's window term and its points (0: none yet).
+    pub(crate) window_term: (Site, f64),
     pub(crate) version: u64,
     pub(crate) round: u64,
     pub(crate) neighbors: BTreeSet<AgentId>,
@@ -312,6 +318,8 @@ impl Agent {
             blocks: 0,
             site_clock: 0.0,
             recent: crate::learn::RecentBlocks::default(),
+            site_frozen: site.clone(),
+            window_term: (site.clone(), 0.0),
             version: 0,
             round: 0,
             neighbors: BTreeSet::new(),
@@ -654,6 +662,7 @@ impl Agent {
         // The target's data: the window of newest own blocks (SiteConfig::window_points), or
         // the block alone.
         let window = self.config.site.window_points;
+        let before = self.recent.points();
         let stacked = if window > 0 {
             self.recent.push(x, y, window);
             (self.recent.len() > 1).then(|| self.recent.stacked())
@@ -675,20 +684,50 @@ impl Agent {
             return;
         };
         let n_data = stacked.as_ref().map_or(y.len(), |s| s.1.len()) as f64;
-        let target = Site::block_target(&self.proj, &elbo, self.n_own as f64, n_data);
+        let memory = self.config.site.memory;
+        // Stream memory: the window's own term (c = 1); recent: scaled to the N own points.
+        let scale_to = match memory {
+            SiteMemory::Recent => self.n_own as f64,
+            SiteMemory::Stream => n_data,
+        };
+        let target = Site::block_target(&self.proj, &elbo, scale_to, n_data);
         if !target.is_valid(self.site.len()) {
             return self.push_event(Event::StepSkipped { reason: "site" });
         }
-        // Running mean of the targets for the first 1/ρ blocks, then the damped average, at
-        // least as fast as one learner with the fleet's data would forget (SiteConfig::rate).
-        let n = y.len() as f64;
-        let clock = self.fused_site().points - self.site.points + self.n_own as f64;
-        let fleet_blocks = ((clock - self.site_clock) / n).max(1.0);
-        self.site_clock = clock;
-        let rate = self.config.site.rate(self.blocks, fleet_blocks);
         let push = matches!(self.config.fusion, FusionRule::PushSum { .. });
         let old = push.then(|| self.site.clone());
-        self.site.damp_toward(&target, rate);
+        match memory {
+            SiteMemory::Recent => {
+                // Running mean of the targets for the first 1/ρ blocks, then the damped
+                // average, at least as fast as one learner with the fleet's data would forget
+                // (SiteConfig::rate).
+                let n = y.len() as f64;
+                let clock = self.fused_site().points - self.site.points + self.n_own as f64;
+                let fleet_blocks = ((clock - self.site_clock) / n).max(1.0);
+                self.site_clock = clock;
+                let rate = self.config.site.rate(self.blocks, fleet_blocks);
+                self.site.damp_toward(&target, rate);
+            }
+            SiteMemory::Stream => {
+                // The blocks that left the window keep their share of its last term, pro rata
+                // to their points; the site is those frozen terms plus the window's new term.
+                let (last, last_points) = &self.window_term;
+                let dropped = if window > 0 {
+                    (before + y.len()).saturating_sub(self.recent.points()) as f64
+                } else {
+                    *last_points
+                };
+                if dropped > 0.0 && *last_points > 0.0 {
+                    self.site_frozen
+                        .add_scaled_in_place(last, (dropped / last_points).min(1.0));
+                }
+                let mut site = self.site_frozen.clone();
+                site.add_in_place(&target);
+                site.points = self.n_own as f64;
+                self.site = site;
+                self.window_term = (target, n_data);
+            }
+        }
         if let Some(old) = old {
             // The change of the own site enters the push-sum mass (conserved), as E_i's does.
             let mut delta = self.site.clone();

@@ -74,6 +74,11 @@ pub struct AgentSnapshot {
     pub site_clock: f64,
     /// The site window's blocks `(x [n, d], y [n])`, oldest first ([`crate::learn::RecentBlocks`]).
     pub recent: Vec<(Mat<f64>, Vec<f64>)>,
+    /// [`crate::learn::SiteMemory::Stream`]: the frozen terms of the blocks that left the
+    /// window (zeros otherwise).
+    pub site_frozen: Site,
+    /// [`crate::learn::SiteMemory::Stream`]: the last window term and its points (0: none).
+    pub window_term: (Site, f64),
 }
 
 impl Agent {
@@ -116,6 +121,8 @@ impl Agent {
             site: self.site.clone(),
             site_clock: self.site_clock,
             recent: self.recent.blocks().cloned().collect(),
+            site_frozen: self.site_frozen.clone(),
+            window_term: self.window_term.clone(),
         }
     }
 
@@ -214,7 +221,11 @@ impl Agent {
                 .values()
                 .filter_map(|v| v.sites.as_ref())
                 .any(|v| !v.is_valid(len));
-            if bad_inbox || !s.site.is_valid(len) {
+            let good_memory = s.site_frozen.is_valid(len)
+                && s.window_term.0.is_valid(len)
+                && s.window_term.1.is_finite()
+                && s.window_term.1 >= 0.0;
+            if bad_inbox || !good_memory || !s.site.is_valid(len) {
                 return Err(Error::InvalidConfig(
                     "snapshot site sums: wrong length, negative precision or non-finite".into(),
                 ));
@@ -240,6 +251,8 @@ impl Agent {
                 )));
             }
             agent.site = s.site;
+            agent.site_frozen = s.site_frozen;
+            agent.window_term = s.window_term;
         }
         agent.own = agent.excess_from_caches().0;
         Ok(agent)
