@@ -32,6 +32,7 @@
 //! | `site/prec`, `site/shift`      | `[d' d]`     | fleet projection: own site Λ_i, λ_i (column-major) |
 //! | `site/stats`                   | `[5]`        | own site's A, B, YY, N and raw points         |
 //! | `site/recent/x/<i>`, `site/recent/y/<i>` | `[n_i, d]`, `[n_i]` | fleet projection: the site window's blocks, oldest first (metadata `site_recent` counts them) |
+//! | `site/frozen/{prec,shift,stats}`, `site/window_term/{prec,shift,stats}` | as `site/*` | fleet projection with `--site-memory stream`: the frozen terms of the blocks that left the window and the last window term (metadata `site_window_term_points`) |
 //! | `inbox/<j>/site_prec`, `_shift`, `_stats` | … | site sums last received from neighbour j    |
 //! | `pushsum/{mass,sent,received/<j>}/site_prec`, `_shift`, `_stats` | … | fleet projection under push-sum: the site part of each push-sum mass (absent otherwise) |
 //!
