@@ -765,37 +765,20 @@ pub fn setting_differences(
         value("--fleet-size", wa.to_string(), na.to_string());
         value("push-sum weight", ww.to_string(), nw.to_string());
     }
-    let (ws, ns) = (&written.site, &wanted.site);
-    value(
-        "--site-damping",
-        ws.damping.to_string(),
-        ns.damping.to_string(),
-    );
-    value(
-        "--site-fleet-damping",
-        ws.fleet_damping.to_string(),
-        ns.fleet_damping.to_string(),
-    );
-    value(
-        "--site-window",
-        ws.window_points.to_string(),
-        ns.window_points.to_string(),
-    );
-    value(
-        "--site-prior-points",
-        ws.prior_points.to_string(),
-        ns.prior_points.to_string(),
-    );
-    value(
-        "--scale-prior-points",
-        ws.scale_prior_points.to_string(),
-        ns.scale_prior_points.to_string(),
-    );
-    value(
-        "--site-memory",
-        ws.memory.name().into(),
-        ns.memory.name().into(),
-    );
+    // The site update's flags, in the order of `coolgp node --help`.
+    let site = |s: &coolgp::learn::SiteConfig| {
+        [
+            ("--site-damping", s.damping.to_string()),
+            ("--site-fleet-damping", s.fleet_damping.to_string()),
+            ("--site-window", s.window_points.to_string()),
+            ("--site-prior-points", s.prior_points.to_string()),
+            ("--scale-prior-points", s.scale_prior_points.to_string()),
+            ("--site-memory", s.memory.name().to_owned()),
+        ]
+    };
+    for ((flag, w), (_, n)) in site(&written.site).into_iter().zip(site(&wanted.site)) {
+        value(flag, w, n);
+    }
     value("--seed", written.seed.to_string(), wanted.seed.to_string());
     value(
         "adam",
