@@ -638,6 +638,24 @@ fn fleet_only_flags_are_refused_outside_the_fleet_projection_with_the_fix() {
         err.contains("site damping must be in (0, 1], got -0.1"),
         "{err}"
     );
+    let node = coolgp(&[
+        "node",
+        "--id",
+        "1",
+        "--fleet",
+        "lab",
+        "--inputs",
+        "a",
+        "--projection",
+        "fleet",
+        "--site-damping",
+        "-0.1",
+    ]);
+    let err = String::from_utf8_lossy(&node.stderr);
+    assert!(
+        !node.status.success() && err.contains("site damping must be in (0, 1], got -0.1"),
+        "{err}"
+    );
     let err = stderr_of(&["--quiet", "--projection", "fleet", "--site-every", "0"]);
     assert!(err.contains("--site-every 0"), "{err}");
     // A missing grouping column names the flag that asked for it.

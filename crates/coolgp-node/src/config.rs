@@ -99,26 +99,26 @@ pub struct NodeArgs {
     #[arg(long, value_name = "across|within")]
     pub fuse_groups: Option<String>,
     /// Fleet projection: damping ρ ∈ (0, 1] of the site steps [default: 0.3].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub site_damping: Option<f64>,
     /// Fleet projection: ρ_f ∈ [0, 1), the damping per block of one learner with the fleet's
     /// data; a site step's rate is at least 1 − (1 − ρ_f)^(blocks the fleet's fused points grew
     /// by since the node's previous step), so old targets fade as fast as that learner's
     /// [default: 0.01; 0: off].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub site_fleet_damping: Option<f64>,
     /// Fleet projection: each site step's target is the data term over the node's newest
     /// blocks holding at least POINTS points, re-evaluated under the current q(W) and q(u)
     /// (kept in memory and in the checkpoint) [default: 80; 0: the newest block alone].
-    #[arg(long, value_name = "POINTS")]
+    #[arg(long, allow_negative_numbers = true, value_name = "POINTS")]
     pub site_window: Option<usize>,
     /// Fleet projection: N0, the scale of the shared initial q(W)'s pseudo-site, whose weight
     /// fades as exp(−N/N0) with the fleet's N points [default: 2000].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub site_prior_points: Option<f64>,
     /// Fleet projection: pseudo-points of the initial σ_s, σ_n (a fixed prior on the scales,
     /// counted once) [default: 100000].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub scale_prior_points: Option<f64>,
     /// Fleet projection: what a site remembers. recent: the newest window's term scaled to
     /// the node's points and damped (assumes a randomly ordered stream); stream: the sum of
