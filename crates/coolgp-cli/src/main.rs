@@ -153,7 +153,10 @@ fn simulate(args: SimArgs, out: Option<PathBuf>, quiet: bool) -> Result<()> {
     let args = args.with_config_file()?;
     args.check_fleet_flags()?;
     if args.projection.as_deref() == Some("both") {
-        println!("coolgp simulate — the per-agent, shared and fleet projection modes side by side");
+        println!(
+            "coolgp simulate — the per-agent, shared and fleet projection modes side by side \
+             (dDTC/dPITC fitted once, on the per-agent run's central q(W))"
+        );
         experiments::both_modes(&args, quiet, out.as_deref(), "coolgp simulate")?;
         if let Some(dir) = out {
             println!(

@@ -213,7 +213,9 @@ pub(crate) fn both_modes(
     let mut rows = Vec::new();
     let mut summary = serde_json::Map::new();
     let mut baselines: Option<(Option<f64>, Option<f64>)> = None;
-    let mut central: Option<(Option<f64>, Option<f64>)> = None;
+    // The Adam central learner runs once (per-agent) and is reported for shared too.
+    type Central = (Option<f64>, Option<f64>, Option<f64>, Option<f64>);
+    let mut central: Option<Central> = None;
     for projection in MODES {
         let fleet = projection == "fleet";
         let args = SimArgs {
@@ -222,22 +224,36 @@ pub(crate) fn both_modes(
             no_central: base.no_central || (central.is_some() && !fleet),
             ..base.clone()
         };
-        let mut r = sim(&args, quiet, projection)?;
+        let (mut r, cfg, _, groups) = crate::run_sim(&args, quiet, projection)?;
         match baselines {
             None => baselines = Some((r.rmse_ddtc, r.rmse_dpitc)),
             Some((d, p)) => (r.rmse_ddtc, r.rmse_dpitc) = (d, p),
         }
         match central {
-            Some((c, n)) if !fleet => (r.rmse_central, r.nlpd_central) = (c, n),
+            Some((c, n, s, e)) if !fleet => {
+                (
+                    r.rmse_central,
+                    r.nlpd_central,
+                    r.sigma_s_central,
+                    r.sigma_n_central,
+                ) = (c, n, s, e)
+            }
             Some(_) => {}
-            None => central = Some((r.rmse_central, r.nlpd_central)),
+            None => {
+                central = Some((
+                    r.rmse_central,
+                    r.nlpd_central,
+                    r.sigma_s_central,
+                    r.sigma_n_central,
+                ))
+            }
         }
         if let Some(dir) = dir {
             output::write_run(
                 &dir.join(projection),
                 &r,
                 &format!("{title}, {projection} projection"),
-                serde_json::json!({}),
+                crate::summary::run_fields(&args, &cfg, &groups),
             )?;
         }
         let update = if fleet { "sites" } else { "adam" };
