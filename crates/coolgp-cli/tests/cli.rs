@@ -582,7 +582,9 @@ fn simulate_reports_both_projection_modes_side_by_side_on_any_csv() {
     assert_eq!(per["rmse_central"], shared["rmse_central"]);
     assert_eq!(per["nlpd_central"], shared["nlpd_central"]);
     assert_eq!(per["sigma_s_central"], shared["sigma_s_central"]);
-    assert!(shared["sigma_n_central"].as_f64().is_some_and(f64::is_finite));
+    assert!(shared["sigma_n_central"]
+        .as_f64()
+        .is_some_and(f64::is_finite));
     // Each mode's summary.json says what ran, as a plain `simulate --out` does.
     for (s, name) in [(&per, "per-agent"), (&shared, "shared"), (&fleet, "fleet")] {
         assert_eq!(s["projection"], name);

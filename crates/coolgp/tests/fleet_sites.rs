@@ -691,3 +691,46 @@ fn under_a_drifting_stream_the_stream_memory_keeps_what_the_recent_memory_forget
     let (r, s) = (drift(recent), drift(stream));
     assert!(s < 0.9 * r, "stream memory {s} vs recent {r}");
 }
+
+#[test]
+fn stream_memory_site_sums_are_exact_over_a_tree_and_over_lossy_push_sum() {
+    // The stream memory changes what an own site holds, not how sites fuse: the fused view is
+    // still the prior plus Σ_i s_i, over the tree rule and over push-sum with 30% loss (with
+    // blocks, so frozen terms and window terms, changing mid-fusion).
+    let v = vocab();
+    let topo = Topology::random_tree(10, 3);
+    let mut agents = fleet_with(&topo, &v, &stream_cfg(25));
+    let mut rng = Rng::new(3, 5);
+    for (i, a) in agents.iter_mut().enumerate() {
+        feed(a, &mut rng, 2 + i % 4);
+    }
+    for _ in 0..topo.diameter().unwrap_or(1) {
+        memory::round(&mut agents).expect("valid");
+    }
+    let (total, _) = fleet_sums(&agents, v.m());
+    let want = site_flat(&view_of(total, &v));
+    let worst = worst_site_err(&agents, &want);
+    assert!(worst <= 1e-12, "tree: site sums off by {worst:e}");
+    let n = 10;
+    let ps = AgentConfig {
+        site: stream_cfg(25).site,
+        ..ps_cfg(n)
+    };
+    let ring = Topology::ring(n);
+    let mut agents = fleet_with(&ring, &v, &ps);
+    let mut data = Rng::new(21, 21);
+    for (i, a) in agents.iter_mut().enumerate() {
+        feed(a, &mut data, 1 + i % 3);
+    }
+    let mut loss = Rng::new(22, 22);
+    for _ in 0..10 {
+        lossy_round(&mut agents, &mut loss, 0.3);
+    }
+    feed(&mut agents[2], &mut data, 3);
+    for _ in 0..600 {
+        lossy_round(&mut agents, &mut loss, 0.3);
+    }
+    let (total, _) = fleet_sums(&agents, v.m());
+    let worst = worst_site_err(&agents, &site_flat(&view_of(total, &v)));
+    assert!(worst <= 1e-9, "push-sum: site sums off by {worst:e}");
+}
