@@ -387,7 +387,7 @@ pub fn sim_config(a: &SimArgs, n_batches: usize, groups: Option<usize>) -> Resul
     })
 }
 
-/// The fleet projection's site update from the flags (defaults: [`SiteConfig::default`]).
+/// The fleet projection's site update from the flags (defaults: [`coolgp::learn::SiteConfig::default`]).
 pub fn site_config(o: coolgp::learn::SiteOptions) -> Result<coolgp::learn::SiteConfig> {
     coolgp::learn::SiteConfig::from_options(o).map_err(anyhow::Error::msg)
 }
