@@ -320,6 +320,7 @@ fn quick_experiment_leaves_a_results_folder() {
             "projection",
             ["projection.csv", "projection.png", "projection.svg"],
         ),
+        ("order", ["order.csv", "order-wind.png", "order-wind.svg"]),
     ] {
         let dir = tmp(&format!("exp-{name}"));
         coolgp_ok(&[

@@ -13,6 +13,7 @@ use coolgp::rng::Rng;
 use coolgp_sim::{Batch, Report, Workload};
 
 mod groups;
+mod order;
 mod projection;
 
 use crate::args::SimArgs;
@@ -43,6 +44,10 @@ pub enum Name {
     /// Spec §13: per-agent vs shared q(W) vs the spec's two proxies vs the central learner,
     /// 100 agents on 50,000 flights, three seeds.
     Projection,
+    /// Beyond the paper: wind and air stations streamed in random and in time order
+    /// (`--stream-order file`), per-agent vs the fleet projection under both site memories
+    /// (`--site-memory recent|stream`), with learning curves in time order.
+    Order,
 }
 
 /// Flags of `coolgp experiment`.
@@ -83,6 +88,7 @@ pub fn run(a: &ExperimentArgs) -> Result<()> {
         Name::Bound => bound(a, &dir),
         Name::Scaling => scaling(a, &dir),
         Name::Projection => projection::run(a, &dir),
+        Name::Order => order::run(a, &dir),
     }
 }
 
