@@ -190,7 +190,12 @@ fn load_tables(args: &SimArgs, seed: u64) -> Result<(Dataset, Dataset, String)> 
                 );
             }
             if let Some(test) = &args.test {
-                let (t, _) = load_csv(test, &opts)?;
+                // The test rows need the training inputs and the target, not the routing
+                // column (the fleet is scored on every test row).
+                let mut test_opts = opts.clone();
+                test_opts.agent_by = None;
+                test_opts.inputs = Some(ds.input_names.clone());
+                let (t, _) = load_csv(test, &test_opts)?;
                 return Ok((ds, t, path.display().to_string()));
             }
             (ds, path.display().to_string())

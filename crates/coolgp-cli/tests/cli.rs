@@ -716,3 +716,35 @@ fn fleet_only_flags_are_refused_outside_the_fleet_projection_with_the_fix() {
         );
     }
 }
+
+#[test]
+fn a_separate_test_file_needs_no_routing_column() {
+    // --agent-by routes the training rows; the fleet is scored on every test row, so the test
+    // CSV needs only the inputs and the target.
+    let dir = tmp("test-file");
+    let csv = write_csv(&dir, None);
+    let test = dir.join("test.csv");
+    let mut s = String::from("y,b,a\n");
+    for i in 0..40 {
+        let (a, b) = (i as f64 * 0.11, i as f64 * 0.07);
+        s.push_str(&format!("{},{b},{a}\n", a.sin() + b.cos()));
+    }
+    std::fs::write(&test, s).expect("write test csv");
+    let out_dir = dir.join("out");
+    coolgp_ok(&on_csv(
+        "simulate",
+        &csv,
+        &[
+            "--quiet",
+            "--agent-by",
+            "station",
+            "--test",
+            test.to_str().expect("utf8"),
+            "--out",
+            out_dir.to_str().expect("utf8"),
+        ],
+    ));
+    let s = summary(&out_dir);
+    assert_eq!(s["agents"], 3, "one agent per station");
+    assert!(s["rmse_post"].as_f64().is_some_and(f64::is_finite));
+}
