@@ -85,9 +85,13 @@ pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
     let site =
         coolgp::learn::SiteConfig::from_options(kw.site).map_err(|e| format!("site: {e}"))?;
     let mode = flags.update_mode().map_err(|e| format!("mode: {e}"))?;
-    let projection = flags
-        .projection_mode()
-        .map_err(|e| format!("projection: {e}"))?;
+    let projection = flags.projection_mode().map_err(|_| {
+        format!(
+            "unknown projection '{}': use 'per-agent', 'fleet' or 'shared' (or, to compare, \
+             'shared-plain-proxy' or 'shared-product-proxy')",
+            kw.projection
+        )
+    })?;
     let fusion = match kw.fusion {
         "tree" => FusionRule::Tree,
         "push-sum" | "pushsum" => match kw.fleet_size {

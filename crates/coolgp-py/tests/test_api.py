@@ -286,6 +286,8 @@ def test_site_settings(tmp_path):
         coolgp.Agent(2, v, input_dim=2, projection="fleet", site={"window": 2.5})
     with pytest.raises(ValueError, match="projection='fleet'"):
         coolgp.Agent(2, v, input_dim=2, site={"damping": 0.5})
+    with pytest.raises(ValueError, match="unknown projection 'fleeet': use 'per-agent'"):
+        coolgp.Agent(2, v, input_dim=2, projection="fleeet")
     with pytest.raises(ValueError, match="at most 100000"):
         coolgp.Agent(2, v, input_dim=2, projection="fleet", site={"window": 10**30})
     with pytest.raises(TypeError, match="'window' must be a number, got str"):
