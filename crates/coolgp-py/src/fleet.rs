@@ -71,6 +71,7 @@ struct Settings {
     topology: String,
     mode: String,
     projection: String,
+    site_memory: Option<String>,
     learn: bool,
     seed: u64,
 }
@@ -78,7 +79,12 @@ struct Settings {
 /// A fleet of COOL-GP agents as one scikit-learn style regressor.
 ///
 /// FleetRegressor(agents=4, inducing=30, *, latent_dim=None, batch=20, fuse_every=10,
-///                topology="path", mode="frozen", projection="per-agent", learn=True, seed=0)
+///                topology="path", mode="frozen", projection="per-agent", site_memory=None,
+///                learn=True, seed=0)
+///
+/// site_memory: with projection="fleet", "recent" (the default) or "stream"; use "stream"
+/// when the rows of X come in time order (a site then sums every block's term rather than
+/// extrapolating from the newest ones; the node's --site-memory).
 ///
 /// fit(X, y, groups=None) splits the rows among `agents` agents at random (or one agent per
 /// distinct `groups` label), streams them in batches of `batch` rows, and fuses the fleet
@@ -150,6 +156,15 @@ fn split(n: usize, agents: usize, groups: Option<Vec<usize>>, seed: u64) -> Vec<
 }
 
 impl Settings {
+    /// The site memory asked for (`None`: the default).
+    fn memory(&self) -> PyResult<Option<coolgp::learn::SiteMemory>> {
+        self.site_memory
+            .as_deref()
+            .map(coolgp::learn::SiteMemory::from_name)
+            .transpose()
+            .map_err(|e| PyValueError::new_err(format!("site_memory: {e}")))
+    }
+
     /// Builds, streams and fuses the fleet on standardized data.
     fn run(&self, x: &Mat<f64>, y: &[f64], rows: &[Vec<usize>]) -> PyResult<Vec<Agent>> {
         let n_agents = rows.len();
@@ -171,7 +186,10 @@ impl Settings {
                 learn: self.learn,
                 seed: self.seed.wrapping_add(i as u64),
                 projection_group: None,
-                site: coolgp::learn::SiteOptions::default(),
+                site: coolgp::learn::SiteOptions {
+                    memory: self.memory()?,
+                    ..coolgp::learn::SiteOptions::default()
+                },
             })
             .map_err(PyValueError::new_err)?;
             let mut a = Agent::new(i as u64, vocab.clone(), d, cfg).map_err(core_err)?;
@@ -232,7 +250,8 @@ fn group_indices(groups: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<usize>> {
 impl FleetRegressor {
     #[new]
     #[pyo3(signature = (agents=4, inducing=30, *, latent_dim=None, batch=20, fuse_every=10,
-        topology="path", mode="frozen", projection="per-agent", learn=true, seed=0))]
+        topology="path", mode="frozen", projection="per-agent", site_memory=None, learn=true,
+        seed=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         agents: usize,
@@ -243,6 +262,7 @@ impl FleetRegressor {
         topology: &str,
         mode: &str,
         projection: &str,
+        site_memory: Option<&str>,
         learn: bool,
         seed: u64,
     ) -> PyResult<Self> {
@@ -251,21 +271,26 @@ impl FleetRegressor {
                 "agents, inducing, batch and fuse_every must be > 0",
             ));
         }
-        Ok(Self {
-            s: Settings {
-                agents,
-                inducing,
-                latent_dim,
-                batch,
-                fuse_every,
-                topology: topology.to_string(),
-                mode: mode.to_string(),
-                projection: projection.to_string(),
-                learn,
-                seed,
-            },
-            fitted: None,
-        })
+        if site_memory.is_some() && projection != "fleet" {
+            return Err(PyValueError::new_err(
+                "site_memory needs projection='fleet' (it tunes the fleet's site update)",
+            ));
+        }
+        let s = Settings {
+            agents,
+            inducing,
+            latent_dim,
+            batch,
+            fuse_every,
+            topology: topology.to_string(),
+            mode: mode.to_string(),
+            projection: projection.to_string(),
+            site_memory: site_memory.map(str::to_owned),
+            learn,
+            seed,
+        };
+        s.memory()?;
+        Ok(Self { s, fitted: None })
     }
 
     /// Fits the fleet on X (n, d) and y (n,); `groups` (n labels) routes the rows, one agent
@@ -379,6 +404,7 @@ impl FleetRegressor {
         d.set_item("topology", &s.topology)?;
         d.set_item("mode", &s.mode)?;
         d.set_item("projection", &s.projection)?;
+        d.set_item("site_memory", &s.site_memory)?;
         d.set_item("learn", s.learn)?;
         d.set_item("seed", s.seed)?;
         Ok(d)

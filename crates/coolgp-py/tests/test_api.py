@@ -147,6 +147,29 @@ def test_fleet_regressor():
     assert reg.get_params()["agents"] == 4
 
 
+def test_fleet_regressor_site_memory_for_time_ordered_rows():
+    # Rows in time order with drifting inputs: the fleet projection's stream memory keeps every
+    # block's evidence about W, so it fits the whole range better than the recent one.
+    rng = np.random.default_rng(5)
+    n = 1200
+    x = np.column_stack([np.linspace(-2, 2, n) + 0.3 * rng.normal(size=n), rng.normal(size=n)])
+    y = np.sin(x[:, 0] - 0.5 * x[:, 1]) + 0.1 * rng.normal(size=n)
+    xt = np.column_stack([rng.uniform(-2, 2, 400), rng.normal(size=400)])
+    yt = np.sin(xt[:, 0] - 0.5 * xt[:, 1])
+    fits = {}
+    for memory in ("recent", "stream"):
+        reg = coolgp.FleetRegressor(agents=3, inducing=30, projection="fleet",
+                                    site_memory=memory).fit(x, y)
+        assert reg.get_params()["site_memory"] == memory
+        fits[memory] = rmse(reg.predict(xt), yt)
+    assert fits["stream"] < 0.8 * fits["recent"], fits  # measured: 0.011 against 0.023
+    assert coolgp.FleetRegressor().get_params()["site_memory"] is None
+    with pytest.raises(ValueError, match="unknown site memory 'forever'"):
+        coolgp.FleetRegressor(projection="fleet", site_memory="forever")
+    with pytest.raises(ValueError, match="site_memory needs projection='fleet'"):
+        coolgp.FleetRegressor(site_memory="stream")
+
+
 def test_fleet_regressor_groups_and_scale():
     rng = np.random.default_rng(4)
     x, y = block(rng, 600, 2)

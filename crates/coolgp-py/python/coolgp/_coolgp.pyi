@@ -129,6 +129,7 @@ class FleetRegressor:
         topology: str = "path",
         mode: str = "frozen",
         projection: str = "per-agent",
+        site_memory: Optional[str] = None,
         learn: bool = True,
         seed: int = 0,
     ) -> None: ...
