@@ -891,6 +891,8 @@ impl Node {
             },
             projection: self.s.agent.projection.name().into(),
             projection_group: self.s.projection_group.clone(),
+            site_memory: (self.s.agent.projection == coolgp::ProjectionMode::Fleet)
+                .then(|| self.s.agent.site.memory.name().to_owned()),
             blocks: self.acked_blocks,
             points: self.acked_points,
             rows_skipped: self.committed.rows_skipped,

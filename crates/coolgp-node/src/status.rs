@@ -76,6 +76,9 @@ pub struct Status {
     /// Projection group name (fleet projection with `--projection-group`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub projection_group: Option<String>,
+    /// Fleet projection: the site memory, `recent` or `stream` (`--site-memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site_memory: Option<String>,
     /// Own blocks acknowledged (in a durable checkpoint; absorbed if no `--state`).
     pub blocks: u64,
     /// Own data points acknowledged.
