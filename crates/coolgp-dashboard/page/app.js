@@ -194,7 +194,9 @@
         h("td", {}, r ? `${num(r.bytes_in_per_s / 1000, 1)} · ${num(r.bytes_out_per_s / 1000, 1)}` : "—"),
         h("td", {}, ckpt),
         h("td", {}, st.rmse_holdout === null || st.rmse_holdout === undefined ? "—" : num(st.rmse_holdout, 4)),
-        h("td", { class: "digest", title: "digest of the q(W) this node predicts with" },
+        h("td", { class: "digest", title: "digest of the q(W) this node predicts with; " +
+            `σ_s ${num(st.sigma_s, 3)}, σ_n ${num(st.sigma_n, 3)}` +
+            (st.site_memory ? `; site memory ${st.site_memory}` : "") },
           (st.projection_digest ? st.projection_digest.slice(0, 8) : "—") +
           (st.projection_group ? ` (${st.projection_group})` : "")),
         h("td", { class: m.stale ? "bad" : "" }, m.stale ? `stale (${ago(m.age_ms)})` : "live"),
