@@ -317,20 +317,11 @@ fn checksum<'a>(
 }
 
 fn mode_name(m: &UpdateMode) -> (&'static str, Option<String>) {
-    match m {
-        UpdateMode::Frozen => ("frozen", None),
-        UpdateMode::Exact => ("exact", None),
-        UpdateMode::Importance { normalization, .. } => (
-            "importance",
-            Some(
-                match normalization {
-                    IsNormalization::Unnormalized => "unnormalized",
-                    IsNormalization::SelfNormalized => "self-normalized",
-                }
-                .into(),
-            ),
-        ),
-    }
+    let normalization = match m {
+        UpdateMode::Importance { normalization, .. } => Some(normalization.name().into()),
+        UpdateMode::Frozen | UpdateMode::Exact => None,
+    };
+    (m.name(), normalization)
 }
 
 /// Serializes an agent and its node metadata into checkpoint bytes (no I/O).

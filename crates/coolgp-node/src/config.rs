@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use coolgp::learn::{AdamConfig, IsNormalization};
+use coolgp::learn::AdamConfig;
 use coolgp::{AgentConfig, FusionRule, ProjectionMode, UpdateMode};
 use serde::Deserialize;
 
@@ -719,23 +719,21 @@ pub fn setting_differences(
         }
     };
     // --mode, and within importance mode --samples and --normalization.
-    let mode = |m: &UpdateMode| match m {
-        UpdateMode::Frozen => ("frozen", None),
-        UpdateMode::Importance {
-            samples,
-            normalization,
-        } => ("importance", Some((*samples, *normalization))),
-        UpdateMode::Exact => ("exact", None),
+    let mode = |m: &UpdateMode| {
+        let detail = match m {
+            UpdateMode::Importance {
+                samples,
+                normalization,
+            } => Some((*samples, *normalization)),
+            UpdateMode::Frozen | UpdateMode::Exact => None,
+        };
+        (m.name(), detail)
     };
     let ((wm, wi), (nm, ni)) = (mode(&written.mode), mode(&wanted.mode));
     value("--mode", wm.into(), nm.into());
     if let (Some((ws, wn)), Some((ns, nn))) = (wi, ni) {
         value("--samples", ws.to_string(), ns.to_string());
-        value(
-            "--normalization",
-            normalization_name(wn).into(),
-            normalization_name(nn).into(),
-        );
+        value("--normalization", wn.name().into(), nn.name().into());
     }
     value(
         "--projection",
@@ -797,13 +795,6 @@ pub fn setting_differences(
     out
 }
 
-fn normalization_name(n: IsNormalization) -> &'static str {
-    match n {
-        IsNormalization::Unnormalized => "unnormalized",
-        IsNormalization::SelfNormalized => "self-normalized",
-    }
-}
-
 /// `a`, `a and b`, `a, b and c`.
 pub fn join_and(items: &[String]) -> String {
     match items {
@@ -816,6 +807,7 @@ pub fn join_and(items: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use coolgp::learn::IsNormalization;
 
     /// The text of the differences of `written` from `wanted`.
     fn differences(written: &AgentConfig, wanted: &AgentConfig, group: Option<&str>) -> String {

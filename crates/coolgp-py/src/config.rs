@@ -127,9 +127,8 @@ pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
 /// mode's name is kept as given, so that modes added later need no change here).
 pub fn describe(c: &AgentConfig) -> (String, String) {
     let mode = match c.mode {
-        coolgp::UpdateMode::Frozen => "frozen".to_string(),
-        coolgp::UpdateMode::Exact => "exact".to_string(),
         coolgp::UpdateMode::Importance { samples, .. } => format!("importance(k={samples})"),
+        m => m.name().to_string(),
     };
     let fusion = match c.fusion {
         FusionRule::Tree => "tree".to_string(),

@@ -26,6 +26,16 @@ pub enum IsNormalization {
     SelfNormalized,
 }
 
+impl IsNormalization {
+    /// The command-line name: `unnormalized` or `self-normalized`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Unnormalized => "unnormalized",
+            Self::SelfNormalized => "self-normalized",
+        }
+    }
+}
+
 /// Diagnostics of one recompute of the estimate: always reported (spec §4b, §9).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IsDiagnostics {
