@@ -796,7 +796,10 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
             reason: e,
         })?,
     };
-    let stream = projection == ProjectionMode::Fleet && memory == SiteMemory::Stream;
+    let fleet = projection == ProjectionMode::Fleet;
+    let stream = fleet && memory == SiteMemory::Stream;
+    // The stream memory's state of an agent without it: zeros of the site's length.
+    let site_len_zeros = Site::zeros(if fleet { dz * d } else { 0 });
     let snapshot = AgentSnapshot {
         id: meta.model.id,
         config: AgentConfig {
@@ -841,7 +844,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
         push_sent: r.mass("pushsum/sent", m, dz * d)?,
         push_received,
         last_round: a.last_round.clone(),
-        site: if projection == ProjectionMode::Fleet {
+        site: if fleet {
             r.site("site/", dz * d)?
         } else {
             Site::zeros(0)
@@ -850,11 +853,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
         site_frozen: if stream {
             r.site("site/frozen/", dz * d)?
         } else {
-            Site::zeros(if projection == ProjectionMode::Fleet {
-                dz * d
-            } else {
-                0
-            })
+            site_len_zeros.clone()
         },
         window_term: if stream {
             (
@@ -862,14 +861,7 @@ pub fn from_bytes(path: &Path, bytes: &[u8], vocab: &Vocabulary, d: usize) -> Re
                 a.site_window_term_points.unwrap_or(0.0),
             )
         } else {
-            (
-                Site::zeros(if projection == ProjectionMode::Fleet {
-                    dz * d
-                } else {
-                    0
-                }),
-                0.0,
-            )
+            (site_len_zeros, 0.0)
         },
         recent: {
             let mut blocks = Vec::with_capacity(a.site_recent.min(1024));
