@@ -26,7 +26,7 @@ PROJECTION=${PROJECTION:-per-agent}
 PGROUPS=${PGROUPS:-0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COOLGP=${COOLGP:-$ROOT/target/release/coolgp}
-[ -x "$COOLGP" ] || (cd "$ROOT" && cargo build --release -p coolgp-cli)
+"$COOLGP" node --help > /dev/null 2>&1 || (cd "$ROOT" && cargo build --release -p coolgp-cli --features node)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/coolgp-bench.XXXXXX")
 cleanup() {

@@ -7,7 +7,7 @@
 # asks every node for predictions (`coolgp query`) and prints one node's status (`coolgp status`).
 #
 # Usage:   examples/fleet.sh [N]            (default N = 5)
-# Env:     COOLGP    the binary            (default: target/release/coolgp, built if missing)
+# Env:     COOLGP    the binary            (default: target/release/coolgp, built with --features node if it lacks `node`)
 #          BASE_PORT first listen port     (default 7447; node i listens on BASE_PORT + i)
 #          M         inducing inputs       (default 20)
 #          ROWS      rows per node         (default 200)
@@ -27,9 +27,9 @@ FLEET=${FLEET:-demo}
 TLS=${TLS:-0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COOLGP=${COOLGP:-$ROOT/target/release/coolgp}
-if [ ! -x "$COOLGP" ]; then
-  echo "building coolgp (release) ..." >&2
-  (cd "$ROOT" && cargo build --release -p coolgp-cli)
+if ! "$COOLGP" node --help > /dev/null 2>&1; then
+  echo "building coolgp with the networked commands (release, --features node) ..." >&2
+  (cd "$ROOT" && cargo build --release -p coolgp-cli --features node)
 fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/coolgp-fleet.XXXXXX")

@@ -28,9 +28,9 @@ if [ ! -x "$VENV/bin/pytest" ] || ! "$VENV/bin/python" -c 'import playwright' 2>
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q playwright==1.64.1 pytest
 fi
-if [ ! -x "$COOLGP" ]; then
-  echo "building coolgp (release) ..." >&2
-  (cd "$ROOT" && cargo build --release -p coolgp-cli)
+if ! "$COOLGP" node --help > /dev/null 2>&1; then
+  echo "building coolgp with the networked commands (release, --features node) ..." >&2
+  (cd "$ROOT" && cargo build --release -p coolgp-cli --features node)
 fi
 
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/coolgp-browser.XXXXXX")

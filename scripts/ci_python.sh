@@ -24,8 +24,8 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "${PIP[@]}" install --quiet "numpy>=1.21" "pytest>=7" "eclipse-zenoh>=1.10,<1.11"
 "${PIP[@]}" install ./crates/coolgp-py
 
-if [ ! -x "$TARGET/release/coolgp" ]; then
-  cargo build --release -p coolgp-cli
+if ! "$TARGET/release/coolgp" node --help >/dev/null 2>&1; then
+  cargo build --release -p coolgp-cli --features node
 fi
 export COOLGP="$TARGET/release/coolgp" COOLGP_REQUIRE_BINARY=1
 

@@ -4,6 +4,7 @@ mod args;
 mod demo;
 mod experiments;
 mod export;
+#[cfg(feature = "node")]
 mod node_cmd;
 mod output;
 mod plot;
@@ -11,6 +12,8 @@ mod summary;
 mod vocab_file;
 mod workload;
 
+#[cfg(not(feature = "node"))]
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,11 +29,18 @@ use crate::args::SimArgs;
 /// Collective online learning of Gaussian processes: many agents, each learning its own sparse
 /// GP online, fusing knowledge peer to peer with no server.
 #[derive(Parser, Debug)]
-#[command(name = "coolgp", version, about, long_about = None)]
+#[command(name = "coolgp", version, about, long_about = None, after_help = AFTER_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// What `--help` adds: whether this build has the networked commands.
+#[cfg(feature = "node")]
+const AFTER_HELP: &str = "This build has the networked commands (the `node` feature).";
+#[cfg(not(feature = "node"))]
+const AFTER_HELP: &str = "Networked commands (node, query, status, certs, dashboard): build with \
+                          `cargo build --release --features node`.";
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -75,19 +85,49 @@ enum Command {
     /// verified. WITHOUT --tls THE FLEET IS OPEN: it trusts its network, and anyone who can
     /// reach a node's port can query it and publish well-formed but false messages under any
     /// neighbour's id. Use open fleets only on a network you trust.
+    #[cfg(feature = "node")]
     Node {
         #[command(flatten)]
         args: Box<node_cmd::NodeArgs>,
     },
     /// Ask a running agent for predictions at the rows of a CSV: prints `mean,var_f,var_y`.
+    #[cfg(feature = "node")]
     Query(node_cmd::QueryArgs),
     /// Print a running agent's status as JSON.
+    #[cfg(feature = "node")]
     Status(node_cmd::StatusArgs),
     /// Write a fleet's certificates for `--tls DIR` (Ed25519): ca.pem/.key, node-<id>.pem/.key
     /// (common name = the id) and reader.pem/.key; `--add 4` adds a node to an existing DIR.
+    #[cfg(feature = "node")]
     Certs(node_cmd::CertsArgs),
     /// Serve a live web page of a running fleet: nodes, network, convergence (read-only).
+    #[cfg(feature = "node")]
     Dashboard(coolgp_dashboard::DashboardArgs),
+    /// A networked command in a build without them (see [`NETWORKED`]).
+    #[cfg(not(feature = "node"))]
+    #[command(external_subcommand)]
+    Networked(Vec<OsString>),
+}
+
+/// The commands of the `node` feature (zenoh, tokio, TLS), left out of the default build.
+#[cfg(not(feature = "node"))]
+const NETWORKED: [&str; 5] = ["node", "query", "status", "certs", "dashboard"];
+
+/// The error for a networked command (or an unknown one) in a build without the `node` feature.
+#[cfg(not(feature = "node"))]
+fn networked(args: &[OsString]) -> Result<()> {
+    let name = args.first().and_then(|a| a.to_str()).unwrap_or("");
+    if NETWORKED.contains(&name) {
+        anyhow::bail!(
+            "`coolgp {name}` is part of the networked build, which this binary was built without \
+             (it keeps the first build small): rebuild with `cargo build --release --features node` \
+             (or run `cargo run --release --features node -- {name} ...`)"
+        )
+    }
+    anyhow::bail!(
+        "unknown command '{name}': see `coolgp --help` (networked commands, with `--features node`: {})",
+        NETWORKED.join(", ")
+    )
 }
 
 fn main() -> ExitCode {
@@ -101,12 +141,19 @@ fn main() -> ExitCode {
         Command::Simulate { args, out, quiet } => simulate(*args, out, quiet),
         Command::Vocab(v) => vocab_file::run(&v),
         Command::Export(e) => export::run(&e),
+        #[cfg(feature = "node")]
         Command::Node { args } => node_cmd::node(*args),
+        #[cfg(feature = "node")]
         Command::Query(a) => node_cmd::query(a),
+        #[cfg(feature = "node")]
         Command::Status(a) => node_cmd::status(a),
+        #[cfg(feature = "node")]
         Command::Certs(a) => node_cmd::certs(&a),
+        #[cfg(feature = "node")]
         Command::Dashboard(a) => coolgp_dashboard::run_dashboard(a).map_err(Into::into),
         Command::Experiment(e) => experiments::run(&e),
+        #[cfg(not(feature = "node"))]
+        Command::Networked(args) => networked(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

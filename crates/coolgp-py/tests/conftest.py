@@ -36,7 +36,7 @@ def coolgp_bin():
     target = os.environ.get("CARGO_TARGET_DIR") or str(REPO / "target")
     path = pathlib.Path(os.environ.get("COOLGP") or pathlib.Path(target) / "release" / "coolgp")
     if not path.is_file():
-        msg = f"coolgp binary not found at {path} (cargo build --release -p coolgp-cli)"
+        msg = f"coolgp binary not found at {path} (cargo build --release -p coolgp-cli --features node)"
         if os.environ.get("COOLGP_REQUIRE_BINARY") == "1":
             pytest.fail(msg)
         pytest.skip(msg)
