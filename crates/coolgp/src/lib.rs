@@ -84,6 +84,7 @@
 
 pub mod baselines;
 pub mod error;
+mod fingerprint;
 pub mod fuse;
 pub mod learn;
 pub mod linalg;
