@@ -1,6 +1,8 @@
-//! The one error type of the core crate.
+//! The error types of the core crate: [`Error`], and [`RejectReason`] for a peer's message
+//! (also at `coolgp::protocol::RejectReason`). A leaf module: it imports nothing of the crate
+//! but the [`Fingerprint`] (itself a leaf), so every layer may use it.
 
-use crate::model::Fingerprint;
+use crate::fingerprint::Fingerprint;
 
 /// Everything that can go wrong in the core, with enough context to say what to fix.
 ///
@@ -60,10 +62,87 @@ pub enum Error {
     InvalidConfig(String),
     /// A received message failed validation (spec §9); the agent is unchanged.
     #[error("message rejected: {0}")]
-    Rejected(#[from] crate::protocol::RejectReason),
+    Rejected(#[from] RejectReason),
     /// Bytes could not be decoded as a message.
     #[error("cannot decode message: {0}")]
     Decode(String),
+}
+
+/// Why a received message was rejected; the agent is unchanged (spec §9).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// Produced under another vocabulary.
+    #[error("foreign vocabulary fingerprint {0}")]
+    Fingerprint(String),
+    /// Shapes are not (m×m, m) for this vocabulary.
+    #[error("wrong shape: expected m = {expected}, found {found}")]
+    Shape {
+        /// This vocabulary's m.
+        expected: usize,
+        /// The message's m.
+        found: usize,
+    },
+    /// NaN or infinity.
+    #[error("non-finite value")]
+    NonFinite,
+    /// D1 is not symmetric.
+    #[error("asymmetric data part (max |D1 − D1ᵀ| = {0:e})")]
+    Asymmetric(f64),
+    /// D1 has a clearly negative eigenvalue.
+    #[error("data part not positive semidefinite")]
+    NotPsd,
+    /// Values out of any plausible range (trace bound, negative weight or count).
+    #[error("implausible values: {0}")]
+    Implausible(&'static str),
+    /// Not newer than the last accepted message from this sender (replay or reordering).
+    #[error("stale round {round} (last accepted {last})")]
+    Stale {
+        /// Round of the message.
+        round: u64,
+        /// Last accepted round from this sender.
+        last: u64,
+    },
+    /// The sender (an agent id) is not a configured neighbour.
+    #[error("sender {0} is not a neighbour")]
+    UnknownSender(u64),
+    /// The message is addressed to another agent (its id).
+    #[error("addressed to agent {0}")]
+    WrongReceiver(u64),
+    /// The payload kind does not match this agent's fusion rule.
+    #[error("wrong payload kind for this fusion rule")]
+    WrongKind,
+    /// Projection sums have the wrong length or are non-finite.
+    #[error("bad projection share")]
+    BadProjection,
+    /// Site sums of the fleet's q(W) with the wrong length, a negative precision or count, or
+    /// a non-finite value; or missing where the fleet projection mode needs them.
+    #[error("bad site: {0}")]
+    BadSite(&'static str),
+    /// Bytes that do not decode.
+    #[error("undecodable: {0}")]
+    Decode(String),
+}
+
+impl RejectReason {
+    /// A short stable label for counting rejects by reason (status, metrics).
+    pub fn label(&self) -> &'static str {
+        match self {
+            RejectReason::Fingerprint(_) => "fingerprint",
+            RejectReason::Shape { .. } => "shape",
+            RejectReason::NonFinite => "non_finite",
+            RejectReason::Asymmetric(_) => "asymmetric",
+            RejectReason::NotPsd => "not_psd",
+            RejectReason::Implausible(_) => "implausible",
+            RejectReason::Stale { .. } => "stale",
+            RejectReason::UnknownSender(_) => "unknown_sender",
+            RejectReason::WrongReceiver(_) => "wrong_receiver",
+            RejectReason::WrongKind => "wrong_kind",
+            RejectReason::BadProjection => "bad_projection",
+            RejectReason::BadSite(_) => "bad_site",
+            RejectReason::Decode(_) => "decode",
+        }
+    }
 }
 
 /// Result alias of the core crate.

@@ -14,10 +14,15 @@
 //! - [`model`]: what the model *is* — [`Vocabulary`] (Z, K, T0, fingerprint), [`Projection`]
 //!   (q(W)), psi statistics, [`NaturalParams`] (q(u) in K-form), prediction.
 //! - [`learn`]: how it is *updated* — the online modes (frozen, importance, exact), the ELBO and
-//!   its gradients, Adam, and the sites of a fleet-wide q(W) ([`learn::Site`], spec §14).
+//!   its gradients, Adam, and the sites of a fleet-wide q(W) ([`learn::Site`], spec §14; an
+//!   agent's own part of it is its [`learn::FleetSite`]).
 //! - [`fuse`]: pairwise fusion, [`Topology`], tree message passing, push-sum.
 //! - [`baselines`]: dDTC and dPITC (spec §8).
-//! - [`protocol`]: the [`Agent`], its [`Message`]s and [`Event`]s.
+//! - [`protocol`]: the [`Agent`], its [`Message`]s and [`Event`]s. The agent owns three parts:
+//!   its learning state (q(W), Adam, caches), its fusion state (`E_i`, neighbours, inbox,
+//!   push-sum) and its [`learn::FleetSite`].
+//! - [`error`]: the [`Error`] of the crate and the [`protocol::RejectReason`] of a peer's
+//!   message; it depends on nothing above it.
 //!
 //! ## Which projection mode
 //! [`ProjectionMode::PerAgent`] is the paper's (each agent its own q(W)). In a fleet observing
@@ -84,6 +89,7 @@
 
 pub mod baselines;
 pub mod error;
+mod fingerprint;
 pub mod fuse;
 pub mod learn;
 pub mod linalg;

@@ -10,7 +10,7 @@
 
 use faer::{Mat, MatRef};
 
-use crate::learn::site::HyperStats;
+use crate::learn::hyper::HyperStats;
 use crate::model::natural::Posterior;
 use crate::model::projection::{Projection, ProjectionGrad};
 use crate::model::psi::{point_upper, PsiWorkspace, UnitStats};

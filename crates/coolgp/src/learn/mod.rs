@@ -1,20 +1,26 @@
 //! How q(u) and q(W) are *updated*: the online modes (spec §4), the ELBO and its gradients
-//! (spec §6), and the optimizer.
+//! (spec §6), the optimizer, an agent's learning state, and the sites of a fleet-wide q(W)
+//! (spec §14; one agent's part is its [`FleetSite`]).
 
 pub mod adam;
 pub mod elbo;
+pub mod fleet_site;
+pub mod hyper;
 pub mod importance;
 pub mod recent;
 pub mod site;
 pub mod sites;
+pub(crate) mod state;
 
 use faer::{Mat, MatRef};
 
 pub use adam::{Adam, AdamConfig};
 pub use elbo::{block_loglik_grad, stochastic_objective, BlockElbo};
+pub use fleet_site::{FleetSite, StepCounts, StepData};
+pub use hyper::HyperStats;
 pub use importance::{ImportanceCache, IsDiagnostics, IsNormalization};
 pub use recent::RecentBlocks;
-pub use site::{HyperStats, Site, SiteConfig, SiteMemory, SiteOptions};
+pub use site::{Site, SiteConfig, SiteMemory, SiteOptions};
 pub use sites::{group_id, GroupId, Sites, MAX_GROUPS, UNGROUPED};
 
 use crate::model::psi::{accumulate_block, PsiWorkspace, UnitStats};

@@ -9,7 +9,8 @@ pub mod projection;
 pub mod psi;
 pub mod vocabulary;
 
+pub use crate::fingerprint::Fingerprint;
 pub use natural::{Excess, NaturalParams, Posterior};
 pub use predict::Prediction;
 pub use projection::{Projection, ProjectionGrad};
-pub use vocabulary::{Fingerprint, Vocabulary};
+pub use vocabulary::Vocabulary;

@@ -138,6 +138,16 @@ pub struct NaturalParams {
     pub t2: Vec<f64>,
 }
 
+impl Vocabulary {
+    /// The prior `T0 = (K, 0)`.
+    pub fn t0(&self) -> NaturalParams {
+        NaturalParams {
+            t1: self.k().to_owned(),
+            t2: vec![0.0; self.m()],
+        }
+    }
+}
+
 impl NaturalParams {
     /// `T = T0 + E`.
     pub fn from_excess(vocab: &Vocabulary, e: &Excess) -> Self {

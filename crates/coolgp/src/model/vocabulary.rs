@@ -2,17 +2,16 @@
 //! inducing inputs Z, the unit kernel, the jitter, K and its Cholesky factor, the prior T0,
 //! the seed of the initial q(W), and a fingerprint of all of these.
 
-use std::fmt;
 use std::sync::Arc;
 
 use faer::{Mat, MatRef};
 use sha2::{Digest, Sha256};
 
 use crate::error::{ensure_finite, Error, Result};
+pub use crate::fingerprint::Fingerprint;
 use crate::linalg::Cholesky;
 use crate::model::kernel::gram;
 use crate::model::projection::Projection;
-use crate::model::NaturalParams;
 use crate::rng::Rng;
 
 /// Version of everything a fingerprint covers; bump it when the meaning of a field changes.
@@ -23,34 +22,6 @@ pub const DEFAULT_JITTER: f64 = 1e-6;
 
 /// Largest jitter the configuration schedule tries before rejecting Z (spec §9).
 pub const MAX_JITTER: f64 = 1e-3;
-
-/// SHA-256 of the vocabulary (format version, kernel, m, d', jitter, Z, init seed).
-///
-/// Two agents fuse only if their fingerprints are equal.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Fingerprint(pub [u8; 32]);
-
-impl Fingerprint {
-    /// The first 16 hex digits, as shown in logs and status.
-    pub fn short(&self) -> String {
-        self.0[..8].iter().map(|b| format!("{b:02x}")).collect()
-    }
-}
-
-impl fmt::Display for Fingerprint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in &self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for Fingerprint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Fingerprint({})", self.short())
-    }
-}
 
 /// The encoding vocabulary: `Z [m, d']`, `K = k_uu(Z,Z) + εI [m, m]`, `L = chol(K)`,
 /// the prior `T0 = (K, 0)`, and the seed of the shared initial q(W).
@@ -195,14 +166,6 @@ impl Vocabulary {
     /// The fingerprint every message carries.
     pub fn fingerprint(&self) -> Fingerprint {
         self.fingerprint
-    }
-
-    /// The prior `T0 = (K, 0)`.
-    pub fn t0(&self) -> NaturalParams {
-        NaturalParams {
-            t1: self.k.clone(),
-            t2: vec![0.0; self.m()],
-        }
     }
 
     /// The shared initial q(W) for agents of input dimension `d` (spec §6, revised):

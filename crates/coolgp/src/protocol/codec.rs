@@ -402,40 +402,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RejectReason> {
     let body = decode_body(&mut r, kind, m)?;
 
     let projection = if has_projection {
-        if r.remaining() < PROJECTION_FIXED_LEN {
-            return Err(err(format!(
-                "truncated projection share: need {PROJECTION_FIXED_LEN} bytes, have {}",
-                r.remaining()
-            )));
-        }
-        let weight = r.f64().ok_or_else(truncated_projection)?;
-        let n_raw = r.u32().ok_or_else(truncated_projection)?;
-        let n = usize::try_from(n_raw).map_err(|_| {
-            err(format!(
-                "projection length n = {n_raw} exceeds limit {MAX_PROJECTION_LEN}"
-            ))
-        })?;
-        if n > MAX_PROJECTION_LEN {
-            return Err(err(format!(
-                "projection length n = {n} exceeds limit {MAX_PROJECTION_LEN}"
-            )));
-        }
-        let need = 3 * F64 * n;
-        if r.remaining() < need {
-            return Err(err(format!(
-                "truncated projection share: need {need} bytes, have {}",
-                r.remaining()
-            )));
-        }
-        let theta = r.f64s(n).ok_or_else(truncated_projection)?;
-        let m1 = r.f64s(n).ok_or_else(truncated_projection)?;
-        let m2 = r.f64s(n).ok_or_else(truncated_projection)?;
-        Some(ProjectionShare {
-            weight,
-            theta,
-            m1,
-            m2,
-        })
+        Some(decode_projection(&mut r)?)
     } else {
         None
     };
@@ -456,6 +423,45 @@ pub fn decode(bytes: &[u8]) -> Result<Message, RejectReason> {
         body,
         projection,
         sites,
+    })
+}
+
+/// The projection share section (layout in the [module docs](self)): its length is checked
+/// against the bytes present before it is allocated.
+fn decode_projection(r: &mut Reader<'_>) -> Result<ProjectionShare, RejectReason> {
+    if r.remaining() < PROJECTION_FIXED_LEN {
+        return Err(err(format!(
+            "truncated projection share: need {PROJECTION_FIXED_LEN} bytes, have {}",
+            r.remaining()
+        )));
+    }
+    let weight = r.f64().ok_or_else(truncated_projection)?;
+    let n_raw = r.u32().ok_or_else(truncated_projection)?;
+    let n = usize::try_from(n_raw).map_err(|_| {
+        err(format!(
+            "projection length n = {n_raw} exceeds limit {MAX_PROJECTION_LEN}"
+        ))
+    })?;
+    if n > MAX_PROJECTION_LEN {
+        return Err(err(format!(
+            "projection length n = {n} exceeds limit {MAX_PROJECTION_LEN}"
+        )));
+    }
+    let need = 3 * F64 * n;
+    if r.remaining() < need {
+        return Err(err(format!(
+            "truncated projection share: need {need} bytes, have {}",
+            r.remaining()
+        )));
+    }
+    let theta = r.f64s(n).ok_or_else(truncated_projection)?;
+    let m1 = r.f64s(n).ok_or_else(truncated_projection)?;
+    let m2 = r.f64s(n).ok_or_else(truncated_projection)?;
+    Ok(ProjectionShare {
+        weight,
+        theta,
+        m1,
+        m2,
     })
 }
 

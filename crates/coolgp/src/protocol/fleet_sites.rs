@@ -13,24 +13,25 @@
 //! fleet's `Σ_i s_i` plus the same faded pseudo-site. Site-only messages are a tree-rule
 //! device: under push-sum the sites travel in every push-sum round.
 
-use crate::learn::{GroupId, Site, Sites, UNGROUPED};
+use crate::learn::{GroupId, Site, Sites};
 use crate::protocol::agent::{Agent, FusionRule, ProjectionMode};
 use crate::protocol::message::{AgentId, Body, Message};
 
 impl Agent {
     /// True in the fleet projection mode.
     pub(crate) fn is_fleet(&self) -> bool {
-        self.config.projection == ProjectionMode::Fleet
+        self.config().projection == ProjectionMode::Fleet
     }
 
     /// The own site (fleet projection mode; empty otherwise).
     pub fn site(&self) -> &Site {
-        &self.site
+        self.fleet_site().own()
     }
 
-    /// The key of the own site in [`Sites`]: the projection group, or [`UNGROUPED`].
+    /// The key of the own site in [`Sites`]: the projection group, or
+    /// [`crate::learn::UNGROUPED`].
     pub fn site_key(&self) -> GroupId {
-        self.config.group.unwrap_or(UNGROUPED)
+        self.fleet_site().key()
     }
 
     /// True when the own excess `E_i` and the fused sums are kept in unit scale
@@ -38,44 +39,26 @@ impl Agent {
     /// without groups. With groups, whose scales differ, each agent's excess is in its group's
     /// scales and the sums are used as they are.
     pub(crate) fn unit_scale_excess(&self) -> bool {
-        self.is_fleet() && self.config.group.is_none()
+        self.is_fleet() && self.config().group.is_none()
     }
 
     /// Site sums over this agent's side of the edge to `exclude` (tree rule: what a message
     /// to `exclude` carries), or over every neighbour heard from when `exclude` is `None`.
     pub(crate) fn site_sums(&self, exclude: Option<AgentId>) -> Sites {
-        let mut s = Sites::single(self.site_key(), self.site.clone());
-        for (k, v) in &self.inbox {
-            if Some(*k) != exclude {
-                if let Some(sites) = &v.sites {
-                    s.add_in_place(sites);
-                }
-            }
-        }
-        s
+        self.fusion().site_sums(self.fleet_site().sums(), exclude)
     }
 
     /// The fused site sums of every projection group the agent has heard of: the sums it
     /// holds (tree rule) or its push-sum estimate of them (the own site while ω = 0).
     pub fn fused_sites(&self) -> Sites {
-        match self.config.fusion {
-            FusionRule::Tree => self.site_sums(None),
-            FusionRule::PushSum { agents, .. } => self
-                .pushsum
-                .site_estimate(agents)
-                .unwrap_or_else(|| Sites::single(self.site_key(), self.site.clone())),
-        }
+        self.fusion().fused_sites(self.fleet_site().sums())
     }
 
     /// The fused site sums the agent predicts and learns with: its own group's part of
-    /// [`Agent::fused_sites`], plus the faded pseudo-site of q0 ([`Site::with_pseudo`]).
+    /// [`Agent::fused_sites`], plus the faded pseudo-site of q0 ([`Site::with_pseudo`];
+    /// [`crate::learn::FleetSite::view`]).
     pub fn fused_site(&self) -> Site {
-        let sums = self.fused_sites();
-        let own = sums
-            .get(self.site_key())
-            .cloned()
-            .unwrap_or_else(|| self.site.clone());
-        own.with_pseudo(&self.pseudo, &self.config.site)
+        self.fleet_site().view(&self.fused_sites())
     }
 
     /// Sets q(W), σ_s, σ_n from the fused sums ([`Site::projection`]); unusable sums leave
@@ -86,15 +69,13 @@ impl Agent {
         if !self.is_fleet() {
             return;
         }
-        let (dz, d) = (self.proj.d_latent(), self.proj.d());
+        let proj = self.projection();
+        let (dz, d) = (proj.d_latent(), proj.d());
         if let Some(p) = self.fused_site().projection(dz, d) {
-            if p != self.proj {
-                self.proj = p;
+            if self.learning_mut().adopt_projection(p) {
                 // Exact mode recomputes under the new q(W); with groups the own excess is in
                 // the group's scales, which may have changed.
-                if matches!(self.learner, crate::learn::Learner::Exact(_))
-                    || !self.unit_scale_excess()
-                {
+                if self.learning().is_exact() || !self.unit_scale_excess() {
                     self.refresh_own(0.0);
                 }
             }
@@ -107,12 +88,12 @@ impl Agent {
     /// under push-sum (whose every round carries the sites), or when `to` is not a neighbour.
     pub fn handle_site_tick_to(&mut self, to: AgentId) -> bool {
         if !self.is_fleet()
-            || self.config.fusion != FusionRule::Tree
-            || !self.neighbors.contains(&to)
+            || self.config().fusion != FusionRule::Tree
+            || !self.fusion().neighbors().contains(&to)
         {
             return false;
         }
-        self.round += 1;
+        self.fusion_mut().next_round();
         let msg = Message {
             header: self.header(to),
             body: Body::Site,
@@ -125,7 +106,7 @@ impl Agent {
 
     /// [`Agent::handle_site_tick_to`] for every neighbour: one round of site messages.
     pub fn handle_site_tick(&mut self) {
-        let ns: Vec<AgentId> = self.neighbors.iter().copied().collect();
+        let ns: Vec<AgentId> = self.fusion().neighbors().iter().copied().collect();
         for j in ns {
             self.handle_site_tick_to(j);
         }

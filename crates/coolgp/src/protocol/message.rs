@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+pub use crate::error::RejectReason;
 use crate::fuse::Mass;
 use crate::learn::Sites;
 use crate::linalg::{max_abs, Cholesky};
@@ -41,6 +42,23 @@ pub struct ProjectionShare {
 }
 
 impl ProjectionShare {
+    /// True for sums of `n` parameters each (θ and both moments), finite, with a
+    /// non-negative weight and non-negative second moments (spec §9).
+    pub fn is_valid(&self, n: usize) -> bool {
+        self.theta.len() == n
+            && self.m1.len() == n
+            && self.m2.len() == n
+            && self.weight.is_finite()
+            && self.weight >= 0.0
+            && self
+                .theta
+                .iter()
+                .chain(&self.m1)
+                .chain(&self.m2)
+                .all(|v| v.is_finite())
+            && self.m2.iter().all(|v| *v >= 0.0)
+    }
+
     /// `self += other` (same length).
     pub fn add_in_place(&mut self, o: &ProjectionShare) {
         self.weight += o.weight;
@@ -98,83 +116,6 @@ impl Message {
             Body::Tree { excess, .. } => Some(excess),
             Body::PushSum { total } => Some(&total.x),
             Body::Site => None,
-        }
-    }
-}
-
-/// Why a received message was rejected; the agent is unchanged (spec §9).
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RejectReason {
-    /// Produced under another vocabulary.
-    #[error("foreign vocabulary fingerprint {0}")]
-    Fingerprint(String),
-    /// Shapes are not (m×m, m) for this vocabulary.
-    #[error("wrong shape: expected m = {expected}, found {found}")]
-    Shape {
-        /// This vocabulary's m.
-        expected: usize,
-        /// The message's m.
-        found: usize,
-    },
-    /// NaN or infinity.
-    #[error("non-finite value")]
-    NonFinite,
-    /// D1 is not symmetric.
-    #[error("asymmetric data part (max |D1 − D1ᵀ| = {0:e})")]
-    Asymmetric(f64),
-    /// D1 has a clearly negative eigenvalue.
-    #[error("data part not positive semidefinite")]
-    NotPsd,
-    /// Values out of any plausible range (trace bound, negative weight or count).
-    #[error("implausible values: {0}")]
-    Implausible(&'static str),
-    /// Not newer than the last accepted message from this sender (replay or reordering).
-    #[error("stale round {round} (last accepted {last})")]
-    Stale {
-        /// Round of the message.
-        round: u64,
-        /// Last accepted round from this sender.
-        last: u64,
-    },
-    /// The sender is not a configured neighbour.
-    #[error("sender {0} is not a neighbour")]
-    UnknownSender(AgentId),
-    /// The message is addressed to another agent.
-    #[error("addressed to agent {0}")]
-    WrongReceiver(AgentId),
-    /// The payload kind does not match this agent's fusion rule.
-    #[error("wrong payload kind for this fusion rule")]
-    WrongKind,
-    /// Projection sums have the wrong length or are non-finite.
-    #[error("bad projection share")]
-    BadProjection,
-    /// Site sums of the fleet's q(W) with the wrong length, a negative precision or count, or
-    /// a non-finite value; or missing where the fleet projection mode needs them.
-    #[error("bad site: {0}")]
-    BadSite(&'static str),
-    /// Bytes that do not decode.
-    #[error("undecodable: {0}")]
-    Decode(String),
-}
-
-impl RejectReason {
-    /// A short stable label for counting rejects by reason (status, metrics).
-    pub fn label(&self) -> &'static str {
-        match self {
-            RejectReason::Fingerprint(_) => "fingerprint",
-            RejectReason::Shape { .. } => "shape",
-            RejectReason::NonFinite => "non_finite",
-            RejectReason::Asymmetric(_) => "asymmetric",
-            RejectReason::NotPsd => "not_psd",
-            RejectReason::Implausible(_) => "implausible",
-            RejectReason::Stale { .. } => "stale",
-            RejectReason::UnknownSender(_) => "unknown_sender",
-            RejectReason::WrongReceiver(_) => "wrong_receiver",
-            RejectReason::WrongKind => "wrong_kind",
-            RejectReason::BadProjection => "bad_projection",
-            RejectReason::BadSite(_) => "bad_site",
-            RejectReason::Decode(_) => "decode",
         }
     }
 }

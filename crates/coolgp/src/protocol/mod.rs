@@ -2,9 +2,11 @@
 
 pub mod agent;
 pub mod codec;
+mod config;
 pub mod event;
 mod fleet_projection;
 mod fleet_sites;
+mod fusion;
 mod inbound;
 mod learner_check;
 pub mod memory;

@@ -8,9 +8,10 @@ use faer::Mat;
 
 use crate::error::{Error, Result};
 use crate::fuse::{Mass, PushSum};
-use crate::learn::{Adam, Learner, Site, Sites};
+use crate::learn::{Adam, Learner, RecentBlocks, Site, Sites};
 use crate::model::{Excess, Projection, Vocabulary};
-use crate::protocol::agent::{Agent, AgentConfig, FusionRule, Inbound, ProjectionMode};
+use crate::protocol::agent::{Agent, AgentConfig, FusionRule, ProjectionMode};
+use crate::protocol::fusion::Inbound;
 use crate::protocol::message::{AgentId, ProjectionShare};
 
 /// What one neighbour last sent (tree rule).
@@ -84,22 +85,25 @@ pub struct AgentSnapshot {
 impl Agent {
     /// A plain-data image of the whole state.
     pub fn snapshot(&self) -> AgentSnapshot {
+        let (learning, fusion, site) = (self.learning(), self.fusion(), self.fleet_site());
+        let proj = learning.projection();
+        let pushsum = fusion.pushsum();
         AgentSnapshot {
-            id: self.id,
-            config: self.config.clone(),
-            mu: self.proj.mu().to_owned(),
-            log_sigma: self.proj.log_sigma().to_owned(),
-            log_sigma_s: self.proj.log_sigma_s(),
-            log_sigma_n: self.proj.log_sigma_n(),
-            adam: self.adam.clone(),
-            learner: self.learner.clone(),
-            n_own: self.n_own,
-            blocks: self.blocks,
-            version: self.version,
-            round: self.round,
-            neighbors: self.neighbors.iter().copied().collect(),
-            inbox: self
-                .inbox
+            id: self.id(),
+            config: self.config().clone(),
+            mu: proj.mu().to_owned(),
+            log_sigma: proj.log_sigma().to_owned(),
+            log_sigma_s: proj.log_sigma_s(),
+            log_sigma_n: proj.log_sigma_n(),
+            adam: learning.adam().clone(),
+            learner: learning.learner().clone(),
+            n_own: learning.n_own(),
+            blocks: learning.blocks(),
+            version: learning.version(),
+            round: fusion.round(),
+            neighbors: fusion.neighbors().iter().copied().collect(),
+            inbox: fusion
+                .inbox()
                 .iter()
                 .map(|(k, v)| {
                     (
@@ -113,16 +117,16 @@ impl Agent {
                     )
                 })
                 .collect(),
-            push_mass: self.pushsum.mass.clone(),
-            push_sent: self.pushsum.sent.clone(),
-            push_received: self.pushsum.received.clone(),
-            push_pending: self.pushsum.pending.clone(),
-            last_round: self.last_round.clone(),
-            site: self.site.clone(),
-            site_clock: self.site_clock,
-            recent: self.recent.blocks().cloned().collect(),
-            site_frozen: self.site_frozen.clone(),
-            window_term: self.window_term.clone(),
+            push_mass: pushsum.mass.clone(),
+            push_sent: pushsum.sent.clone(),
+            push_received: pushsum.received.clone(),
+            push_pending: pushsum.pending.clone(),
+            last_round: fusion.last_rounds().clone(),
+            site: site.own().clone(),
+            site_clock: site.clock(),
+            recent: site.recent().blocks().cloned().collect(),
+            site_frozen: site.frozen().clone(),
+            window_term: site.window_term().clone(),
         }
     }
 
@@ -142,26 +146,7 @@ impl Agent {
                 found: s.mu.nrows(),
             });
         }
-        let check_excess = |e: &Excess| -> Result<()> {
-            if e.m() != m || e.d1.nrows() != m || e.d1.ncols() != m {
-                return Err(Error::DimensionMismatch {
-                    what: "snapshot excess (m)",
-                    expected: m,
-                    found: e.m(),
-                });
-            }
-            Ok(())
-        };
-        for v in s.inbox.values_mut() {
-            check_excess(&v.excess)?;
-            v.excess.symmetrize_in_place();
-        }
-        check_excess(&s.push_mass.x)?;
-        check_excess(&s.push_sent.x)?;
-        check_excess(&s.push_pending.x)?;
-        for v in s.push_received.values() {
-            check_excess(&v.x)?;
-        }
+        check_excesses(&mut s, m)?;
         super::learner_check::check_learner(&s.learner, s.config.mode, m, dz, d)?;
         let push_sites = s.config.projection == ProjectionMode::Fleet
             && matches!(s.config.fusion, FusionRule::PushSum { .. });
@@ -183,16 +168,11 @@ impl Agent {
                 found: s.adam.m1.len(),
             });
         }
-        agent.proj = proj;
-        agent.adam = s.adam;
-        agent.learner = s.learner;
-        agent.n_own = s.n_own;
-        agent.blocks = s.blocks;
-        agent.site_clock = s.site_clock;
-        agent.version = s.version;
-        agent.round = s.round;
-        agent.neighbors = s.neighbors.into_iter().collect::<BTreeSet<_>>();
-        agent.inbox = s
+        let counts = (s.n_own, s.blocks, s.version);
+        agent
+            .learning_mut()
+            .restore(proj, s.adam, s.learner, counts);
+        let inbox: BTreeMap<AgentId, Inbound> = s
             .inbox
             .into_iter()
             .map(|(k, v)| {
@@ -207,56 +187,107 @@ impl Agent {
                 )
             })
             .collect();
-        agent.pushsum = PushSum {
+        let pushsum = PushSum {
             mass: s.push_mass,
             sent: s.push_sent,
             received: s.push_received,
             pending: s.push_pending,
         };
-        agent.last_round = s.last_round;
+        let neighbors = s.neighbors.into_iter().collect::<BTreeSet<_>>();
         if agent.is_fleet() {
-            let len = dz * d;
-            let bad_inbox = agent
-                .inbox
-                .values()
-                .filter_map(|v| v.sites.as_ref())
-                .any(|v| !v.is_valid(len));
-            let good_memory = s.site_frozen.is_valid(len)
-                && s.window_term.0.is_valid(len)
-                && s.window_term.1.is_finite()
-                && s.window_term.1 >= 0.0;
-            if bad_inbox || !good_memory || !s.site.is_valid(len) {
-                return Err(Error::InvalidConfig(
-                    "snapshot site sums: wrong length, negative precision or non-finite".into(),
-                ));
-            }
-            let bad_window = s.recent.iter().any(|(x, y)| {
-                x.ncols() != d
-                    || x.nrows() != y.len()
-                    || y.is_empty()
-                    || y.iter().any(|v| !v.is_finite())
-                    || (0..x.ncols()).any(|j| x.col_as_slice(j).iter().any(|v| !v.is_finite()))
-            });
-            if bad_window {
-                return Err(Error::InvalidConfig(format!(
-                    "snapshot site window: every block needs {d} finite input columns and one \
-                     finite target per row"
-                )));
-            }
-            agent.recent = crate::learn::RecentBlocks::from_blocks(s.recent);
+            check_fleet_site(&inbox, &s.site, &s.site_frozen, &s.window_term, dz * d)?;
+            let recent = restore_window(s.recent, d)?;
             if !(s.site_clock.is_finite() && s.site_clock >= 0.0) {
                 return Err(Error::InvalidConfig(format!(
                     "snapshot site clock must be finite and >= 0, got {}",
                     s.site_clock
                 )));
             }
-            agent.site = s.site;
-            agent.site_frozen = s.site_frozen;
-            agent.window_term = s.window_term;
+            agent.fleet_site_mut().restore(
+                s.site,
+                s.site_clock,
+                recent,
+                s.site_frozen,
+                s.window_term,
+            );
         }
-        agent.own = agent.excess_from_caches().0;
+        agent
+            .fusion_mut()
+            .restore(s.round, neighbors, inbox, pushsum, s.last_round);
+        let own = agent.excess_from_caches().0;
+        agent.fusion_mut().restore_own(own);
         Ok(agent)
     }
+}
+
+/// Checks that every excess of a snapshot has `m` rows and columns, and symmetrizes the
+/// inbox's (stored state is exactly symmetric).
+fn check_excesses(s: &mut AgentSnapshot, m: usize) -> Result<()> {
+    let check_excess = |e: &Excess| -> Result<()> {
+        if e.m() != m || e.d1.nrows() != m || e.d1.ncols() != m {
+            return Err(Error::DimensionMismatch {
+                what: "snapshot excess (m)",
+                expected: m,
+                found: e.m(),
+            });
+        }
+        Ok(())
+    };
+    for v in s.inbox.values_mut() {
+        check_excess(&v.excess)?;
+        v.excess.symmetrize_in_place();
+    }
+    check_excess(&s.push_mass.x)?;
+    check_excess(&s.push_sent.x)?;
+    check_excess(&s.push_pending.x)?;
+    for v in s.push_received.values() {
+        check_excess(&v.x)?;
+    }
+    Ok(())
+}
+
+/// Checks a fleet site's sums of `len` entries: the inbox's, the own site, the stream
+/// memory's frozen terms and window term.
+fn check_fleet_site(
+    inbox: &BTreeMap<AgentId, Inbound>,
+    site: &Site,
+    frozen: &Site,
+    window_term: &(Site, f64),
+    len: usize,
+) -> Result<()> {
+    let bad_inbox = inbox
+        .values()
+        .filter_map(|v| v.sites.as_ref())
+        .any(|v| !v.is_valid(len));
+    let good_memory = frozen.is_valid(len)
+        && window_term.0.is_valid(len)
+        && window_term.1.is_finite()
+        && window_term.1 >= 0.0;
+    if bad_inbox || !good_memory || !site.is_valid(len) {
+        return Err(Error::InvalidConfig(
+            "snapshot site sums: wrong length, negative precision or non-finite".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The site window of a snapshot, each block with `d` finite input columns and one finite
+/// target per row.
+fn restore_window(blocks: Vec<(Mat<f64>, Vec<f64>)>, d: usize) -> Result<RecentBlocks> {
+    let bad_window = blocks.iter().any(|(x, y)| {
+        x.ncols() != d
+            || x.nrows() != y.len()
+            || y.is_empty()
+            || y.iter().any(|v| !v.is_finite())
+            || (0..x.ncols()).any(|j| x.col_as_slice(j).iter().any(|v| !v.is_finite()))
+    });
+    if bad_window {
+        return Err(Error::InvalidConfig(format!(
+            "snapshot site window: every block needs {d} finite input columns and one \
+             finite target per row"
+        )));
+    }
+    Ok(RecentBlocks::from_blocks(blocks))
 }
 
 /// Checks that every push-sum mass of a snapshot has a site part of `len` finite entries when
