@@ -3,8 +3,7 @@
 //! Reference: spec §7 (message header and payload), §9 (validation of every received
 //! message), §4b (IS diagnostics, degeneracy), §10 (per-agent algorithm).
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
 use common::block;

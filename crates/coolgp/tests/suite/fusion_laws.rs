@@ -3,8 +3,7 @@
 //! push-sum convergence under packet loss, and double counting of the tree rule on cycles.
 //! Reference: spec §3 (K-form, streaming), §7 (fusion, message passing, push-sum).
 
-mod common;
-
+use crate::common;
 use common::{block, mat_flat as flat, rel_err};
 
 use std::sync::Arc;

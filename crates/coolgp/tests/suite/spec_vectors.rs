@@ -3,8 +3,7 @@
 //! Reference: spec §2 (psi), §3 (T/R/S/m), §4 (IS, frozen), §5 (prediction), §6 (ELBO,
 //! gradients), §7 (fusion, message passing, push-sum), §8 (baselines).
 
-mod common;
-
+use crate::common;
 use common::*;
 use coolgp::baselines::{Baseline, BaselineKernel};
 use coolgp::faer::Mat;

@@ -3,8 +3,7 @@
 //! Reference: spec §14 (sites, initialization, σ_s and σ_n as sites), §7 (tree messages),
 //! §9 (validation of received messages).
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
 use common::{fleet_config, lossy_round, max_rel, site_flat};

@@ -2,8 +2,7 @@
 //! learn one q(W), σ_s, σ_n from their group's site sums, while q(u) is fused across groups.
 //! Reference: spec §14 (sites), §7 (tree messages, push-sum), §9 (validation).
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
 use common::{fleet_config, lossy_round, mat_flat, max_rel, site_flat};

@@ -4,8 +4,7 @@
 //! Reference: spec §9 (validate everything that comes from users, peers or disk), §7
 //! (push-sum running sums), §6 (one optimizer step per block).
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
 use common::block;

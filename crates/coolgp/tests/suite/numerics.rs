@@ -4,8 +4,7 @@
 //! consistency when the proposal equals the target.
 //! Reference: spec §2 (psi), §3 (forms, streaming), §4 (IS), §5 (prediction), §6 (gradients).
 
-mod common;
-
+use crate::common;
 use common::{exact_t, mat_flat as flat, rel_err, unit_stats};
 
 use coolgp::faer::Mat;

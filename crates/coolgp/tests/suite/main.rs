@@ -1,0 +1,14 @@
+//! The integration tests of `coolgp` in one binary (one link instead of
+//! 10): one module per former test file.
+
+mod common;
+mod agent_protocol;
+mod codec;
+mod fleet_sites;
+mod fusion_laws;
+mod hardening;
+mod numerics;
+mod projection_groups;
+mod shared_projection;
+mod snapshot;
+mod spec_vectors;
