@@ -41,6 +41,7 @@
 pub mod baselines;
 pub mod config;
 mod eval;
+pub mod fleet;
 mod groups;
 pub mod network;
 pub mod report;
@@ -48,9 +49,10 @@ pub mod run;
 pub mod workload;
 
 pub use config::{FuseGroups, FusionChoice, Schedule, SimConfig, TopologyKind};
+pub use fleet::{Fleet, Progress};
 pub use network::{run_rounds, run_schedule, run_until_settled, NetStats, Settle};
 pub use report::{AgentRow, CurvePoint, Phases, Report};
-pub use run::{run, Progress};
+pub use run::run;
 pub use workload::{Batch, TestSet, Workload};
 
 /// Errors of a simulated run.
