@@ -6,6 +6,10 @@
 //! deterministic for a seed whatever the thread count. It does no file I/O: loading data and
 //! writing results belong to the CLI.
 //!
+//! [`run`] is the phases of a [`Fleet`] in order: [`Fleet::build`], [`Fleet::stream`] (with
+//! its fusions, [`Fleet::fuse`]), [`Fleet::evaluate`]. The Python `FleetRegressor` drives the
+//! same phases on in-memory arrays and keeps the fused agents.
+//!
 //! ```
 //! use coolgp::faer::Mat;
 //! use coolgp_sim::{run, Batch, SimConfig, TestSet, TopologyKind, Workload};
