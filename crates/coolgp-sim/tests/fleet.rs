@@ -21,18 +21,12 @@ fn workload() -> Workload {
         seed: 11,
     })
     .expect("valid synthetic configuration");
+    let batch = |(_, x, y)| Batch { group: None, x, y };
+    let test = |(_, x, y)| TestSet { x, y };
     Workload {
         d: 2,
-        batches: syn
-            .train_batches
-            .into_iter()
-            .map(|(_, x, y)| Batch { group: None, x, y })
-            .collect(),
-        tests: syn
-            .test
-            .into_iter()
-            .map(|(_, x, y)| TestSet { x, y })
-            .collect(),
+        batches: syn.train_batches.into_iter().map(batch).collect(),
+        tests: syn.test.into_iter().map(test).collect(),
         groups: 0,
         test_by_group: false,
         projection_groups: Vec::new(),
@@ -43,17 +37,19 @@ fn workload() -> Workload {
 #[test]
 fn the_phases_one_by_one_are_the_run() {
     let w = workload();
-    for projection in [
+    let phased_config = |projection| SimConfig {
+        agents: 6,
+        inducing: 15,
+        fuse_every: 20,
+        projection,
+        ..SimConfig::default()
+    };
+    for cfg in [
         coolgp::ProjectionMode::PerAgent,
         coolgp::ProjectionMode::Fleet,
-    ] {
-        let cfg = SimConfig {
-            agents: 6,
-            inducing: 15,
-            fuse_every: 20,
-            projection,
-            ..SimConfig::default()
-        };
+    ]
+    .map(phased_config)
+    {
         let whole = run(&cfg, &w, &|_, _| {}).expect("run");
         let mut fleet = Fleet::build(&cfg, &w).expect("build");
         assert_eq!(fleet.progress(), (0, 60));
