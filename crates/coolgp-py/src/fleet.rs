@@ -1,14 +1,17 @@
 //! `coolgp.FleetRegressor`: a whole fleet in one call, scikit-learn style. `fit` standardizes
-//! X and y (training statistics), splits the rows among the agents (at random, or one agent
-//! per `groups` label), streams each agent's rows in batches, and fuses the fleet over a tree
-//! every `fuse_every` batches and at the end; `predict` answers with one agent's q(W) and its
-//! fused q(u), in the original units.
+//! X and y (training statistics, [`Standardizer`]), splits the rows among the agents (at
+//! random, or one agent per `groups` label), and hands them to the simulator's [`Fleet`] as a
+//! stream of batches, each routed to its agent: the fleet streams them and fuses over a tree
+//! every `fuse_every` rounds of batches and at the end; `predict` answers with one agent's
+//! q(W) and its fused q(u), in the original units.
 
-use std::sync::Arc;
+use std::str::FromStr;
 
 use coolgp::faer::Mat;
 use coolgp::rng::Rng;
-use coolgp::{Agent, Topology, View, Vocabulary};
+use coolgp::{Agent, View};
+use coolgp_data::Standardizer;
+use coolgp_sim::{Batch, Fleet, FusionChoice, SimConfig, SimError, TopologyKind, Workload};
 use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -16,48 +19,11 @@ use pyo3::types::PyDict;
 
 use crate::config::{agent_config, AgentKw};
 use crate::convert;
-use crate::fence::{core_err, fenced, rejected};
-
-/// Column means and standard deviations (a constant column gets scale 1).
-struct Scaler {
-    x_mean: Vec<f64>,
-    x_scale: Vec<f64>,
-    y_mean: f64,
-    y_scale: f64,
-}
-
-fn mean_scale(v: impl Iterator<Item = f64> + Clone, n: usize) -> (f64, f64) {
-    let mean = v.clone().sum::<f64>() / n as f64;
-    let var = v.map(|x| (x - mean) * (x - mean)).sum::<f64>() / n as f64;
-    let sd = var.sqrt();
-    (mean, if sd > 0.0 && sd.is_finite() { sd } else { 1.0 })
-}
-
-impl Scaler {
-    fn fit(x: &Mat<f64>, y: &[f64]) -> Self {
-        let n = x.nrows();
-        let (x_mean, x_scale) = (0..x.ncols())
-            .map(|j| mean_scale((0..n).map(|i| x[(i, j)]), n))
-            .unzip();
-        let (y_mean, y_scale) = mean_scale(y.iter().copied(), n);
-        Self {
-            x_mean,
-            x_scale,
-            y_mean,
-            y_scale,
-        }
-    }
-    fn x(&self, x: &Mat<f64>) -> Mat<f64> {
-        Mat::from_fn(x.nrows(), x.ncols(), |i, j| {
-            (x[(i, j)] - self.x_mean[j]) / self.x_scale[j]
-        })
-    }
-}
+use crate::fence::{core_err, fenced};
 
 struct Fitted {
     agents: Vec<Agent>,
-    scaler: Scaler,
-    d: usize,
+    scaler: Standardizer,
 }
 
 /// The settings of a fleet.
@@ -87,9 +53,11 @@ struct Settings {
 /// extrapolating from the newest ones; the node's --site-memory).
 ///
 /// fit(X, y, groups=None) splits the rows among `agents` agents at random (or one agent per
-/// distinct `groups` label), streams them in batches of `batch` rows, and fuses the fleet
-/// (tree message passing on `topology`: "path", "star" or "random-tree") every `fuse_every`
-/// batches per agent and after the last. predict(X, return_std=False) uses agent 0's q(W)
+/// distinct `groups` label) and runs the simulator's fleet on them: each agent streams its
+/// rows in batches of `batch` rows, and the fleet fuses (tree message passing on
+/// `topology`: "path", "star", "random-tree" or "mst") every `fuse_every` rounds of batches
+/// (one batch per agent) and after the last; with projection="fleet" the q(W) sites fuse
+/// more often, as in `coolgp simulate`. predict(X, return_std=False) uses agent 0's q(W)
 /// and the fused q(u) (every agent holds the same fused q(u) after fit).
 #[pyclass(module = "coolgp._coolgp")]
 pub struct FleetRegressor {
@@ -97,39 +65,22 @@ pub struct FleetRegressor {
     fitted: Option<Fitted>,
 }
 
-fn topology(name: &str, n: usize, seed: u64) -> PyResult<Topology> {
-    match name {
-        "path" => Ok(Topology::path(n)),
-        "star" => Ok(Topology::star(n)),
-        "random-tree" => Ok(Topology::random_tree(n, seed)),
-        other => Err(PyValueError::new_err(format!(
-            "unknown topology '{other}': use 'path', 'star' or 'random-tree' (tree fusion is exact on trees)"
-        ))),
+/// The fleet's graph: one of the tree kinds of the simulator's [`TopologyKind`] (tree fusion
+/// is exact on trees; graphs with cycles would double count).
+fn tree_topology(name: &str) -> PyResult<TopologyKind> {
+    let kind = TopologyKind::from_str(name).map_err(PyValueError::new_err)?;
+    if !kind.is_tree() {
+        return Err(PyValueError::new_err(format!(
+            "topology '{name}' has cycles: the fleet fuses by tree message passing, exact on \
+             trees; use 'path', 'star', 'random-tree' or 'mst'"
+        )));
     }
+    Ok(kind)
 }
 
-/// One synchronous fusion: `rounds` rounds in which every agent sends to every neighbour and
-/// every message is delivered.
-fn fuse(agents: &mut [Agent], rounds: usize) -> PyResult<()> {
-    for _ in 0..rounds {
-        let mut msgs = Vec::new();
-        for a in agents.iter_mut() {
-            a.handle_tick();
-            while let Some(m) = a.poll_transmit() {
-                msgs.push(m);
-            }
-        }
-        for m in msgs {
-            let to = usize::try_from(m.header.receiver).unwrap_or(usize::MAX);
-            if let Some(a) = agents.get_mut(to) {
-                a.handle_message(m).map_err(|r| rejected(&r))?;
-            }
-        }
-        for a in agents.iter_mut() {
-            while a.poll_event().is_some() {}
-        }
-    }
-    Ok(())
+/// A simulator error as `ValueError`.
+fn sim_err(e: SimError) -> PyErr {
+    PyValueError::new_err(e.to_string())
 }
 
 /// Each agent's rows: one agent per group label, or a seeded random equal split.
@@ -165,58 +116,90 @@ impl Settings {
             .map_err(|e| PyValueError::new_err(format!("site_memory: {e}")))
     }
 
-    /// Builds, streams and fuses the fleet on standardized data.
+    /// The simulator's configuration of a fleet of `agents`: no references, the stream in
+    /// the given order, tree fusion of q(u) (and of the sites, in the fleet projection mode)
+    /// every `fuse_every` rounds of batches (`fuse_every × agents` batches of the stream) and
+    /// at the end.
+    fn sim_config(&self, agents: usize) -> PyResult<SimConfig> {
+        let agent = agent_config(&AgentKw {
+            mode: &self.mode,
+            samples: None,
+            normalization: None,
+            projection: &self.projection,
+            fusion: "tree",
+            fleet_size: None,
+            learn: self.learn,
+            seed: self.seed,
+            projection_group: None,
+            site: coolgp::learn::SiteOptions {
+                memory: self.memory()?,
+                ..coolgp::learn::SiteOptions::default()
+            },
+        })
+        .map_err(PyValueError::new_err)?;
+        Ok(SimConfig {
+            agents,
+            inducing: self.inducing,
+            d_latent: self.latent_dim,
+            mode: agent.mode,
+            projection: agent.projection,
+            topology: tree_topology(&self.topology)?,
+            fusion: FusionChoice::Tree,
+            fuse_every: self.fuse_every.saturating_mul(agents),
+            seed: self.seed,
+            central: false,
+            baselines: false,
+            learn: agent.learn,
+            adam: agent.adam,
+            shuffle: false,
+            site: agent.site,
+            // The sites fuse with q(u) only (the simulator's default fuses them far more
+            // often, with warm-ups); FleetRegressor keeps the cadence it was tuned with.
+            site_every: Some(self.fuse_every.saturating_mul(agents)),
+            fuse_warmup: false,
+            ..SimConfig::default()
+        })
+    }
+
+    /// Builds, streams and fuses the fleet on standardized data: agent `a` learns from the
+    /// rows `rows[a]`.
     fn run(&self, x: &Mat<f64>, y: &[f64], rows: &[Vec<usize>]) -> PyResult<Vec<Agent>> {
-        let n_agents = rows.len();
-        let d = x.ncols();
-        let vocab = Arc::new(
-            Vocabulary::default_design(self.inducing, self.latent_dim.unwrap_or(d), self.seed)
-                .map_err(core_err)?,
-        );
-        let topo = topology(&self.topology, n_agents, self.seed)?;
-        let mut agents = Vec::with_capacity(n_agents);
-        for i in 0..n_agents {
-            let cfg = agent_config(&AgentKw {
-                mode: &self.mode,
-                samples: None,
-                normalization: None,
-                projection: &self.projection,
-                fusion: "tree",
-                fleet_size: None,
-                learn: self.learn,
-                seed: self.seed.wrapping_add(i as u64),
-                projection_group: None,
-                site: coolgp::learn::SiteOptions {
-                    memory: self.memory()?,
-                    ..coolgp::learn::SiteOptions::default()
-                },
-            })
-            .map_err(PyValueError::new_err)?;
-            let mut a = Agent::new(i as u64, vocab.clone(), d, cfg).map_err(core_err)?;
-            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))
-                .map_err(core_err)?;
-            agents.push(a);
-        }
-        let rounds = topo.diameter().unwrap_or(1).max(1);
-        let batches: Vec<Vec<&[usize]>> = rows
-            .iter()
-            .map(|r| r.chunks(self.batch).collect())
-            .collect();
-        let steps = batches.iter().map(Vec::len).max().unwrap_or(0);
-        for t in 0..steps {
-            for (a, bs) in agents.iter_mut().zip(&batches) {
-                if let Some(b) = bs.get(t) {
-                    let xb = Mat::from_fn(b.len(), d, |i, j| x[(b[i], j)]);
-                    let yb: Vec<f64> = b.iter().map(|&r| y[r]).collect();
-                    a.handle_block(xb.as_ref(), &yb).map_err(core_err)?;
-                }
-            }
-            if (t + 1) % self.fuse_every == 0 && t + 1 < steps {
-                fuse(&mut agents, rounds)?;
-            }
-        }
-        fuse(&mut agents, rounds)?;
-        Ok(agents)
+        let cfg = self.sim_config(rows.len())?;
+        let work = stream(x, y, rows, self.batch);
+        let mut fleet = Fleet::build(&cfg, &work).map_err(sim_err)?;
+        fleet.stream(&|_, _| {}).map_err(sim_err)?;
+        Ok(fleet.into_agents())
+    }
+}
+
+/// The stream of a fit: each agent's rows in batches of `batch` rows, dealt round by round
+/// (every agent's first batch, then every agent's second, …), each batch routed to its agent
+/// by the simulator's dispatch (routing group `a` is agent `a`).
+fn stream(x: &Mat<f64>, y: &[f64], rows: &[Vec<usize>], batch: usize) -> Workload {
+    let d = x.ncols();
+    let chunks: Vec<Vec<&[usize]>> = rows.iter().map(|r| r.chunks(batch).collect()).collect();
+    let rounds = chunks.iter().map(Vec::len).max().unwrap_or(0);
+    let batches = (0..rounds)
+        .flat_map(|t| {
+            chunks
+                .iter()
+                .enumerate()
+                .filter_map(move |(a, bs)| Some((a, *bs.get(t)?)))
+        })
+        .map(|(a, b)| Batch {
+            group: Some(a),
+            x: Mat::from_fn(b.len(), d, |i, j| x[(b[i], j)]),
+            y: b.iter().map(|&r| y[r]).collect(),
+        })
+        .collect();
+    Workload {
+        d,
+        batches,
+        tests: Vec::new(),
+        groups: rows.len(),
+        test_by_group: false,
+        projection_groups: Vec::new(),
+        y_scale: 1.0,
     }
 }
 
@@ -290,6 +273,7 @@ impl FleetRegressor {
             seed,
         };
         s.memory()?;
+        tree_topology(&s.topology)?;
         Ok(Self { s, fitted: None })
     }
 
@@ -314,19 +298,16 @@ impl FleetRegressor {
         let s = slf.s.clone();
         let fitted = py.detach(|| {
             fenced("fit", || {
-                let scaler = Scaler::fit(&x, &y);
-                let xs = scaler.x(&x);
-                let ys: Vec<f64> = y
-                    .iter()
-                    .map(|v| (v - scaler.y_mean) / scaler.y_scale)
-                    .collect();
+                let scaler = Standardizer::fit_xy(&x, &y)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let mut xs = x.clone();
+                scaler
+                    .apply_x(&mut xs)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let ys: Vec<f64> = y.iter().map(|&v| scaler.scale_y(v)).collect();
                 let rows = split(x.nrows(), s.agents.min(x.nrows()), groups, s.seed);
                 let agents = s.run(&xs, &ys, &rows)?;
-                Ok(Fitted {
-                    agents,
-                    scaler,
-                    d: x.ncols(),
-                })
+                Ok(Fitted { agents, scaler })
             })
         })?;
         slf.fitted = Some(fitted);
@@ -356,21 +337,26 @@ impl FleetRegressor {
                 f.agents.len()
             ))
         })?;
-        let x = convert::matrix(x, "X", Some(f.d))?;
-        let xs = f.scaler.x(&x);
+        let mut xs = convert::matrix(x, "X", Some(f.scaler.dim()))?;
+        f.scaler
+            .apply_x(&mut xs)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let p = py.detach(|| {
             fenced("predict", || {
                 a.predict(xs.as_ref(), View::Fused).map_err(core_err)
             })
         })?;
-        let (m, s) = (f.scaler.y_mean, f.scaler.y_scale);
-        let mean: Vec<f64> = p.mean.iter().map(|v| m + s * v).collect();
+        let scaler = &f.scaler;
+        let mean: Vec<f64> = p.mean.iter().map(|&v| scaler.unscale_y(v)).collect();
         let mean = convert::to_numpy_vec(py, mean);
         if !return_std {
             return Ok(mean.into_any());
         }
         let var = if include_noise { &p.var_y } else { &p.var_f };
-        let std: Vec<f64> = var.iter().map(|v| s * v.max(0.0).sqrt()).collect();
+        let std: Vec<f64> = var
+            .iter()
+            .map(|v| scaler.unscale_std(v.max(0.0).sqrt()))
+            .collect();
         let std: Bound<'py, PyArray1<f64>> = convert::to_numpy_vec(py, std);
         Ok((mean, std).into_pyobject(py)?.into_any())
     }

@@ -66,6 +66,12 @@ impl TopologyKind {
         }
     }
 
+    /// Whether every graph of this kind is a tree (path, star, random tree, geometric MST):
+    /// tree fusion is exact on it whatever the number of agents.
+    pub fn is_tree(self) -> bool {
+        matches!(self, Self::Path | Self::Star | Self::RandomTree | Self::Mst)
+    }
+
     /// Builds the graph for `n` agents.
     pub fn build(self, n: usize, seed: u64) -> Topology {
         match self {

@@ -6,6 +6,10 @@
 //! deterministic for a seed whatever the thread count. It does no file I/O: loading data and
 //! writing results belong to the CLI.
 //!
+//! [`run`] is the phases of a [`Fleet`] in order: [`Fleet::build`], [`Fleet::stream`] (with
+//! its fusions, [`Fleet::fuse`]), [`Fleet::evaluate`]. The Python `FleetRegressor` drives the
+//! same phases on in-memory arrays and keeps the fused agents.
+//!
 //! ```
 //! use coolgp::faer::Mat;
 //! use coolgp_sim::{run, Batch, SimConfig, TestSet, TopologyKind, Workload};
@@ -41,6 +45,7 @@
 pub mod baselines;
 pub mod config;
 mod eval;
+pub mod fleet;
 mod groups;
 pub mod network;
 pub mod report;
@@ -48,9 +53,10 @@ pub mod run;
 pub mod workload;
 
 pub use config::{FuseGroups, FusionChoice, Schedule, SimConfig, TopologyKind};
+pub use fleet::{Fleet, Progress};
 pub use network::{run_rounds, run_schedule, run_until_settled, NetStats, Settle};
 pub use report::{AgentRow, CurvePoint, Phases, Report};
-pub use run::{run, Progress};
+pub use run::run;
 pub use workload::{Batch, TestSet, Workload};
 
 /// Errors of a simulated run.
