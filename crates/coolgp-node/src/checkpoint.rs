@@ -108,19 +108,15 @@ mod tests {
         a
     }
 
+    /// Metadata at stream offset 1234 (the agent part is filled in by the writer).
     fn meta(vocab: &Vocabulary, id: u64) -> NodeMeta {
+        let model = serde_json::json!({
+            "fleet": "f", "id": id, "fingerprint": vocab.fingerprint().to_string(),
+            "m": vocab.m(), "d_latent": vocab.d_latent(), "inputs": ["a", "b", "c"], "target": "y",
+        });
         NodeMeta {
-            model: ModelIdentity {
-                fleet: "f".into(),
-                id,
-                fingerprint: vocab.fingerprint().to_string(),
-                m: vocab.m(),
-                d_latent: vocab.d_latent(),
-                inputs: vec!["a".into(), "b".into(), "c".into()],
-                target: "y".into(),
-            },
+            model: serde_json::from_value(model).expect("model identity"),
             stream: StreamPos {
-                source: "data.csv".into(),
                 offset: 1234,
                 ..StreamPos::default()
             },
