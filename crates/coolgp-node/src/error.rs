@@ -99,6 +99,24 @@ pub enum NodeError {
     Core(#[from] coolgp::Error),
 }
 
+/// A store error in the node's own terms: file-system failures as [`NodeError::Io`], a bad
+/// checkpoint as [`NodeError::Checkpoint`], a vocabulary file as [`NodeError::Config`].
+impl From<coolgp_store::StoreError> for NodeError {
+    fn from(e: coolgp_store::StoreError) -> Self {
+        use coolgp_store::StoreError as S;
+        match e {
+            S::Io { what, path, error } => NodeError::Io {
+                what,
+                path,
+                source: error,
+            },
+            S::Checkpoint { path, reason } => NodeError::Checkpoint { path, reason },
+            S::Core(e) => NodeError::Core(e),
+            other => NodeError::Config(other.to_string()),
+        }
+    }
+}
+
 impl NodeError {
     pub(crate) fn zenoh(what: &'static str, e: impl std::fmt::Display) -> Self {
         NodeError::Zenoh {

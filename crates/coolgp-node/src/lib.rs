@@ -17,7 +17,8 @@
 //!   scouting unless asked, `--zenoh-config` for TLS and routers).
 //! - [`inbound`]: bounded per-sender queues served round-robin, reject counting and
 //!   rate-limited logs.
-//! - [`checkpoint`]: safetensors + JSON metadata, temp file, fsync, rename, checksum.
+//! - [`checkpoint`]: the state directory's checkpoints (temp file, fsync, rename, the previous
+//!   one as fallback) in [`coolgp_store`]'s format (safetensors + JSON metadata, checksum).
 //! - [`stream`]: the CSV data stream with byte offsets (`--follow`, stdin).
 //! - [`node`]: the event loop; [`query`]: predict queries off the loop; [`client`]: `query`
 //!   and `status`.

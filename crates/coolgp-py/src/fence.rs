@@ -48,16 +48,17 @@ pub fn rejected(r: &coolgp::protocol::RejectReason) -> PyErr {
     RejectedMessage::new_err((r.label(), format!("message rejected ({}): {r}", r.label())))
 }
 
-/// A node-crate error (checkpoints): file-system failures as `OSError`, the rest `ValueError`.
-pub fn node_err(e: coolgp_node::NodeError) -> PyErr {
+/// A file-format error (checkpoints, vocabulary files): file-system failures as `OSError`, the
+/// rest `ValueError`.
+pub fn store_err(e: coolgp_store::StoreError) -> PyErr {
     match e {
-        coolgp_node::NodeError::Io { .. } => PyOSError::new_err(e.to_string()),
+        coolgp_store::StoreError::Io { .. } => PyOSError::new_err(e.to_string()),
         other => PyValueError::new_err(other.to_string()),
     }
 }
 
-/// An `anyhow` error of the command-line library (`simulate`, vocabulary files), with its
-/// chain of causes, as `ValueError`.
+/// An `anyhow` error of the command-line library (`simulate`), with its chain of causes, or a
+/// vocabulary file's error (unreadable files included, as before), as `ValueError`.
 pub fn cli_err(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(format!("{e:#}"))
 }

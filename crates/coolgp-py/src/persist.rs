@@ -1,5 +1,5 @@
 //! `Agent.save` / `Agent.load` in the checkpoint format of `coolgp node`
-//! (`coolgp_node::checkpoint`, documented in docs/NODE.md): the same tensors, metadata and
+//! (`coolgp_store::checkpoint`, documented in docs/NODE.md): the same tensors, metadata and
 //! checksum, so a node's checkpoint loads in Python and `safetensors.numpy.load_file` reads
 //! ours. One metadata key is added, `coolgp_py` = JSON `{jitter, init_seed, projection}`: what
 //! rebuilding the vocabulary and the projection mode needs (the node gets them from its flags).
@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use coolgp::faer::Mat;
 use coolgp::Vocabulary;
-use coolgp_node::checkpoint::{self, ModelIdentity, NodeMeta, StreamPos};
+use coolgp_store::checkpoint::{self, ModelIdentity, NodeMeta, StreamPos};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use safetensors::tensor::TensorView;
@@ -21,7 +21,7 @@ use serde_json::json;
 
 use crate::agent::Agent;
 use crate::config::{agent_config, AgentKw};
-use crate::fence::{core_err, node_err};
+use crate::fence::{core_err, store_err};
 
 /// The extra metadata key.
 const EXTRA_KEY: &str = "coolgp_py";
@@ -66,7 +66,7 @@ pub fn save(agent: &Agent, path: &Path, who: Identity<'_>) -> PyResult<()> {
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         agent: checkpoint::AgentMeta::default(),
     };
-    let bytes = checkpoint::to_bytes(a, &mut meta).map_err(node_err)?;
+    let bytes = checkpoint::to_bytes(a, &mut meta).map_err(store_err)?;
     let extra = json!({
         "jitter": vocab.jitter(),
         "init_seed": vocab.init_seed(),
@@ -181,7 +181,7 @@ pub fn load(path: &Path, given: Option<Arc<Vocabulary>>) -> PyResult<Agent> {
             format!("theta/mu: shape {shape:?}, expected [d', d]"),
         ));
     };
-    let cp = checkpoint::from_bytes(path, &bytes, &vocab, d).map_err(node_err)?;
+    let cp = checkpoint::from_bytes(path, &bytes, &vocab, d).map_err(store_err)?;
     let mut snap = cp.snapshot;
     // The node's format always restores per-agent q(W); ours records the mode.
     let kw = AgentKw {

@@ -73,7 +73,7 @@ impl Vocabulary {
     #[staticmethod]
     fn load(path: PathBuf) -> PyResult<Self> {
         let v = fenced("Vocabulary.load", || {
-            coolgp_cli::vocab_file::load(&path).map_err(cli_err)
+            coolgp_store::vocab_file::load(&path).map_err(cli_err)
         })?;
         Ok(Self { inner: Arc::new(v) })
     }
@@ -81,7 +81,7 @@ impl Vocabulary {
     /// Writes the vocabulary file format of `coolgp vocab --save` (JSON).
     fn save(&self, path: PathBuf) -> PyResult<()> {
         fenced("Vocabulary.save", || {
-            coolgp_cli::vocab_file::save(&self.inner, &path).map_err(cli_err)
+            coolgp_store::vocab_file::save(&self.inner, &path).map_err(cli_err)
         })
     }
 

@@ -1,6 +1,7 @@
-//! Checkpoint files: every field of the agent survives a write/read bit for bit in every
+//! The checkpoint format: every field of the agent survives a write/read bit for bit in every
 //! update mode and fusion rule, the restored agent behaves identically, and any corruption is
-//! detected by the checksum.
+//! detected by the checksum. (The node's state directory, newest and previous file, is tested
+//! in coolgp-node.)
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use coolgp::learn::IsNormalization;
 use coolgp::protocol::memory;
 use coolgp::protocol::AgentSnapshot;
 use coolgp::{Agent, AgentConfig, FusionRule, UpdateMode, View, Vocabulary};
-use coolgp_node::checkpoint::{self, ModelIdentity, NodeMeta, StreamPos};
+use coolgp_store::checkpoint::{self, ModelIdentity, NodeMeta, StreamPos};
 
 fn block(seed: usize, n: usize, d: usize) -> (Mat<f64>, Vec<f64>) {
     let x = Mat::from_fn(n, d, |i, j| {
@@ -154,38 +155,6 @@ fn exact_push_sum() {
         },
         ..AgentConfig::default()
     });
-}
-
-#[test]
-fn files_are_written_atomically_and_the_previous_one_is_a_fallback() {
-    let vocab = Arc::new(Vocabulary::default_design(6, 2, 0).expect("vocab"));
-    let agent = trained(AgentConfig::default(), &vocab);
-    let dir = std::env::temp_dir().join(format!("coolgp-ckpt-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    let mut m = meta(&vocab, agent.id());
-    checkpoint::write(&dir, &agent, &mut m).expect("write 1");
-    m.stream.offset = 999;
-    checkpoint::write(&dir, &agent, &mut m).expect("write 2");
-    assert!(!dir.join(checkpoint::TMP_FILE).exists());
-    let cp = checkpoint::load_latest(&dir, &vocab, 3)
-        .expect("load")
-        .expect("some");
-    assert_eq!(cp.meta.stream.offset, 999);
-    // Corrupt the newest: the previous one is used.
-    let newest = dir.join(checkpoint::FILE);
-    let mut bytes = std::fs::read(&newest).expect("read");
-    let n = bytes.len();
-    bytes[n - 1] ^= 1;
-    std::fs::write(&newest, bytes).expect("corrupt");
-    let cp = checkpoint::load_latest(&dir, &vocab, 3)
-        .expect("load")
-        .expect("some");
-    assert_eq!(cp.meta.stream.offset, 1234);
-    // Both corrupt: refuse to start rather than forget acknowledged data.
-    std::fs::write(dir.join(checkpoint::PREV_FILE), b"garbage").expect("corrupt");
-    assert!(checkpoint::load_latest(&dir, &vocab, 3).is_err());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

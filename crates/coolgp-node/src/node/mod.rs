@@ -1,0 +1,362 @@
+//! The node: one [`Agent`] driven by a zenoh session, a data stream, a round timer and
+//! durable checkpoints.
+//!
+//! [`run`] reads as its four steps: open the data (columns, vocabulary, standardizer,
+//! holdout: [`start`]), restore the agent from the newest checkpoint or create it, open the
+//! transport (zenoh publishers, subscribers, queryables: [`session`]), then the loop.
+//!
+//! Each round: absorb up to `--blocks-per-round` blocks from the stream ([`intake`]), write a
+//! checkpoint if anything was absorbed (only then are the blocks *acknowledged*: counted in
+//! `status`), or every `--checkpoint-every` rounds; tick the agent and publish its messages
+//! ([`exchange`]). Between rounds, received messages are drained from the fair inbound queues
+//! and queries are answered ([`report`]).
+
+mod exchange;
+mod intake;
+mod report;
+mod session;
+mod start;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use coolgp::faer::Mat;
+use coolgp::{Agent, Event, Excess, FusionRule, Vocabulary};
+use coolgp_data::Standardizer;
+use tokio::sync::mpsc;
+use tokio::time::MissedTickBehavior;
+
+use crate::auth::Auth;
+use crate::checkpoint::{self, AgentMeta, ModelIdentity, NodeMeta, StreamPos};
+use crate::config::NodeSettings;
+use crate::error::Result;
+use crate::inbound::{Inbound, Rejects};
+use crate::query::Queries;
+use crate::stream::{Item, Layout};
+
+pub use crate::query::{MAX_QUERY_BYTES, MAX_QUERY_ROWS};
+
+/// Loads a vocabulary file (`--vocab FILE`); supplied by the caller (the CLI passes
+/// [`coolgp_store::vocab_file::load`]).
+pub type VocabLoader<'a> = &'a (dyn Fn(&Path) -> std::result::Result<Vocabulary, String> + Sync);
+
+/// Relative change of the fused excess that counts as a change (convergence timing).
+const FUSED_CHANGE_TOL: f64 = 1e-12;
+
+/// The fusion rule's name in the log and the status (`tree`, `push-sum`).
+fn fusion_name(f: &FusionRule) -> &'static str {
+    match f {
+        FusionRule::Tree => "tree",
+        FusionRule::PushSum { .. } => "push-sum",
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Held-out rows (`--holdout`) for the status's `rmse_holdout`, inputs standardized.
+struct Holdout {
+    x: Mat<f64>,
+    y: Vec<f64>,
+}
+
+/// What the model reads from a row: the column layout, the standardizer, the holdout rows.
+struct Inputs {
+    layout: Layout,
+    scaler: Option<Standardizer>,
+    holdout: Option<Holdout>,
+}
+
+/// The data stream: the reader thread's channel, the rows of the block being collected, and
+/// the stream positions.
+struct Intake {
+    /// `None` once the stream ended or failed (or with no `--data`).
+    rx: Option<mpsc::Receiver<Item>>,
+    pending_x: Vec<Vec<f64>>,
+    pending_y: Vec<f64>,
+    /// Stream position including pending rows.
+    cursor: StreamPos,
+    /// Stream position after the last absorbed block (what a checkpoint records).
+    committed: StreamPos,
+}
+
+/// Durability: what the newest checkpoint acknowledges, and when it was written.
+struct Durability {
+    /// Blocks and points acknowledged (in a checkpoint; without `--state`, as absorbed).
+    acked_blocks: u64,
+    acked_points: u64,
+    /// The agent's round at the last checkpoint (the round lease counts from it).
+    last_ckpt_round: u64,
+    /// Checkpoints written by this process, the size of the last one, and when.
+    checkpoints: u64,
+    checkpoint_bytes: u64,
+    last_checkpoint: Option<Instant>,
+}
+
+/// The exchange with the neighbours: one publisher each, the fair inbound queues, signatures,
+/// duplicate detection, rejects, and who was heard or is alive.
+struct Peers {
+    publishers: BTreeMap<u64, zenoh::pubsub::Publisher<'static>>,
+    /// Per neighbour: the payload last published and the round it went out.
+    last_published: BTreeMap<u64, (Arc<Excess>, u64)>,
+    inbound: Arc<Inbound>,
+    rejects: Rejects,
+    /// Signing key and roster (`--tls`): every message out is signed, every one in verified.
+    auth: Option<Auth>,
+    /// Accepted (round, version) pairs per sender, newest last.
+    seen: BTreeMap<u64, VecDeque<(u64, u64)>>,
+    last_heard: BTreeMap<u64, Instant>,
+    /// Fleet members with a liveliness token (kept by the liveliness subscriber).
+    members: Arc<Mutex<BTreeSet<u64>>>,
+}
+
+/// Traffic counters (status).
+#[derive(Default)]
+struct Traffic {
+    rounds_run: u64,
+    messages_sent: u64,
+    bytes_sent: u64,
+    /// Unchanged tree messages not published (`--resend-every`).
+    messages_unchanged_held: u64,
+    messages_received: u64,
+    bytes_received: u64,
+    messages_accepted: u64,
+}
+
+/// When the model last changed (status and convergence timing), and log rate limits.
+struct Progress {
+    started: Instant,
+    last_block_unix_ms: Option<u64>,
+    fused_changed_unix_ms: Option<u64>,
+    /// The fused excess at the last change check.
+    fused_last: Option<Excess>,
+    degenerate_logged: Option<Instant>,
+}
+
+impl Progress {
+    /// Logs what the agent reports (degenerate importance weights at most once a minute).
+    fn drain_events(&mut self, agent: &mut Agent) {
+        while let Some(e) = agent.poll_event() {
+            match e {
+                Event::Jitter { what, jitter } => tracing::debug!(what, jitter, "extra jitter"),
+                Event::StepSkipped { reason } => tracing::warn!(reason, "optimizer step skipped"),
+                Event::ImportanceWeights(d) if d.degenerate => {
+                    let due = self
+                        .degenerate_logged
+                        .is_none_or(|t| t.elapsed() >= crate::inbound::LOG_EVERY);
+                    if due {
+                        tracing::warn!(
+                            ess = d.ess,
+                            max_log_w = d.max_log_w,
+                            overflowed = d.overflowed,
+                            "degenerate importance weights"
+                        );
+                        self.degenerate_logged = Some(Instant::now());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Records the time if `agent`'s fused excess moved since the last call.
+    fn note_fused_change(&mut self, agent: &Agent) {
+        let (e, _) = agent.fused_excess();
+        let changed = match &self.fused_last {
+            None => true,
+            Some(old) => {
+                let base = old.norm_sq().max(e.norm_sq());
+                base > 0.0 && e.rel_dist(old) > FUSED_CHANGE_TOL
+            }
+        };
+        if changed {
+            self.fused_changed_unix_ms = Some(unix_ms());
+        }
+        self.fused_last = Some(e);
+    }
+}
+
+/// One agent as a networked process: the settings, the agent, and its parts (each with one
+/// job; the methods are in the submodules by step).
+struct Node {
+    s: NodeSettings,
+    agent: Agent,
+    inputs: Inputs,
+    intake: Intake,
+    durability: Durability,
+    peers: Peers,
+    traffic: Traffic,
+    progress: Progress,
+    queries: Queries,
+}
+
+/// Runs a node until SIGTERM/SIGINT (then writes a final checkpoint).
+///
+/// # Errors
+/// Start-up failures (configuration, data header, vocabulary, checkpoint, zenoh) and a failed
+/// checkpoint write (the node stops rather than acknowledge data it could not persist).
+pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
+    let data = start::open_data(&s, loader)?;
+    let resumed = start::restore_or_create(&s, &data.vocab, &data.inputs.layout)?;
+    let rx = start::start_stream(&s, data.opened, &resumed)?;
+    let d = data.inputs.layout.inputs.len();
+    let (endpoints, peers) = session::open_transport(&s, &data.vocab, d).await?;
+    session::log_started(&s, &data.vocab, d, peers.auth.as_ref());
+    let mut node = Node::new(s, resumed, data.inputs, rx, peers);
+    let result = node.serve(&endpoints).await;
+    endpoints.close().await;
+    result
+}
+
+impl Node {
+    fn new(
+        s: NodeSettings,
+        resumed: start::Resumed,
+        inputs: Inputs,
+        rx: Option<mpsc::Receiver<Item>>,
+        peers: Peers,
+    ) -> Self {
+        let last_ckpt_round = resumed.agent.round();
+        Node {
+            agent: resumed.agent,
+            inputs,
+            intake: Intake {
+                rx,
+                pending_x: Vec::new(),
+                pending_y: Vec::new(),
+                cursor: resumed.committed.clone(),
+                committed: resumed.committed,
+            },
+            durability: Durability {
+                acked_blocks: resumed.acked_blocks,
+                acked_points: resumed.acked_points,
+                last_ckpt_round,
+                checkpoints: 0,
+                checkpoint_bytes: 0,
+                last_checkpoint: None,
+            },
+            peers,
+            traffic: Traffic::default(),
+            progress: Progress {
+                started: Instant::now(),
+                last_block_unix_ms: None,
+                fused_changed_unix_ms: None,
+                fused_last: None,
+                degenerate_logged: None,
+            },
+            queries: Queries::default(),
+            s,
+        }
+    }
+
+    /// The node's life on an open transport: the first checkpoint (the round lease starts
+    /// now: a crash before the first periodic checkpoint must not reuse round numbers), the
+    /// loop, and the final checkpoint after a clean shutdown.
+    async fn serve(&mut self, endpoints: &session::Endpoints) -> Result<()> {
+        self.note_fused_change();
+        self.checkpoint()?;
+        self.event_loop(endpoints).await?;
+        if self.s.state.is_some() {
+            tracing::info!("shutting down: final checkpoint");
+        } else {
+            tracing::info!("shutting down: no --state, so no checkpoint is written");
+        }
+        self.checkpoint()
+    }
+
+    fn note_fused_change(&mut self) {
+        self.progress.note_fused_change(&self.agent);
+    }
+
+    fn model_identity(&self) -> ModelIdentity {
+        let vocab = self.agent.vocabulary();
+        ModelIdentity {
+            fleet: self.s.fleet.clone(),
+            id: self.s.id,
+            fingerprint: vocab.fingerprint().to_string(),
+            m: vocab.m(),
+            d_latent: vocab.d_latent(),
+            inputs: self.inputs.layout.inputs.clone(),
+            target: self.s.target.clone(),
+        }
+    }
+
+    /// Writes a checkpoint (if `--state`) and acknowledges what it holds.
+    fn checkpoint(&mut self) -> Result<()> {
+        let Some(dir) = self.s.state.clone() else {
+            return Ok(());
+        };
+        let mut meta = NodeMeta {
+            model: self.model_identity(),
+            stream: self.intake.committed.clone(),
+            blocks: self.agent.blocks(),
+            points: self.agent.n_own() as u64,
+            round: self.agent.round(),
+            written_unix_ms: unix_ms(),
+            agent: AgentMeta::default(),
+        };
+        let n = checkpoint::write(&dir, &self.agent, &mut meta)?;
+        let d = &mut self.durability;
+        d.acked_blocks = meta.blocks;
+        d.acked_points = meta.points;
+        d.last_ckpt_round = meta.round;
+        d.checkpoints += 1;
+        d.checkpoint_bytes = n as u64;
+        d.last_checkpoint = Some(Instant::now());
+        Ok(())
+    }
+
+    async fn event_loop(&mut self, endpoints: &session::Endpoints) -> Result<()> {
+        let inbound = Arc::clone(&self.peers.inbound);
+        let mut ticker = tokio::time::interval(self.s.round);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let shutdown = shutdown_signal();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return Ok(()),
+                _ = ticker.tick() => self.on_round().await?,
+                q = endpoints.status.recv_async() => {
+                    if let Ok(q) = q {
+                        self.answer_status(q).await;
+                    }
+                }
+                q = endpoints.predict.recv_async() => {
+                    if let Ok(q) = q {
+                        self.queries.submit(q, || self.query_model());
+                    }
+                }
+                () = inbound.notify.notified() => self.drain_inbound(&inbound),
+            }
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch SIGTERM; only Ctrl-C stops the node cleanly");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

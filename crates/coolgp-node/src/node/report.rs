@@ -1,0 +1,136 @@
+//! What the node tells: the status queryable's reply (counters, model summary, holdout RMSE)
+//! and the copy of the model that predict queries use off the loop.
+
+use coolgp::View;
+use zenoh::query::Query;
+
+use super::{fusion_name, Node};
+use crate::query::QueryModel;
+use crate::status::{projection_digest, ExcessJson, ProjectionSummary, Status};
+
+/// Milliseconds as the status reports them (saturating).
+fn ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Node {
+    /// RMSE of the fused prediction on the `--holdout` rows, in the target's units.
+    fn rmse_holdout(&self) -> Option<f64> {
+        let h = self.inputs.holdout.as_ref()?;
+        let p = self.agent.predict(h.x.as_ref(), View::Fused).ok()?;
+        let n = h.y.len().max(1) as f64;
+        let scaler = self.inputs.scaler.as_ref();
+        let se: f64 = p
+            .mean
+            .iter()
+            .zip(&h.y)
+            .map(|(m, y)| {
+                let m = scaler.map_or(*m, |s| s.unscale_y(*m));
+                (m - y) * (m - y)
+            })
+            .sum();
+        Some((se / n).sqrt())
+    }
+
+    /// The status reply; with `with_fused`, the fused and own excesses too.
+    fn status(&self, with_fused: bool) -> Status {
+        let (dropped, oversize) = self.peers.inbound.dropped();
+        let queries = self.queries.counts();
+        let mut rejected = self.peers.rejects.counts.clone();
+        if oversize > 0 {
+            rejected.insert("oversize".into(), oversize);
+        }
+        let (fused, own) = if with_fused {
+            let (e, pts) = self.agent.fused_excess();
+            (
+                Some(ExcessJson::new(&e, pts)),
+                Some(ExcessJson::new(
+                    self.agent.own_excess(),
+                    self.agent.n_own() as f64,
+                )),
+            )
+        } else {
+            (None, None)
+        };
+        let proj = self.agent.projection();
+        let unscale_std = |v: f64| self.inputs.scaler.as_ref().map_or(v, |s| s.unscale_std(v));
+        let (t, d) = (&self.traffic, &self.durability);
+        Status {
+            model: self.model_identity(),
+            fusion: fusion_name(&self.s.agent.fusion).into(),
+            projection: self.s.agent.projection.name().into(),
+            projection_group: self.s.projection_group.clone(),
+            site_memory: (self.s.agent.projection == coolgp::ProjectionMode::Fleet)
+                .then(|| self.s.agent.site.memory.name().to_owned()),
+            blocks: d.acked_blocks,
+            points: d.acked_points,
+            rows_skipped: self.intake.committed.rows_skipped,
+            stream_ended: self.intake.cursor.ended,
+            durable: self.s.state.is_some(),
+            fleet_points: self.agent.fleet_points(),
+            round: self.agent.round(),
+            rounds_run: t.rounds_run,
+            neighbors: self.s.neighbors.clone(),
+            neighbors_heard: self.agent.neighbors_heard(),
+            heard_ms_ago: self
+                .peers
+                .last_heard
+                .iter()
+                .map(|(k, at)| (*k, ms(at.elapsed())))
+                .collect(),
+            members_alive: self
+                .peers
+                .members
+                .lock()
+                .map(|m| m.iter().copied().collect())
+                .unwrap_or_default(),
+            rejected,
+            messages_accepted: t.messages_accepted,
+            messages_received: t.messages_received,
+            bytes_received: t.bytes_received,
+            inbound_dropped: dropped,
+            messages_sent: t.messages_sent,
+            bytes_sent: t.bytes_sent,
+            messages_unchanged_held: t.messages_unchanged_held,
+            checkpoints: d.checkpoints,
+            checkpoint_bytes: d.checkpoint_bytes,
+            checkpoint_age_ms: d.last_checkpoint.map(|at| ms(at.elapsed())),
+            projection_digest: projection_digest(proj),
+            projection_summary: ProjectionSummary::of(proj),
+            sigma_s: Some(unscale_std(proj.sigma_s())),
+            sigma_n: Some(unscale_std(proj.sigma_n())),
+            last_block_unix_ms: self.progress.last_block_unix_ms,
+            fused_changed_unix_ms: self.progress.fused_changed_unix_ms,
+            rmse_holdout: self.rmse_holdout(),
+            uptime_ms: ms(self.progress.started.elapsed()),
+            tls: self.peers.auth.is_some(),
+            queries_running: queries.running,
+            queries_answered: queries.answered,
+            queries_refused_busy: queries.refused_busy,
+            fused,
+            own,
+        }
+    }
+
+    /// Answers a status query (`?fused` adds the excesses).
+    pub(super) async fn answer_status(&mut self, q: Query) {
+        let with_fused = q.parameters().get("fused").is_some();
+        let st = self.status(with_fused);
+        let reply = match serde_json::to_vec(&st) {
+            Ok(b) => q.reply(q.key_expr().clone(), b).await,
+            Err(e) => q.reply_err(e.to_string()).await,
+        };
+        if let Err(e) = reply {
+            tracing::debug!(error = %e, "status reply failed");
+        }
+    }
+
+    /// A copy of what a predict query needs (taken on the loop, used off it).
+    pub(super) fn query_model(&self) -> QueryModel {
+        QueryModel {
+            agent: self.agent.clone(),
+            inputs: self.inputs.layout.inputs.clone(),
+            scaler: self.inputs.scaler.clone(),
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! Step 3, the transport: the zenoh session of one node with its publishers (one per
+//! neighbour), the subscriber feeding the fair inbound queues, the status and predict
+//! queryables, and the fleet's liveliness (who is alive, and our own token).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use coolgp::protocol::codec;
+use coolgp::Vocabulary;
+use zenoh::handlers::FifoChannelHandler;
+use zenoh::liveliness::LivelinessToken;
+use zenoh::pubsub::Subscriber;
+use zenoh::qos::CongestionControl;
+use zenoh::query::{Query, Queryable};
+use zenoh::sample::SampleKind;
+use zenoh::Session;
+
+use super::{fusion_name, Peers};
+use crate::auth::{Auth, SIGNATURE_LEN};
+use crate::config::NodeSettings;
+use crate::error::{NodeError, Result};
+use crate::inbound::{Inbound, Rejects};
+use crate::keys;
+use crate::transport::{self, Role};
+
+/// Most projection groups a message may carry into a node (its size cap, [`inbound_max_len`]).
+const NODE_MAX_GROUPS: usize = 64;
+
+/// The largest payload a node accepts for decoding: a push-sum body at `m` inducing inputs,
+/// plus the site sums of up to [`NODE_MAX_GROUPS`] projection groups of `site_len = d'·d`
+/// entries each, plus the signature when `signed` (`--tls`).
+///
+/// The same in every projection mode on purpose: a misconfigured peer's message (sites sent
+/// to a per-agent node, group sums sent to a node without a group, or the other way round)
+/// must reach the agent, which rejects it with its reason (`bad_site`), rather than be
+/// dropped unread as `oversize`.
+pub(crate) fn inbound_max_len(m: usize, site_len: usize, signed: bool) -> usize {
+    let sites = 4 + NODE_MAX_GROUPS * (8 + codec::site_bytes(site_len));
+    codec::encoded_len_push_sum(m, None) + sites + if signed { SIGNATURE_LEN } else { 0 }
+}
+
+/// What the loop reads from zenoh (the queryables), and what must live as long as the node
+/// (the subscribers and the liveliness token are undeclared when dropped).
+pub(super) struct Endpoints {
+    session: Session,
+    pub(super) status: Queryable<FifoChannelHandler<Query>>,
+    pub(super) predict: Queryable<FifoChannelHandler<Query>>,
+    _messages: Subscriber<()>,
+    _alive: Subscriber<()>,
+    token: LivelinessToken,
+}
+
+impl Endpoints {
+    /// Withdraws the liveliness token and closes the session.
+    pub(super) async fn close(self) {
+        drop(self.token);
+        if let Err(e) = self.session.close().await {
+            tracing::debug!(error = %e, "closing zenoh session");
+        }
+    }
+}
+
+/// Opens the session and declares everything on it (with `--tls`, after loading the signing
+/// key and the fleet's roster). Returns the endpoints and the peers' part of the node.
+///
+/// # Errors
+/// Unreadable `--tls` files; zenoh refusing the session or a declaration.
+pub(super) async fn open_transport(
+    s: &NodeSettings,
+    vocab: &Vocabulary,
+    d: usize,
+) -> Result<(Endpoints, Peers)> {
+    let auth = match &s.zenoh.tls {
+        Some(dir) => Some(Auth::load(dir, &s.fleet, s.id)?),
+        None => None,
+    };
+    let session = transport::open(&s.zenoh, Role::Node(s.id)).await?;
+    let max_len = inbound_max_len(vocab.m(), vocab.d_latent() * d, auth.is_some());
+    let inbound = Arc::new(Inbound::new(&s.neighbors, s.queue, max_len));
+    let mut publishers = BTreeMap::new();
+    for &j in &s.neighbors {
+        let p = session
+            .declare_publisher(keys::message(&s.fleet, s.id, j))
+            .congestion_control(CongestionControl::Block)
+            .await
+            .map_err(|e| NodeError::zenoh("declaring publisher", e))?;
+        publishers.insert(j, p);
+    }
+    let inb = inbound.clone();
+    let messages = session
+        .declare_subscriber(keys::inbox(&s.fleet, s.id))
+        .callback(move |sample| {
+            let key_from = keys::parse_message(sample.key_expr().as_str()).map(|(f, _)| f);
+            let payload = sample.payload();
+            inb.push(key_from, payload.len(), || payload.to_bytes().into_owned());
+        })
+        .await
+        .map_err(|e| NodeError::zenoh("declaring subscriber", e))?;
+    let status = session
+        .declare_queryable(keys::status(&s.fleet, s.id))
+        .await
+        .map_err(|e| NodeError::zenoh("declaring status queryable", e))?;
+    let predict = session
+        .declare_queryable(keys::predict(&s.fleet, s.id))
+        .await
+        .map_err(|e| NodeError::zenoh("declaring predict queryable", e))?;
+    let members = Arc::new(Mutex::new(BTreeSet::new()));
+    let alive = alive_subscriber(&session, &s.fleet, Arc::clone(&members)).await?;
+    let token = session
+        .liveliness()
+        .declare_token(keys::alive(&s.fleet, s.id))
+        .await
+        .map_err(|e| NodeError::zenoh("declaring liveliness token", e))?;
+    let endpoints = Endpoints {
+        session,
+        status,
+        predict,
+        _messages: messages,
+        _alive: alive,
+        token,
+    };
+    let peers = Peers {
+        publishers,
+        last_published: BTreeMap::new(),
+        inbound,
+        rejects: Rejects::default(),
+        auth,
+        seen: BTreeMap::new(),
+        last_heard: BTreeMap::new(),
+        members,
+    };
+    Ok((endpoints, peers))
+}
+
+/// Keeps `members` equal to the fleet's ids with a liveliness token (history included).
+async fn alive_subscriber(
+    session: &Session,
+    fleet: &str,
+    members: Arc<Mutex<BTreeSet<u64>>>,
+) -> Result<Subscriber<()>> {
+    session
+        .liveliness()
+        .declare_subscriber(keys::alive_all(fleet))
+        .history(true)
+        .callback(move |sample| {
+            if let Some(id) = keys::parse_alive(sample.key_expr().as_str()) {
+                let mut m = members.lock().unwrap_or_else(|p| p.into_inner());
+                match sample.kind() {
+                    SampleKind::Put => {
+                        m.insert(id);
+                    }
+                    SampleKind::Delete => {
+                        m.remove(&id);
+                    }
+                }
+            }
+        })
+        .await
+        .map_err(|e| NodeError::zenoh("declaring liveliness subscriber", e))
+}
+
+/// The `node started` log line: who, what model, which transport.
+pub(super) fn log_started(s: &NodeSettings, vocab: &Vocabulary, d: usize, auth: Option<&Auth>) {
+    tracing::info!(
+        fleet = %s.fleet,
+        id = s.id,
+        neighbors = ?s.neighbors,
+        m = vocab.m(),
+        d,
+        fingerprint = %vocab.fingerprint().short(),
+        projection = s.agent.projection.name(),
+        projection_group = s.projection_group.as_deref().unwrap_or("none"),
+        fusion = fusion_name(&s.agent.fusion),
+        durable = s.state.is_some(),
+        listen = ?s.zenoh.listen,
+        connect = ?s.zenoh.connect,
+        tls = auth.is_some(),
+        roster = ?auth.map(|a| a.roster.ids()),
+        "node started"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coolgp::fuse::Mass;
+    use coolgp::learn::{Site, Sites, UNGROUPED};
+    use coolgp::model::Fingerprint;
+    use coolgp::protocol::{Body, Header, Message};
+    use coolgp::Excess;
+
+    fn message(m: usize, push_sum: bool, sites: Option<Sites>) -> Message {
+        Message {
+            header: Header {
+                fingerprint: Fingerprint([7; 32]),
+                sender: 1,
+                receiver: 2,
+                round: 3,
+                version: 4,
+            },
+            body: if push_sum {
+                Body::PushSum {
+                    total: Mass::zeros(m),
+                }
+            } else {
+                Body::Tree {
+                    excess: Arc::new(Excess::zeros(m)),
+                    points: 1.0,
+                }
+            },
+            projection: None,
+            sites,
+        }
+    }
+
+    fn groups(n: usize, count: usize) -> Sites {
+        Sites::from_pairs((1..=count as u64).map(|g| (g, Site::zeros(n))))
+    }
+
+    #[test]
+    fn the_inbound_limit_admits_every_modes_messages_whatever_the_nodes_own_mode() {
+        // A per-agent node, a fleet node without a group and one with a group all take the
+        // same limit, so a misconfigured peer's message is decoded and rejected by the agent
+        // with its reason (`bad_site`) instead of being dropped as `oversize` (NODE.md §3).
+        let (m, n) = (12, 2 * 3);
+        let max = inbound_max_len(m, n, false);
+        let kinds = [
+            None,
+            Some(Sites::single(UNGROUPED, Site::zeros(n))),
+            Some(groups(n, 2)),
+            Some(groups(n, NODE_MAX_GROUPS)),
+        ];
+        for sites in kinds {
+            for push_sum in [false, true] {
+                let len = codec::encode(&message(m, push_sum, sites.clone())).len();
+                assert!(len <= max, "{len} > {max} (push-sum {push_sum}, {sites:?})");
+            }
+        }
+        // The limit is tight: the largest admitted message fills it exactly, one more group
+        // is refused, and a signature adds its length.
+        let full = message(m, true, Some(groups(n, NODE_MAX_GROUPS)));
+        assert_eq!(codec::encode(&full).len(), max);
+        let over = message(m, true, Some(groups(n, NODE_MAX_GROUPS + 1)));
+        assert!(codec::encode(&over).len() > max);
+        assert_eq!(inbound_max_len(m, n, true), max + SIGNATURE_LEN);
+    }
+}
