@@ -93,9 +93,12 @@ pub enum Tunes {
     Groups,
 }
 
+/// A fleet-only option: its key, what it tunes, and whether it is given.
+type FleetOnly = (&'static str, Tunes, fn(&AgentArgs) -> bool);
+
 /// The options that apply to the fleet projection only, in the order of `--help`, with
 /// whether each is given: the one table every driver checks them with.
-const FLEET_ONLY: [(&str, Tunes, fn(&AgentArgs) -> bool); 8] = [
+const FLEET_ONLY: [FleetOnly; 8] = [
     ("site-damping", Tunes::Site, |a| a.site_damping.is_some()),
     ("site-fleet-damping", Tunes::Site, |a| {
         a.site_fleet_damping.is_some()
