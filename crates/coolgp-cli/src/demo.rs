@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use coolgp_sim::Report;
 
+use coolgp_config::AgentArgs;
+
 use crate::args::SimArgs;
 use crate::output;
-use crate::workload;
 
 /// The demo's runs: the whole wind stream (≈71,000 training days × stations), m = 50.
 fn demo_args(seed: u64, projection: &str) -> SimArgs {
@@ -22,7 +23,10 @@ fn demo_args(seed: u64, projection: &str) -> SimArgs {
         topology: Some("random-tree".into()),
         seed: Some(seed),
         max_test: Some(5000),
-        projection: Some(projection.into()),
+        agent: AgentArgs {
+            projection: Some(projection.into()),
+            ..AgentArgs::default()
+        },
         no_baselines: true,
         ..SimArgs::default()
     }
@@ -31,12 +35,13 @@ fn demo_args(seed: u64, projection: &str) -> SimArgs {
 /// Runs the demo; with `out`, the fleet run's results folder goes to `out` and the per-agent
 /// run's to `out/per-agent`.
 pub fn run(out: Option<PathBuf>, seed: u64) -> Result<()> {
-    let prep = workload::prepare(&demo_args(seed, "per-agent"))?;
+    let prep = coolgp_sim::prepare(&demo_args(seed, "per-agent"))?;
     let sim = |projection: &str| -> Result<Report> {
         let cfg = crate::sim_config(
             &demo_args(seed, projection),
             prep.work.batches.len(),
             prep.groups,
+            prep.work.d,
         )?;
         Ok(coolgp_sim::run(&cfg, &prep.work, &|_, _| {})?)
     };

@@ -8,7 +8,6 @@ use anyhow::{Context, Result};
 use coolgp::faer::MatRef;
 
 use crate::args::SimArgs;
-use crate::workload;
 
 /// Flags of `coolgp export`.
 #[derive(clap::Args, Debug)]
@@ -27,7 +26,7 @@ pub struct ExportArgs {
 /// units).
 pub fn run(e: &ExportArgs) -> Result<()> {
     let args = e.args.as_ref().clone().with_config_file()?;
-    let prep = workload::prepare(&args)?;
+    let prep = coolgp_sim::prepare(&args)?;
     let work = &prep.work;
     std::fs::create_dir_all(&e.out).with_context(|| format!("creating {}", e.out.display()))?;
     let header: Vec<String> = (0..work.d).map(|j| format!("x{j}")).collect();

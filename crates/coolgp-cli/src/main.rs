@@ -8,9 +8,7 @@ mod export;
 mod node_cmd;
 mod output;
 mod plot;
-mod summary;
 mod vocab_file;
-mod workload;
 
 #[cfg(not(feature = "node"))]
 use std::ffi::OsString;
@@ -185,11 +183,11 @@ pub fn progress_bar(quiet: bool, len: u64, what: &str) -> ProgressBar {
 type SimRun = (coolgp_sim::Report, SimConfig, String, Vec<String>);
 
 fn run_sim(args: &SimArgs, quiet: bool, title: &str) -> Result<SimRun> {
-    let prep = workload::prepare(args)?;
+    let prep = coolgp_sim::prepare(args)?;
     if !quiet {
         eprintln!("{}", prep.description);
     }
-    let cfg = sim_config(args, prep.work.batches.len(), prep.groups)?;
+    let cfg = sim_config(args, prep.work.batches.len(), prep.groups, prep.work.d)?;
     let pb = progress_bar(quiet, prep.work.batches.len() as u64, title);
     let report = coolgp_sim::run(&cfg, &prep.work, &|done, _| pb.set_position(done as u64))?;
     pb.finish_and_clear();
@@ -199,7 +197,7 @@ fn run_sim(args: &SimArgs, quiet: bool, title: &str) -> Result<SimRun> {
 fn simulate(args: SimArgs, out: Option<PathBuf>, quiet: bool) -> Result<()> {
     let args = args.with_config_file()?;
     args.check_fleet_flags()?;
-    if args.projection.as_deref() == Some("both") {
+    if args.agent.projection.as_deref() == Some("both") {
         println!(
             "coolgp simulate — the per-agent, shared and fleet projection modes side by side \
              (dDTC/dPITC fitted once, on the per-agent run's central q(W))"
@@ -224,7 +222,7 @@ fn simulate(args: SimArgs, out: Option<PathBuf>, quiet: bool) -> Result<()> {
     println!("coolgp simulate — {projection} — {desc}");
     output::print_report(&report);
     if let Some(dir) = out {
-        let mut extra = summary::run_fields(&args, &cfg, &groups);
+        let mut extra = coolgp_sim::summary::run_fields(&args, &cfg, &groups);
         extra["peak_rss_mb"] = serde_json::json!(experiments::peak_rss());
         output::write_run(
             &dir,

@@ -748,3 +748,42 @@ fn a_separate_test_file_needs_no_routing_column() {
     assert_eq!(s["agents"], 3, "one agent per station");
     assert!(s["rmse_post"].as_f64().is_some_and(f64::is_finite));
 }
+
+#[test]
+fn sizes_beyond_the_machine_are_refused_naming_the_memory() {
+    // One 100000 × 100000 matrix per agent: 80 GB each. Before, the run went on until killed.
+    let out = coolgp(&[
+        "simulate",
+        "--dataset",
+        "wind",
+        "--inducing",
+        "100000",
+        "--quiet",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains(
+                "--inducing 100000 needs 800 GB for one m × m matrix per agent (10 agents × m² × \
+                 8 bytes); this machine has"
+            ),
+        "{err}"
+    );
+    let node = coolgp(&[
+        "node",
+        "--id",
+        "1",
+        "--fleet",
+        "lab",
+        "--inputs",
+        "a",
+        "--inducing",
+        "100000",
+    ]);
+    let err = String::from_utf8_lossy(&node.stderr);
+    assert!(
+        !node.status.success()
+            && err.contains("--inducing 100000 needs 80 GB for one m × m matrix (m² × 8 bytes)"),
+        "{err}"
+    );
+}

@@ -12,7 +12,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::config::{agent_config, describe, site_options, AgentKw, SITE_KEYS};
+use crate::config::{agent_config, check_memory, describe, site_options, AgentKw, SITE_KEYS};
 use crate::convert;
 use crate::fence::{core_err, fenced, rejected};
 use crate::persist;
@@ -68,6 +68,8 @@ fn view(fused: bool) -> View {
 /// fusion: "tree" (exact on trees) or "push-sum" (loopy or lossy graphs; needs fleet_size).
 /// learn: learn q(W), σ_s, σ_n online. seed: the agent's own randomness (default: its id,
 ///     as `coolgp node`).
+/// Sizes the machine cannot hold (the importance caches of k samples at the vocabulary's m,
+/// the site window) are refused with the memory they would need.
 ///
 /// Call order: set `neighbors`, then any interleaving of observe(X, y), tick() (send every
 /// returned payload to its receiver) and receive(payload); predict(X) at any time.
@@ -163,6 +165,7 @@ impl Agent {
             site,
         };
         let config = agent_config(&kw).map_err(PyValueError::new_err)?;
+        check_memory(&config, vocab.inner.m(), input_dim).map_err(PyValueError::new_err)?;
         let inner = fenced("Agent()", || {
             coolgp::Agent::new(id, vocab.inner.clone(), input_dim, config).map_err(core_err)
         })?;

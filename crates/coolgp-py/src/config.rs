@@ -1,9 +1,10 @@
-//! Keyword settings of `coolgp.Agent` → [`AgentConfig`]. Mode and projection names are parsed
-//! by the command line's own parsers, so they are the flags' names (`--mode`, `--projection`)
-//! and new names added there are accepted here too.
+//! Keyword settings of `coolgp.Agent` → [`AgentConfig`]. The keywords fill the options that
+//! `coolgp simulate` and `coolgp node` share ([`AgentArgs`]) and are validated by the same
+//! code ([`AgentArgs::validate`]), so the names are the flags' (`--mode`, `--projection`) and
+//! new names added there are accepted here too.
 
 use coolgp::{AgentConfig, FusionRule};
-use coolgp_cli::args::SimArgs;
+use coolgp_config::{AgentArgs, ConfigError, Driver, Sizes};
 
 /// The keyword settings of an agent, as given.
 pub struct AgentKw<'a> {
@@ -66,31 +67,25 @@ pub fn site_options(
 /// # Errors
 /// A message naming the bad keyword and the accepted values.
 pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
-    let flags = SimArgs {
+    let args = AgentArgs {
         mode: Some(kw.mode.to_string()),
         samples: kw.samples,
         normalization: kw.normalization.map(str::to_string),
         projection: Some(kw.projection.to_string()),
-        ..SimArgs::default()
+        projection_group: kw.projection_group.map(str::to_string),
+        fuse_groups: None,
+        site_damping: kw.site.damping,
+        site_fleet_damping: kw.site.fleet_damping,
+        site_window: kw.site.window_points,
+        site_prior_points: kw.site.prior_points,
+        scale_prior_points: kw.site.scale_prior_points,
+        site_memory: kw.site.memory.map(|m| m.name().to_string()),
+        no_learn: !kw.learn,
     };
-    if kw.projection_group.is_some() && kw.projection != "fleet" {
-        return Err("projection_group needs projection='fleet' (groups share q(W) sites)".into());
-    }
-    if kw.projection_group == Some("") {
-        return Err("projection_group must not be empty".into());
-    }
-    if kw.site != coolgp::learn::SiteOptions::default() && kw.projection != "fleet" {
-        return Err("site settings need projection='fleet' (they tune its site update)".into());
-    }
-    let site =
-        coolgp::learn::SiteConfig::from_options(kw.site).map_err(|e| format!("site: {e}"))?;
-    let mode = flags.update_mode().map_err(|e| format!("mode: {e}"))?;
-    let projection = flags.projection_mode().map_err(|_| {
-        format!(
-            "unknown projection '{}': use 'per-agent', 'fleet' or 'shared' (or, to compare, \
-             'shared-plain-proxy' or 'shared-product-proxy')",
-            kw.projection
-        )
+    let valid = args.validate(Driver::Python).map_err(|e| match e {
+        ConfigError::Mode(m) => format!("mode: {m}"),
+        ConfigError::Site(m) => format!("site: {m}"),
+        other => other.to_string(),
     })?;
     let fusion = match kw.fusion {
         "tree" => FusionRule::Tree,
@@ -112,15 +107,25 @@ pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
         }
     };
     Ok(AgentConfig {
-        mode,
-        projection,
         fusion,
-        learn: kw.learn,
         seed: kw.seed,
-        group: kw.projection_group.map(coolgp::learn::group_id),
-        site,
-        ..AgentConfig::default()
+        ..valid.config
     })
+}
+
+/// Refuses an agent whose `config` needs more memory than this machine has, at `m` inducing
+/// inputs on rows of `d` inputs ([`coolgp_config::check_memory`]: importance caches, site
+/// window); the memory is read here, at the edge.
+///
+/// # Errors
+/// A message naming the keyword and the memory it would need.
+pub fn check_memory(config: &AgentConfig, m: usize, d: usize) -> Result<(), String> {
+    let Some(machine) = coolgp_config::machine_memory() else {
+        return Ok(());
+    };
+    let window = config.site.window_points;
+    let sizes = Sizes::of(1, m, config.mode, config.projection, window, Some(d));
+    coolgp_config::check_memory(&sizes, machine, Driver::Python).map_err(|e| e.to_string())
 }
 
 /// The command-line names of a configuration's update mode and fusion rule (the projection

@@ -57,9 +57,9 @@ pub fn store_err(e: coolgp_store::StoreError) -> PyErr {
     }
 }
 
-/// An `anyhow` error of the command-line library (`simulate`), with its chain of causes, or a
-/// vocabulary file's error (unreadable files included, as before), as `ValueError`.
-pub fn cli_err(e: impl std::fmt::Display) -> PyErr {
+/// An error with its chain of causes (`{e:#}`) as `ValueError`: `simulate`'s JSON and a
+/// vocabulary file's errors (unreadable files included, as before).
+pub fn value_err(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(format!("{e:#}"))
 }
 

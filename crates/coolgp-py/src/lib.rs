@@ -1,12 +1,13 @@
 //! Python bindings of COOL-GP: the native module `coolgp._coolgp` behind the `coolgp` package.
-//! Not a reimplementation: every number comes from the Rust crates (`coolgp`, `coolgp-sim`,
-//! `coolgp-node`'s checkpoint format, `coolgp-cli`'s `simulate` flags); the Python API and its
+//! Not a reimplementation: every number comes from the Rust crates (`coolgp`, `coolgp-sim` and
+//! its `simulate` options, `coolgp-config`'s agent options, `coolgp-store`'s checkpoint and
+//! vocabulary formats; no networking, command line or plotting is compiled in); the Python API and its
 //! tests are in `python/coolgp` and `tests/` (pytest), the example in the package docstring.
 //!
 //! A thin layer over the Rust API: numpy arrays in and out, keyword configuration, exceptions
 //! instead of panics. Each concern has its own module: [`convert`] (array-likes ↔ matrices,
 //! with the checks), [`fence`] (errors and the panic fence), [`vocab`], [`agent`] (the sans-IO
-//! agent and its wire bytes), [`persist`] (the node's checkpoint format), [`fleet`]
+//! agent and its wire bytes), [`persist`] (the checkpoint format the node writes), [`fleet`]
 //! (`FleetRegressor`), [`sim`] (`simulate`).
 //!
 //! Not built with PyO3's deprecated `extension-module` feature: maturin tells PyO3 not to link

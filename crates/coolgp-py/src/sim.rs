@@ -1,19 +1,21 @@
 //! `coolgp.simulate(**flags)`: `coolgp simulate` in-process. Keywords are the command line's
-//! flags with `_` for `-` (`max_train=50000` is `--max-train 50000`), parsed by the CLI's own
-//! [`SimArgs`] (unknown keywords are refused with the list of known ones), turned into a
-//! workload and a configuration by the CLI's own code, and run with the GIL released.
+//! flags with `_` for `-` (`max_train=50000` is `--max-train 50000`), read into the
+//! simulator's own [`SimArgs`] (unknown keywords are refused with the list of known ones),
+//! turned into a workload and a configuration by the simulator's code the command line runs
+//! too ([`coolgp_sim::prepare`], [`coolgp_sim::sim_config`]), and run with the GIL released.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use coolgp_cli::args::{sim_config, SimArgs};
-use coolgp_cli::summary::run_fields;
-use coolgp_cli::workload;
+use coolgp_sim::args::{sim_config, SimArgs};
+use coolgp_sim::summary::run_fields;
+use coolgp_sim::SimError;
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Value};
 
-use crate::fence::{cli_err, fenced};
+use crate::fence::{value_err, fenced};
 
 /// One keyword value as JSON: bool, int, float, str, path-like, or a list of those.
 fn to_json(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
@@ -65,6 +67,18 @@ fn to_json(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
     }
 }
 
+/// A simulator error with its chain of causes (`context: cause: …`), as `ValueError`.
+fn sim_err(e: SimError) -> PyErr {
+    let mut msg = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        msg.push_str(": ");
+        msg.push_str(&c.to_string());
+        cause = c.source();
+    }
+    PyValueError::new_err(msg)
+}
+
 /// The keywords as [`SimArgs`], plus `out` (where to write summary.json).
 fn parse(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<(SimArgs, Option<PathBuf>)> {
     let mut obj = Map::new();
@@ -84,14 +98,17 @@ fn parse(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<(SimArgs, Option<PathBu
             }
         }
     }
-    let mut args: SimArgs = serde_json::from_value(Value::Object(obj)).map_err(|e| {
-        let msg = format!("simulate: {}", e.to_string().replace('-', "_"));
+    let refused = |e: String| {
+        let msg = format!("simulate: {}", e.replace('-', "_"));
         if msg.contains("unknown field") {
             PyTypeError::new_err(msg.replace("unknown field", "unknown keyword"))
         } else {
             PyValueError::new_err(msg)
         }
-    })?;
+    };
+    SimArgs::check_keys(obj.keys().map(String::as_str)).map_err(refused)?;
+    let mut args: SimArgs =
+        serde_json::from_value(Value::Object(obj)).map_err(|e| refused(e.to_string()))?;
     args.config = config;
     Ok((args, out))
 }
@@ -103,8 +120,8 @@ fn parse(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<(SimArgs, Option<PathBu
 /// and ignored; `config=FILE` reads flags from a TOML file as `--config` does.
 /// Releases the GIL while the fleet runs.
 ///
-/// Raises TypeError for an unknown keyword, ValueError for a bad value, a missing file or a
-/// failed run.
+/// Raises TypeError for an unknown keyword, ValueError for a bad value, a missing file, a size
+/// that needs more memory than the machine has (`inducing=100000`), or a failed run.
 #[pyfunction]
 #[pyo3(signature = (**kwargs))]
 pub fn simulate<'py>(
@@ -114,23 +131,32 @@ pub fn simulate<'py>(
     let (args, out) = parse(kwargs)?;
     let summary = py.detach(|| {
         fenced("simulate", || {
-            let args = args.with_config_file().map_err(cli_err)?;
-            if args.projection.as_deref() == Some("both") {
+            let args = args.with_config_file().map_err(sim_err)?;
+            if args.agent.projection.as_deref() == Some("both") {
                 return Err(PyValueError::new_err(
                     "projection='both' is the command line's side-by-side run: call simulate once with projection='per-agent' and once with 'shared'",
                 ));
             }
-            args.check_fleet_flags().map_err(cli_err)?;
-            let prep = workload::prepare(&args).map_err(cli_err)?;
-            let cfg = sim_config(&args, prep.work.batches.len(), prep.groups).map_err(cli_err)?;
-            let report = coolgp_sim::run(&cfg, &prep.work, &|_, _| {}).map_err(cli_err)?;
-            let mut summary = serde_json::to_value(&report).map_err(cli_err)?;
+            args.check_fleet_flags().map_err(sim_err)?;
+            let prep = coolgp_sim::prepare(&args).map_err(sim_err)?;
+            let vocab = match &args.vocab {
+                Some(p) => Some(Arc::new(coolgp_store::vocab_file::load(p).map_err(value_err)?)),
+                None => None,
+            };
+            let (n, groups) = (prep.work.batches.len(), prep.groups);
+            let cfg = sim_config(&args, n, groups, vocab).map_err(sim_err)?;
+            // Sizes this machine cannot hold are refused before the run, naming the memory.
+            if let Some(machine) = coolgp_config::machine_memory() {
+                coolgp_sim::check_memory(&cfg, prep.work.d, machine).map_err(sim_err)?;
+            }
+            let report = coolgp_sim::run(&cfg, &prep.work, &|_, _| {}).map_err(sim_err)?;
+            let mut summary = serde_json::to_value(&report).map_err(value_err)?;
             // The fields `coolgp simulate --out` adds beside the report.
             let fields = run_fields(&args, &cfg, &prep.work.projection_groups);
             if let (Some(obj), Value::Object(add)) = (summary.as_object_mut(), fields) {
                 obj.extend(add);
             }
-            Ok(serde_json::to_string_pretty(&summary).map_err(cli_err)? + "\n")
+            Ok(serde_json::to_string_pretty(&summary).map_err(value_err)? + "\n")
         })
     })?;
     if let Some(dir) = out {

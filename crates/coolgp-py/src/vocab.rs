@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyAny;
 
 use crate::convert;
-use crate::fence::{cli_err, core_err, fenced};
+use crate::fence::{value_err, core_err, fenced};
 
 /// The shared encoding vocabulary of a fleet: Z [m, d'], K = k(Z, Z) + εI [m, m], the prior
 /// T0 = (K, 0) and the seed of every agent's initial q(W).
@@ -73,7 +73,7 @@ impl Vocabulary {
     #[staticmethod]
     fn load(path: PathBuf) -> PyResult<Self> {
         let v = fenced("Vocabulary.load", || {
-            coolgp_store::vocab_file::load(&path).map_err(cli_err)
+            coolgp_store::vocab_file::load(&path).map_err(value_err)
         })?;
         Ok(Self { inner: Arc::new(v) })
     }
@@ -81,7 +81,7 @@ impl Vocabulary {
     /// Writes the vocabulary file format of `coolgp vocab --save` (JSON).
     fn save(&self, path: PathBuf) -> PyResult<()> {
         fenced("Vocabulary.save", || {
-            coolgp_store::vocab_file::save(&self.inner, &path).map_err(cli_err)
+            coolgp_store::vocab_file::save(&self.inner, &path).map_err(value_err)
         })
     }
 

@@ -327,3 +327,12 @@ def test_site_settings(tmp_path):
     np.testing.assert_array_equal(st_back.predict(xt)[0], st.predict(xt)[0])
     with pytest.raises(ValueError, match="unknown site memory 'forever'"):
         coolgp.Agent(2, v, input_dim=2, projection="fleet", site={"memory": "forever"})
+
+
+def test_sizes_beyond_the_machine_are_refused():
+    # k = 10^9 importance samples of a 20 × 20 matrix need 3200 GB: refused by name.
+    v = coolgp.Vocabulary(inducing=20, latent_dim=2, seed=0)
+    with pytest.raises(ValueError, match=r"samples=1000000000 needs 3200 GB for the importance "
+                                         r"caches \(k × m² × 8 bytes at m = 20\)"):
+        coolgp.Agent(0, v, input_dim=2, mode="importance", samples=10**9)
+    assert coolgp.Agent(0, v, input_dim=2, mode="importance", samples=20).input_dim == 2

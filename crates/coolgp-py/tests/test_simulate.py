@@ -71,3 +71,11 @@ def test_bad_keywords():
         coolgp.simulate(projection="both")
     with pytest.raises(TypeError, match="expected a bool"):
         coolgp.simulate(agents=object())
+
+
+def test_sizes_beyond_the_machine_are_refused_before_the_run():
+    # One 100000 × 100000 matrix is 80 GB per agent: refused at once, naming the memory,
+    # instead of running until the machine kills it.
+    with pytest.raises(ValueError, match=r"--inducing 100000 needs 160 GB for one m × m matrix "
+                                         r"per agent \(2 agents × m² × 8 bytes\); this machine has"):
+        coolgp.simulate(dataset="synthetic", agents=2, inducing=100_000, max_train=400)

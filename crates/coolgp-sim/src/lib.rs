@@ -3,8 +3,12 @@
 //! A second driver of the sans-IO [`coolgp::Agent`]: a fleet over a chosen [`coolgp::Topology`],
 //! a lossy in-memory network, the paper's stream protocol, and the references computed in the
 //! same run (no fusion, a central learner, dDTC and dPITC). Parallel across agents with rayon,
-//! deterministic for a seed whatever the thread count. It does no file I/O: loading data and
-//! writing results belong to the CLI.
+//! deterministic for a seed whatever the thread count. The run itself does no file I/O; beside
+//! it, the options of a run ([`args::SimArgs`]: the flags of `coolgp simulate` with the cargo
+//! feature `clap`, its TOML file, Python's `coolgp.simulate` keywords) are turned into a
+//! [`SimConfig`] ([`args::sim_config`]) and into a [`Workload`] read from a dataset
+//! ([`prepare::prepare`]), and [`summary::run_fields`] names what was run. Writing results
+//! belongs to the CLI.
 //!
 //! [`run`] is the phases of a [`Fleet`] in order: [`Fleet::build`], [`Fleet::stream`] (with
 //! its fusions, [`Fleet::fuse`]), [`Fleet::evaluate`]. The Python `FleetRegressor` drives the
@@ -42,19 +46,24 @@
 
 #![warn(missing_docs)]
 
+pub mod args;
 pub mod baselines;
 pub mod config;
 mod eval;
 pub mod fleet;
 mod groups;
 pub mod network;
+pub mod prepare;
 pub mod report;
 pub mod run;
+pub mod summary;
 pub mod workload;
 
+pub use args::{check_memory, sim_config, SimArgs};
 pub use config::{FuseGroups, FusionChoice, Schedule, SimConfig, TopologyKind};
 pub use fleet::{Fleet, Progress};
 pub use network::{run_rounds, run_schedule, run_until_settled, NetStats, Settle};
+pub use prepare::{prepare, Prepared};
 pub use report::{AgentRow, CurvePoint, Phases, Report};
 pub use run::run;
 pub use workload::{Batch, TestSet, Workload};
@@ -69,4 +78,29 @@ pub enum SimError {
     /// The core rejected something.
     #[error(transparent)]
     Core(#[from] coolgp::Error),
+    /// The data could not be read or prepared (a file, a column, a value).
+    #[error(transparent)]
+    Data(#[from] coolgp_data::DataError),
+    /// A configuration file (`--config`) could not be read, is not TOML, or holds a bad value
+    /// or an unknown key (the source says which).
+    #[error("{what} config {}", path.display())]
+    ConfigFile {
+        /// `reading` or `parsing`.
+        what: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A step of preparing the workload failed: `context` says which (`--projection-group g
+    /// routes the rows by that column`), the source why.
+    #[error("{context}")]
+    Context {
+        /// What was being done.
+        context: String,
+        /// Why it failed.
+        #[source]
+        source: Box<SimError>,
+    },
 }

@@ -10,6 +10,7 @@ use anyhow::Result;
 use super::{sim, write_table, ExperimentArgs};
 use crate::args::SimArgs;
 use crate::plot::{self, Series};
+use coolgp_config::AgentArgs;
 
 /// `(label, --projection, --projection-group, --fuse-groups)`.
 const VARIANTS: [(&str, &str, &str, &str); 4] = [
@@ -45,9 +46,12 @@ pub(super) fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
                 let args = SimArgs {
                     dataset: Some("synthetic".into()),
                     agents: Some(20),
-                    projection: Some(projection.into()),
-                    projection_group: Some(group.into()),
-                    fuse_groups: Some(fuse.into()),
+                    agent: AgentArgs {
+                        projection: Some(projection.into()),
+                        projection_group: Some(group.into()),
+                        fuse_groups: Some(fuse.into()),
+                        ..AgentArgs::default()
+                    },
                     relatedness: Some(rel),
                     seed: Some(seed),
                     max_train: a.quick.then_some(4_000),

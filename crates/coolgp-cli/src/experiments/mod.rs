@@ -19,6 +19,7 @@ mod projection;
 use crate::args::SimArgs;
 use crate::output;
 use crate::plot::{self, Series};
+use coolgp_config::AgentArgs;
 
 /// Which experiment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -128,12 +129,15 @@ fn synthetic(a: &ExperimentArgs, dir: &Path) -> Result<()> {
                 agents: Some(2),
                 inducing: Some(m),
                 topology: Some("path".into()),
-                mode: Some(if k.is_some() {
-                    "importance".into()
-                } else {
-                    "frozen".into()
-                }),
-                samples: k,
+                agent: AgentArgs {
+                    mode: Some(if k.is_some() {
+                        "importance".into()
+                    } else {
+                        "frozen".into()
+                    }),
+                    samples: k,
+                    ..AgentArgs::default()
+                },
                 seed: Some(a.seed),
                 fuse_every: Some(if a.quick { 4 } else { 20 }),
                 max_train: a.quick.then_some(2 * 20 * 40),
@@ -225,7 +229,10 @@ pub(crate) fn both_modes(
     for projection in MODES {
         let fleet = projection == "fleet";
         let args = SimArgs {
-            projection: Some(projection.into()),
+            agent: AgentArgs {
+                projection: Some(projection.into()),
+                ..base.agent.clone()
+            },
             no_baselines: base.no_baselines || baselines.is_some(),
             no_central: base.no_central || (central.is_some() && !fleet),
             ..base.clone()
@@ -259,7 +266,7 @@ pub(crate) fn both_modes(
                 &dir.join(projection),
                 &r,
                 &format!("{title}, {projection} projection"),
-                crate::summary::run_fields(&args, &cfg, &groups),
+                coolgp_sim::summary::run_fields(&args, &cfg, &groups),
             )?;
         }
         let update = if fleet { "sites" } else { "adam" };
@@ -310,7 +317,7 @@ fn disparity(a: &ExperimentArgs, dir: &Path) -> Result<()> {
         max_test: Some(if a.quick { 1000 } else { 5000 }),
         ..SimArgs::default()
     };
-    let prep = crate::workload::prepare(&base)?;
+    let prep = coolgp_sim::prepare(&base)?;
     let k1 = 10;
     let batches: Vec<Batch> = prep
         .work
@@ -329,10 +336,13 @@ fn disparity(a: &ExperimentArgs, dir: &Path) -> Result<()> {
     };
     for (mode, suffix) in [("per-agent", ""), ("shared", "-shared")] {
         let args = SimArgs {
-            projection: Some(mode.into()),
+            agent: AgentArgs {
+                projection: Some(mode.into()),
+                ..base.agent.clone()
+            },
             ..base.clone()
         };
-        let mut cfg = crate::sim_config(&args, work.batches.len(), Some(2))?;
+        let mut cfg = crate::sim_config(&args, work.batches.len(), Some(2), work.d)?;
         cfg.agents = 2;
         cfg.topology = coolgp_sim::TopologyKind::Path;
         cfg.fuse_every = 10;

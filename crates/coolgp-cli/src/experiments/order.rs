@@ -10,6 +10,7 @@ use anyhow::Result;
 use super::{write_table, ExperimentArgs};
 use crate::args::SimArgs;
 use crate::plot::{self, Series};
+use coolgp_config::AgentArgs;
 
 /// `(label, --projection, --site-memory)`.
 const VARIANTS: [(&str, &str, Option<&str>); 3] = [
@@ -36,8 +37,11 @@ pub(super) fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
                     batch: Some(10),
                     max_train: a.quick.then_some(20_000),
                     max_test: Some(if a.quick { 2_000 } else { 10_000 }),
-                    projection: Some(projection.into()),
-                    site_memory: memory.map(str::to_owned),
+                    agent: AgentArgs {
+                        projection: Some(projection.into()),
+                        site_memory: memory.map(str::to_owned),
+                        ..AgentArgs::default()
+                    },
                     stream_order: Some(order.into()),
                     seed: Some(a.seed),
                     no_baselines: true,

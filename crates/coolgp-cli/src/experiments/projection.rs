@@ -11,6 +11,7 @@ use anyhow::Result;
 use super::{sim, write_table, ExperimentArgs};
 use crate::args::SimArgs;
 use crate::plot::{self, Series};
+use coolgp_config::AgentArgs;
 
 /// The modes compared, as `--projection` values.
 const MODES: [&str; 5] = [
@@ -43,7 +44,10 @@ pub fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
                 inducing: Some(50),
                 batch: Some(20),
                 max_train: Some(if a.quick { 10_000 } else { 50_000 }),
-                projection: Some(mode.into()),
+                agent: AgentArgs {
+                    projection: Some(mode.into()),
+                    ..AgentArgs::default()
+                },
                 seed: Some(seed),
                 no_baselines: true,
                 no_central: central.is_some() && !fleet,

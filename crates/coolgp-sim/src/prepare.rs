@@ -1,17 +1,27 @@
-//! From flags to a [`Workload`]: load, split, standardize (training statistics), batch, route.
+//! From options to a [`Workload`]: load (a built-in dataset, a CSV file or the SYNTHETIC
+//! domain), split, standardize (training statistics), batch, route.
 
 use std::collections::BTreeMap;
 
-use anyhow::{bail, Context, Result};
 use coolgp::faer::Mat;
 use coolgp::rng::Rng;
 use coolgp_data::{
     builtin, builtin_options, data_dir, load_csv, CsvOptions, Dataset, Standardizer,
     SyntheticConfig,
 };
-use coolgp_sim::{Batch, TestSet, Workload};
 
 use crate::args::SimArgs;
+use crate::workload::{Batch, TestSet, Workload};
+use crate::SimError;
+
+/// `source`, explained by what was being done (`context`).
+fn context(context: impl Into<String>) -> impl FnOnce(SimError) -> SimError {
+    let context = context.into();
+    move |e| SimError::Context {
+        context,
+        source: Box::new(e),
+    }
+}
 
 /// A prepared workload plus what the user should be told about it.
 pub struct Prepared {
@@ -25,25 +35,31 @@ pub struct Prepared {
     pub group_names: Vec<String>,
 }
 
-/// Builds the workload the flags describe.
-pub fn prepare(args: &SimArgs) -> Result<Prepared> {
+/// Builds the workload the options describe. Reads the data files (or the built-in datasets'
+/// folder, [`coolgp_data::data_dir`]); warns on stderr of skipped malformed rows.
+///
+/// # Errors
+/// [`SimError::Data`] for data that cannot be read, [`SimError::Config`] for options that do
+/// not fit the data, [`SimError::Context`] naming the option that led to a data error.
+pub fn prepare(args: &SimArgs) -> Result<Prepared, SimError> {
     let seed = args.seed.unwrap_or(0);
     if args.data.is_none() && args.dataset.as_deref().unwrap_or("synthetic") == "synthetic" {
         return synthetic(args, seed);
     }
     // Projection groups by a column: its values route the rows (unless --agent-by does).
     let group_col = args
+        .agent
         .projection_group
         .as_deref()
         .filter(|c| *c != "none")
         .map(str::to_owned);
     if let (Some(g), Some(k)) = (&group_col, &args.agent_by) {
         if g != k {
-            bail!(
+            return Err(SimError::Config(format!(
                 "--projection-group {g} with --agent-by {k}: a grouping column other than the \
                  routing column is not supported; route by the group (drop --agent-by) or give \
                  --projection-group {k} (one group per key)"
-            );
+            )));
         }
     }
     let routed = SimArgs {
@@ -52,8 +68,9 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
     };
     let loaded = load_tables(&routed, seed);
     let (mut train, mut test, desc) = match (&group_col, &args.agent_by) {
-        (Some(g), None) => loaded
-            .with_context(|| format!("--projection-group {g} routes the rows by that column"))?,
+        (Some(g), None) => loaded.map_err(context(format!(
+            "--projection-group {g} routes the rows by that column"
+        )))?,
         _ => loaded?,
     };
     // The split keeps file order; the paper's protocol streams a random sample in random order.
@@ -73,57 +90,19 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
         train = train.head(n);
     }
     if train.is_empty() || test.is_empty() {
-        bail!(
+        return Err(SimError::Config(format!(
             "no rows left for training ({}) or testing ({})",
             train.len(),
             test.len()
-        );
+        )));
     }
-    let st = Standardizer::fit(&train).context("standardizing the training data")?;
+    let st = Standardizer::fit(&train)
+        .map_err(SimError::from)
+        .map_err(context("standardizing the training data"))?;
     st.apply(&mut train)?;
     st.apply(&mut test)?;
     let batch = args.batch.unwrap_or(20).max(1);
-    let mut batches = Vec::new();
-    let mut group_names = Vec::new();
-    let groups = match &train.keys {
-        Some(keys) => {
-            // One group per key; rows of a key keep their order and are cut into batches.
-            let mut by_key: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for (i, k) in keys.iter().enumerate() {
-                by_key.entry(k.as_str()).or_default().push(i);
-            }
-            group_names = by_key.keys().map(|k| (*k).to_owned()).collect();
-            let per_key: Vec<Vec<&[usize]>> = by_key
-                .values()
-                .map(|rows| rows.chunks(batch).collect())
-                .collect();
-            if file_order {
-                // One clock: the k-th batch of every key, then the (k+1)-th.
-                let longest = per_key.iter().map(Vec::len).max().unwrap_or(0);
-                for k in 0..longest {
-                    for (g, chunks) in per_key.iter().enumerate() {
-                        if let Some(c) = chunks.get(k) {
-                            batches.push(to_batch(&train, c, Some(g)));
-                        }
-                    }
-                }
-            } else {
-                for (g, chunks) in per_key.iter().enumerate() {
-                    for c in chunks {
-                        batches.push(to_batch(&train, c, Some(g)));
-                    }
-                }
-            }
-            Some(by_key.len())
-        }
-        None => {
-            let idx: Vec<usize> = (0..train.len()).collect();
-            for c in idx.chunks(batch) {
-                batches.push(to_batch(&train, c, None));
-            }
-            None
-        }
-    };
+    let (batches, groups, group_names) = batches(&train, batch, file_order);
     let description = format!(
         "{desc}: {} training rows in {} batches of ≤{batch}, {} test rows, {} inputs ({}) → {}{}",
         train.len(),
@@ -157,6 +136,58 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared> {
     })
 }
 
+/// The training rows cut into batches of `batch` rows: keyed rows (stations) one group per
+/// key, each key's rows in order, the keys one after the other or (`file_order`) on one clock;
+/// else in order. Also the number of groups and the keys in group order.
+fn batches(
+    train: &Dataset,
+    batch: usize,
+    file_order: bool,
+) -> (Vec<Batch>, Option<usize>, Vec<String>) {
+    let mut batches = Vec::new();
+    let mut group_names = Vec::new();
+    let groups = match &train.keys {
+        Some(keys) => {
+            // One group per key; rows of a key keep their order and are cut into batches.
+            let mut by_key: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+            for (i, k) in keys.iter().enumerate() {
+                by_key.entry(k.as_str()).or_default().push(i);
+            }
+            group_names = by_key.keys().map(|k| (*k).to_owned()).collect();
+            let per_key: Vec<Vec<&[usize]>> = by_key
+                .values()
+                .map(|rows| rows.chunks(batch).collect())
+                .collect();
+            if file_order {
+                // One clock: the k-th batch of every key, then the (k+1)-th.
+                let longest = per_key.iter().map(Vec::len).max().unwrap_or(0);
+                for k in 0..longest {
+                    for (g, chunks) in per_key.iter().enumerate() {
+                        if let Some(c) = chunks.get(k) {
+                            batches.push(to_batch(train, c, Some(g)));
+                        }
+                    }
+                }
+            } else {
+                for (g, chunks) in per_key.iter().enumerate() {
+                    for c in chunks {
+                        batches.push(to_batch(train, c, Some(g)));
+                    }
+                }
+            }
+            Some(by_key.len())
+        }
+        None => {
+            let idx: Vec<usize> = (0..train.len()).collect();
+            for c in idx.chunks(batch) {
+                batches.push(to_batch(train, c, None));
+            }
+            None
+        }
+    };
+    (batches, groups, group_names)
+}
+
 fn to_batch(d: &Dataset, rows: &[usize], group: Option<usize>) -> Batch {
     Batch {
         group,
@@ -165,17 +196,18 @@ fn to_batch(d: &Dataset, rows: &[usize], group: Option<usize>) -> Batch {
     }
 }
 
-fn load_tables(args: &SimArgs, seed: u64) -> Result<(Dataset, Dataset, String)> {
+fn load_tables(args: &SimArgs, seed: u64) -> Result<(Dataset, Dataset, String), SimError> {
     let frac = args.test_fraction.unwrap_or(0.1);
     if !(0.0..1.0).contains(&frac) {
-        bail!("--test-fraction must be in [0, 1), got {frac}");
+        return Err(SimError::Config(format!(
+            "--test-fraction must be in [0, 1), got {frac}"
+        )));
     }
     let (full, name) = match &args.data {
         Some(path) => {
-            let target = args
-                .target
-                .clone()
-                .context("--data needs --target COLUMN (the column to predict)")?;
+            let target = args.target.clone().ok_or_else(|| {
+                SimError::Config("--data needs --target COLUMN (the column to predict)".into())
+            })?;
             let mut opts = CsvOptions::new(target);
             opts.inputs = args.inputs.clone();
             opts.agent_by = args.agent_by.clone();
@@ -219,12 +251,13 @@ fn load_tables(args: &SimArgs, seed: u64) -> Result<(Dataset, Dataset, String)> 
 
 /// The paper's SYNTHETIC domain: two phenomena `u(W_a x)`, `u(W_b x)` in 6-d, routed by
 /// phenomenon (agent i observes phenomenon i mod 2) and tested on its own phenomenon.
-fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared> {
+fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared, SimError> {
     if args.file_order()? {
-        bail!(
+        return Err(SimError::Config(
             "--stream-order file: the synthetic dataset is drawn, not read from a file; give \
              --dataset wind|air|airline or --data FILE"
-        );
+                .into(),
+        ));
     }
     let mut cfg = SyntheticConfig {
         seed,
@@ -247,17 +280,21 @@ fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared> {
         cfg.test_points = n.max(cfg.phenomena);
     }
     // The synthetic dataset's projection groups are its phenomena.
-    let projection_groups = match args.projection_group.as_deref() {
+    let projection_groups = match args.agent.projection_group.as_deref() {
         None | Some("phenomenon") => (0..cfg.phenomena)
             .map(|p| format!("phenomenon-{p}"))
             .collect(),
         Some("none") => Vec::new(),
-        Some(other) => bail!(
-            "--projection-group {other}: the synthetic dataset's groups are 'phenomenon' (the \
-             default) or 'none'"
-        ),
+        Some(other) => {
+            return Err(SimError::Config(format!(
+                "--projection-group {other}: the synthetic dataset's groups are 'phenomenon' \
+                 (the default) or 'none'"
+            )))
+        }
     };
-    let syn = coolgp_data::generate(&cfg).context("generating the synthetic domain")?;
+    let syn = coolgp_data::generate(&cfg)
+        .map_err(SimError::from)
+        .map_err(context("generating the synthetic domain"))?;
     let batches = syn
         .train_batches
         .into_iter()

@@ -1,10 +1,10 @@
 //! The fields that `coolgp simulate --out` (and `coolgp.simulate` in Python) write into
 //! summary.json beside the simulator's report: what was run, under the flags' own names.
 
-use coolgp_sim::SimConfig;
 use serde_json::{json, Value};
 
 use crate::args::SimArgs;
+use crate::config::SimConfig;
 
 /// The run's settings as a JSON object: `dataset`, `mode`, `projection`, `fuse_every`,
 /// `stream_order`, and for the fleet projection `site` (its update's settings and the

@@ -1,0 +1,456 @@
+//! [`AgentArgs`]: the options of one agent, as flags, TOML keys and Python keywords, and their
+//! validation into a [`coolgp::AgentConfig`].
+
+use coolgp::learn::{group_id, SiteConfig, SiteMemory, SiteOptions};
+use coolgp::{AgentConfig, ProjectionMode, UpdateMode};
+use serde::{Deserialize, Serialize};
+
+use crate::{ConfigError, Driver};
+
+/// The options of one agent that `coolgp simulate`, `coolgp node` and Python share. All
+/// optional, so that a configuration file can fill what the command line omits
+/// ([`AgentArgs::merged`]); kebab-case keys in files (`site-window = 40`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+#[serde(rename_all = "kebab-case")]
+pub struct AgentArgs {
+    /// Online update: frozen (default), importance (the paper's Eq. 3.7), exact (keeps all data).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub mode: Option<String>,
+    /// Importance samples k for --mode importance (default 20).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub samples: Option<usize>,
+    /// Importance weights: unnormalized (default, the paper) or self-normalized.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub normalization: Option<String>,
+    /// per-agent (default, the paper: each agent learns its own q(W)); fleet (spec §14: one
+    /// fleet-wide q(W), σ_s, σ_n as the prior plus a sum of per-agent natural-parameter sites,
+    /// fused by the same message passing as q(u); agents that hold the same sums predict
+    /// identically); simulate only: shared (federated averaging of θ weighted by points), both
+    /// (per-agent, shared and fleet side by side, dDTC/dPITC computed once) and spec §13's
+    /// proxies for comparison, shared-plain-proxy and shared-product-proxy.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub projection: Option<String>,
+    /// Fleet projection only: projection groups (spec §14 with groups). Agents that observe
+    /// one phenomenon learn one q(W), σ_s, σ_n together, while q(u) is fused across every
+    /// group. simulate: the groups are the values of COLUMN; rows are routed by COLUMN (agent
+    /// i takes value i mod #values), or with --agent-by COLUMN one agent per value; the
+    /// built-in synthetic dataset's groups are its phenomena (default there); `none`: one
+    /// group. node: this node's group NAME; either every node of a fleet names a group or none
+    /// does (default: none, the whole fleet is one group).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "COLUMN|NAME|none"))]
+    pub projection_group: Option<String>,
+    /// With projection groups: across (default) fuses q(u) across the groups; within only
+    /// inside each group (simulate: one graph per group; node: refuses messages that carry
+    /// another group's sums, so give such a node only neighbours of its own group).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "across|within"))]
+    pub fuse_groups: Option<String>,
+    /// Fleet projection only: damping ρ ∈ (0, 1] of the agents' site steps (default 0.3; keep
+    /// 1 − (1−ρ)^k ≲ 0.5 for k blocks per agent between site fusions).
+    #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
+    pub site_damping: Option<f64>,
+    /// Fleet projection only: ρ_f ∈ [0, 1), the damping per block of one learner with the
+    /// fleet's data (default 0.01, the central learner's; 0: off). A site step's rate is at
+    /// least 1 − (1 − ρ_f)^(blocks the fleet's fused points grew by since the agent's previous
+    /// step), so an agent with few blocks in a long stream keeps no stale targets.
+    #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
+    pub site_fleet_damping: Option<f64>,
+    /// Fleet projection only: each site step's target is the data term over the agent's
+    /// newest blocks holding at least POINTS points, re-evaluated under the current q(W) and
+    /// q(u) (kept in memory and in a node's checkpoint) (default 80, at most 100000; 0: the
+    /// newest block alone, spec §14 as written).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, allow_negative_numbers = true, value_name = "POINTS")
+    )]
+    pub site_window: Option<usize>,
+    /// Fleet projection only: N0, the scale of the shared initial q(W)'s pseudo-site, whose
+    /// weight fades as exp(−N/N0) with the fleet's N data points (default 2000).
+    #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
+    pub site_prior_points: Option<f64>,
+    /// Fleet projection only: pseudo-points of the initial σ_s = 1, σ_n = 0.5 (a fixed prior on
+    /// the scales, counted once; default 100000).
+    #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
+    pub scale_prior_points: Option<f64>,
+    /// Fleet projection only: what a site remembers. recent (default): the newest window's
+    /// term scaled to the agent's points and damped, which assumes a randomly ordered stream;
+    /// stream: the sum of every block's term, the window's re-evaluated and older blocks'
+    /// frozen, for time-ordered streams (simulate's --stream-order file, live sensors).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "recent|stream"))]
+    pub site_memory: Option<String>,
+    /// Do not learn q(W), σ_s, σ_n (keep the shared initial values).
+    #[cfg_attr(feature = "clap", arg(long))]
+    #[serde(default)]
+    pub no_learn: bool,
+}
+
+/// What a fleet-only option tunes (see [`AgentArgs::fleet_only`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tunes {
+    /// The site update (`--site-*`, `--scale-prior-points`).
+    Site,
+    /// The projection groups (`--projection-group`, `--fuse-groups`).
+    Groups,
+}
+
+/// A fleet-only option: its key, what it tunes, and whether it is given.
+type FleetOnly = (&'static str, Tunes, fn(&AgentArgs) -> bool);
+
+/// The options that apply to the fleet projection only, in the order of `--help`, with
+/// whether each is given: the one table every driver checks them with.
+const FLEET_ONLY: [FleetOnly; 8] = [
+    ("site-damping", Tunes::Site, |a| a.site_damping.is_some()),
+    ("site-fleet-damping", Tunes::Site, |a| {
+        a.site_fleet_damping.is_some()
+    }),
+    ("site-window", Tunes::Site, |a| a.site_window.is_some()),
+    ("site-prior-points", Tunes::Site, |a| {
+        a.site_prior_points.is_some()
+    }),
+    ("scale-prior-points", Tunes::Site, |a| {
+        a.scale_prior_points.is_some()
+    }),
+    ("site-memory", Tunes::Site, |a| a.site_memory.is_some()),
+    ("projection-group", Tunes::Groups, |a| {
+        a.projection_group.is_some()
+    }),
+    ("fuse-groups", Tunes::Groups, |a| a.fuse_groups.is_some()),
+];
+
+/// The options validated by [`AgentArgs::validate`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Validated {
+    /// The agent's configuration: mode, projection, learn, site and (node, Python) the
+    /// projection group's id; the fusion rule, seed and optimizer are the defaults, for the
+    /// driver to set.
+    pub config: AgentConfig,
+    /// The projection group's name (node, Python; `None` for simulate, whose groups are a
+    /// column of the data).
+    pub group: Option<String>,
+    /// `--fuse-groups within`.
+    pub fuse_within: bool,
+}
+
+impl AgentArgs {
+    /// The keys of a configuration file (the flags' names), in the order of `--help`.
+    pub const KEYS: [&'static str; 13] = [
+        "mode",
+        "samples",
+        "normalization",
+        "projection",
+        "projection-group",
+        "fuse-groups",
+        "site-damping",
+        "site-fleet-damping",
+        "site-window",
+        "site-prior-points",
+        "scale-prior-points",
+        "site-memory",
+        "no-learn",
+    ];
+
+    /// These options over `file`'s: what is given here wins, the file fills the rest (a
+    /// switch is on if either turns it on).
+    pub fn merged(self, file: AgentArgs) -> AgentArgs {
+        AgentArgs {
+            mode: self.mode.or(file.mode),
+            samples: self.samples.or(file.samples),
+            normalization: self.normalization.or(file.normalization),
+            projection: self.projection.or(file.projection),
+            projection_group: self.projection_group.or(file.projection_group),
+            fuse_groups: self.fuse_groups.or(file.fuse_groups),
+            site_damping: self.site_damping.or(file.site_damping),
+            site_fleet_damping: self.site_fleet_damping.or(file.site_fleet_damping),
+            site_window: self.site_window.or(file.site_window),
+            site_prior_points: self.site_prior_points.or(file.site_prior_points),
+            scale_prior_points: self.scale_prior_points.or(file.scale_prior_points),
+            site_memory: self.site_memory.or(file.site_memory),
+            no_learn: self.no_learn || file.no_learn,
+        }
+    }
+
+    /// The fleet-only options given (keys, `site-window`), in the order of `--help`; only
+    /// those that tune `which` when given.
+    pub fn fleet_only(&self, which: Option<Tunes>) -> Vec<&'static str> {
+        FLEET_ONLY
+            .iter()
+            .filter(|(_, tunes, given)| which.is_none_or(|w| w == *tunes) && given(self))
+            .map(|(key, _, _)| *key)
+            .collect()
+    }
+
+    /// The update mode (`--mode`, `--samples`, `--normalization`).
+    ///
+    /// # Errors
+    /// [`ConfigError::Mode`] for an unknown name or zero samples.
+    pub fn update_mode(&self) -> Result<UpdateMode, ConfigError> {
+        UpdateMode::parse(
+            self.mode.as_deref(),
+            self.samples,
+            self.normalization.as_deref(),
+        )
+        .map_err(ConfigError::Mode)
+    }
+
+    /// The projection mode: any for simulate and Python, per-agent or fleet for a node (the
+    /// modes that need no fleet-wide agreement on timing, NODE.md §11).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the modes the driver accepts.
+    pub fn projection_mode(&self, driver: Driver) -> Result<ProjectionMode, ConfigError> {
+        let name = self.projection.as_deref().unwrap_or("per-agent");
+        let mode = ProjectionMode::from_name(name);
+        let refused = match (driver, mode) {
+            (Driver::Node, Some(m @ (ProjectionMode::PerAgent | ProjectionMode::Fleet))) => {
+                return Ok(m)
+            }
+            (Driver::Node, _) => format!("unknown --projection '{name}': use per-agent or fleet"),
+            (_, Some(m)) => return Ok(m),
+            (Driver::Simulate, None) => format!(
+                "unknown --projection '{name}': use per-agent, fleet or shared (or, to compare, \
+                 spec §13's shared-plain-proxy or shared-product-proxy)"
+            ),
+            (Driver::Python, None) => format!(
+                "unknown projection '{name}': use 'per-agent', 'fleet' or 'shared' (or, to \
+                 compare, 'shared-plain-proxy' or 'shared-product-proxy')"
+            ),
+        };
+        Err(ConfigError::Invalid(refused))
+    }
+
+    /// The fleet projection's site update (defaults: [`SiteConfig::default`]).
+    ///
+    /// # Errors
+    /// [`ConfigError::Site`] for a value out of range or an unknown `--site-memory`.
+    pub fn site_config(&self) -> Result<SiteConfig, ConfigError> {
+        let memory = self
+            .site_memory
+            .as_deref()
+            .map(SiteMemory::from_name)
+            .transpose()
+            .map_err(ConfigError::Site)?;
+        SiteConfig::from_options(SiteOptions {
+            damping: self.site_damping,
+            fleet_damping: self.site_fleet_damping,
+            window_points: self.site_window,
+            prior_points: self.site_prior_points,
+            scale_prior_points: self.scale_prior_points,
+            memory,
+        })
+        .map_err(ConfigError::Site)
+    }
+
+    /// `--fuse-groups`: whether q(u) is fused only inside each projection group. A node
+    /// needs its group for `within`; the simulator checks its groups against the workload.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for an unknown name, or `within` on a node without a group.
+    pub fn fuse_within(&self, driver: Driver) -> Result<bool, ConfigError> {
+        match self.fuse_groups.as_deref() {
+            None | Some("across") => Ok(false),
+            Some("within") if driver != Driver::Node || self.projection_group.is_some() => Ok(true),
+            Some("within") => Err(ConfigError::Invalid(
+                "--fuse-groups within needs --projection-group NAME".into(),
+            )),
+            Some(other) => Err(ConfigError::Invalid(format!(
+                "unknown --fuse-groups '{other}': use across or within"
+            ))),
+        }
+    }
+
+    /// Refuses the fleet-only options outside the fleet projection, where they would be
+    /// silently ignored (a node and Python; simulate checks them with its own fleet-only
+    /// flags, on the flags as given, since `--projection both` runs every mode).
+    fn check_fleet_only(
+        &self,
+        driver: Driver,
+        projection: ProjectionMode,
+    ) -> Result<(), ConfigError> {
+        if driver == Driver::Simulate || projection == ProjectionMode::Fleet {
+            return Ok(());
+        }
+        let site = self.fleet_only(Some(Tunes::Site));
+        let refused = match driver {
+            _ if site.is_empty() && self.projection_group.is_none() => return Ok(()),
+            Driver::Python if site.is_empty() => {
+                "projection_group needs projection='fleet' (groups share q(W) sites)".into()
+            }
+            Driver::Python => {
+                "site settings need projection='fleet' (they tune its site update)".into()
+            }
+            _ if site.is_empty() => {
+                "--projection-group needs --projection fleet (groups share q(W) sites)".into()
+            }
+            _ => {
+                let flags: Vec<String> = site.iter().map(|k| format!("--{k}")).collect();
+                format!(
+                    "{} tune the fleet projection's site update: add --projection fleet or drop \
+                     them",
+                    flags.join(", ")
+                )
+            }
+        };
+        Err(ConfigError::Invalid(refused))
+    }
+
+    /// Validates every option into the agent's configuration: mode, projection, (node,
+    /// Python) the fleet-only options outside the fleet projection, the site update, the
+    /// projection group and `--fuse-groups`.
+    ///
+    /// # Errors
+    /// The first bad option: [`ConfigError::Mode`], [`ConfigError::Site`] or
+    /// [`ConfigError::Invalid`], the message naming the option and what to use instead.
+    pub fn validate(&self, driver: Driver) -> Result<Validated, ConfigError> {
+        let mode = self.update_mode()?;
+        let projection = self.projection_mode(driver)?;
+        self.check_fleet_only(driver, projection)?;
+        let site = self.site_config()?;
+        let group = match driver {
+            Driver::Simulate => None,
+            _ => self.projection_group.clone(),
+        };
+        if group.as_deref() == Some("") {
+            let name = match driver {
+                Driver::Python => "projection_group",
+                _ => "--projection-group",
+            };
+            return Err(ConfigError::Invalid(format!("{name} must not be empty")));
+        }
+        let fuse_within = self.fuse_within(driver)?;
+        Ok(Validated {
+            config: AgentConfig {
+                mode,
+                projection,
+                learn: !self.no_learn,
+                site,
+                group: group.as_deref().map(group_id),
+                ..AgentConfig::default()
+            },
+            group,
+            fuse_within,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_list_is_every_field() {
+        let value = serde_json::to_value(AgentArgs::default()).expect("serializable");
+        let mut keys: Vec<&str> = value
+            .as_object()
+            .map(|o| o.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let mut known = AgentArgs::KEYS.to_vec();
+        keys.sort_unstable();
+        known.sort_unstable();
+        assert_eq!(keys, known);
+    }
+
+    #[test]
+    fn the_flags_win_over_the_file() {
+        let flags = AgentArgs {
+            site_window: Some(10),
+            ..AgentArgs::default()
+        };
+        let file: AgentArgs =
+            toml::from_str("site-window = 40\nsite-memory = \"stream\"\nno-learn = true\n")
+                .expect("valid keys");
+        let m = flags.merged(file);
+        assert_eq!(
+            (m.site_window, m.site_memory.as_deref(), m.no_learn),
+            (Some(10), Some("stream"), true)
+        );
+    }
+
+    #[test]
+    fn fleet_only_options_are_refused_elsewhere_in_each_drivers_words() {
+        let args = AgentArgs {
+            site_window: Some(50),
+            site_memory: Some("stream".into()),
+            projection_group: Some("g".into()),
+            ..AgentArgs::default()
+        };
+        assert_eq!(
+            args.fleet_only(None),
+            ["site-window", "site-memory", "projection-group"]
+        );
+        let err = |a: &AgentArgs, d| a.validate(d).map(|_| ()).expect_err("refused").to_string();
+        assert_eq!(
+            err(&args, Driver::Node),
+            "--site-window, --site-memory tune the fleet projection's site update: add \
+             --projection fleet or drop them"
+        );
+        assert!(err(&args, Driver::Python).starts_with("site settings need projection='fleet'"));
+        let group = AgentArgs {
+            projection_group: Some("g".into()),
+            ..AgentArgs::default()
+        };
+        assert!(
+            err(&group, Driver::Node).starts_with("--projection-group needs --projection fleet")
+        );
+        assert!(
+            err(&group, Driver::Python).starts_with("projection_group needs projection='fleet'")
+        );
+        // simulate checks them on the flags as given (`--projection both` runs every mode).
+        assert!(args.validate(Driver::Simulate).is_ok());
+        let fleet = AgentArgs {
+            projection: Some("fleet".into()),
+            ..args
+        };
+        let v = fleet.validate(Driver::Node).expect("valid");
+        assert_eq!(v.config.site.window_points, 50);
+        assert_eq!(v.config.group, Some(group_id("g")));
+        assert_eq!(v.group.as_deref(), Some("g"));
+    }
+
+    #[test]
+    fn projection_modes_and_group_settings_per_driver() {
+        let shared = AgentArgs {
+            projection: Some("shared".into()),
+            ..AgentArgs::default()
+        };
+        assert!(shared.validate(Driver::Simulate).is_ok());
+        let e = shared.validate(Driver::Node).map(|_| ()).expect_err("node");
+        assert_eq!(
+            e.to_string(),
+            "unknown --projection 'shared': use per-agent or fleet"
+        );
+        let within = AgentArgs {
+            projection: Some("fleet".into()),
+            fuse_groups: Some("within".into()),
+            ..AgentArgs::default()
+        };
+        let e = within
+            .validate(Driver::Node)
+            .map(|_| ())
+            .expect_err("no group");
+        assert!(
+            e.to_string().contains("needs --projection-group NAME"),
+            "{e}"
+        );
+        assert!(within
+            .validate(Driver::Simulate)
+            .is_ok_and(|v| v.fuse_within));
+        let empty = AgentArgs {
+            projection_group: Some(String::new()),
+            ..within
+        };
+        let e = empty
+            .validate(Driver::Python)
+            .map(|_| ())
+            .expect_err("empty");
+        assert_eq!(e.to_string(), "projection_group must not be empty");
+        let bad = AgentArgs {
+            mode: Some("importance".into()),
+            samples: Some(0),
+            ..AgentArgs::default()
+        };
+        assert!(matches!(
+            bad.validate(Driver::Python),
+            Err(ConfigError::Mode(_))
+        ));
+    }
+}

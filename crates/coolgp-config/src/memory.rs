@@ -1,0 +1,214 @@
+//! Sizes the machine cannot hold: [`check_memory`] refuses an option whose memory alone
+//! exceeds the machine's (a run would otherwise swap or be killed, silently, hours later), and
+//! names the memory it would need: `--inducing 100000 needs 80 GB for one m × m matrix (m² ×
+//! 8 bytes); this machine has 23 GiB`.
+//!
+//! Each count is a lower bound of what the option allocates (every agent holds its own m × m
+//! natural parameters, its importance caches `a [k, m, m]`, its site window's rows), so a
+//! refused run could not have run; an accepted one may still need more. The check is a pure
+//! function of the sizes and the machine's memory; the drivers read the memory at their edge
+//! with [`machine_memory`].
+
+use coolgp::{ProjectionMode, UpdateMode};
+
+use crate::{ConfigError, Driver};
+
+/// The sizes of a run that decide its memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sizes {
+    /// Agents held by this process: a simulated fleet's count; a node or a Python agent: 1.
+    pub agents: usize,
+    /// Inducing inputs m.
+    pub inducing: usize,
+    /// Importance samples k (`None` unless the update mode is importance).
+    pub samples: Option<usize>,
+    /// The site window's points and the input dimension d (`None` unless the projection mode
+    /// is fleet, or d is not known yet).
+    pub window: Option<(usize, usize)>,
+}
+
+impl Sizes {
+    /// The sizes of `agents` agents at `inducing` inputs m, in update `mode` and `projection`
+    /// mode with a site window of `window` points, on rows of `d` inputs (`None`: not known).
+    pub fn of(
+        agents: usize,
+        inducing: usize,
+        mode: UpdateMode,
+        projection: ProjectionMode,
+        window: usize,
+        d: Option<usize>,
+    ) -> Sizes {
+        let samples = match mode {
+            UpdateMode::Importance { samples, .. } => Some(samples),
+            UpdateMode::Frozen | UpdateMode::Exact => None,
+        };
+        let fleet = projection == ProjectionMode::Fleet;
+        Sizes {
+            agents,
+            inducing,
+            samples,
+            window: d.filter(|_| fleet).map(|d| (window, d)),
+        }
+    }
+}
+
+/// Refuses the first size (inducing inputs, importance samples, site window) whose memory
+/// alone exceeds `machine` bytes, naming the option as `driver` spells it.
+///
+/// # Errors
+/// [`ConfigError::TooLarge`] with the option, the bytes needed, what they hold and how they
+/// are counted.
+pub fn check_memory(s: &Sizes, machine: u64, driver: Driver) -> Result<(), ConfigError> {
+    let agents = s.agents.max(1) as u128;
+    let m = s.inducing as u128;
+    let mm = m.saturating_mul(m).saturating_mul(8);
+    // Per agent, or for each of several agents.
+    let (each, times) = if agents == 1 {
+        ("", String::new())
+    } else {
+        (" per agent", format!("{agents} agents × "))
+    };
+    let mut asks = vec![(
+        driver.spell("inducing", s.inducing),
+        agents.saturating_mul(mm),
+        format!("one m × m matrix{each}"),
+        format!("{times}m² × 8 bytes"),
+    )];
+    if let Some(k) = s.samples {
+        asks.push((
+            driver.spell("samples", k),
+            agents.saturating_mul(k as u128).saturating_mul(mm),
+            format!("the importance caches{each}"),
+            format!("{times}k × m² × 8 bytes at m = {m}"),
+        ));
+    }
+    if let Some((points, d)) = s.window {
+        let row = (d as u128 + 1) * 8;
+        asks.push((
+            driver.spell("site-window", points),
+            agents.saturating_mul(points as u128).saturating_mul(row),
+            format!("the site window's rows{each}"),
+            format!("{times}POINTS × (d + 1) × 8 bytes at d = {d}"),
+        ));
+    }
+    match asks.into_iter().find(|a| a.1 > u128::from(machine)) {
+        None => Ok(()),
+        Some((option, needed, what, formula)) => Err(ConfigError::TooLarge {
+            option,
+            needed,
+            what,
+            formula,
+            machine,
+        }),
+    }
+}
+
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`); `None` where it cannot be
+/// read (not Linux): the sizes are then not checked.
+pub fn machine_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+/// Bytes in decimal gigabytes: `80 GB`, `2.5 GB`.
+pub(crate) fn gb(bytes: u128) -> String {
+    let g = bytes as f64 / 1e9;
+    if g >= 10.0 {
+        format!("{g:.0} GB")
+    } else {
+        format!("{g:.1} GB")
+    }
+}
+
+/// Bytes in binary gigabytes, rounded down: `23 GiB`, `7.5 GiB`.
+pub(crate) fn gib(bytes: u64) -> String {
+    if bytes >= 10 << 30 {
+        format!("{} GiB", bytes >> 30)
+    } else {
+        format!("{:.1} GiB", (bytes >> 20) as f64 / 1024.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 23.5 GiB, as `MemTotal: 24684084 kB`.
+    const MACHINE: u64 = 24_684_084 * 1024;
+
+    fn refused(s: &Sizes, driver: Driver) -> String {
+        check_memory(s, MACHINE, driver)
+            .map(|()| String::new())
+            .unwrap_or_else(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_m_by_m_matrix_larger_than_the_machine_is_refused_by_name() {
+        let one = Sizes {
+            agents: 1,
+            inducing: 100_000,
+            ..Sizes::default()
+        };
+        assert_eq!(
+            refused(&one, Driver::Node),
+            "--inducing 100000 needs 80 GB for one m × m matrix (m² × 8 bytes); this machine \
+             has 23 GiB"
+        );
+        assert!(refused(&one, Driver::Python).starts_with("inducing=100000 needs 80 GB"));
+        // 30000² × 8 = 7.2 GB fits once, not for each of 10 agents.
+        let fleet = Sizes {
+            agents: 10,
+            inducing: 30_000,
+            ..Sizes::default()
+        };
+        assert!(check_memory(&Sizes { agents: 1, ..fleet }, MACHINE, Driver::Simulate).is_ok());
+        assert_eq!(
+            refused(&fleet, Driver::Simulate),
+            "--inducing 30000 needs 72 GB for one m × m matrix per agent (10 agents × m² × 8 \
+             bytes); this machine has 23 GiB"
+        );
+        // No overflow at absurd sizes.
+        let huge = Sizes {
+            agents: usize::MAX,
+            inducing: usize::MAX,
+            ..Sizes::default()
+        };
+        assert!(refused(&huge, Driver::Simulate).starts_with("--inducing 18446744073709551615"));
+    }
+
+    #[test]
+    fn importance_caches_and_site_windows_count_too() {
+        let is = Sizes {
+            agents: 1,
+            inducing: 20_000,
+            samples: Some(20),
+            window: None,
+        };
+        assert_eq!(
+            refused(&is, Driver::Node),
+            "--samples 20 needs 64 GB for the importance caches (k × m² × 8 bytes at m = \
+             20000); this machine has 23 GiB"
+        );
+        let window = Sizes {
+            agents: 1000,
+            inducing: 50,
+            samples: None,
+            window: Some((100_000, 40)),
+        };
+        assert!(refused(&window, Driver::Simulate).starts_with(
+            "--site-window 100000 needs 33 GB for the site window's rows per agent (1000 agents \
+             × POINTS × (d + 1) × 8 bytes at d = 40)"
+        ));
+        let fits = Sizes {
+            agents: 10,
+            inducing: 50,
+            samples: Some(20),
+            window: Some((80, 6)),
+        };
+        assert!(check_memory(&fits, MACHINE, Driver::Simulate).is_ok());
+        assert_eq!(gib(3 << 29), "1.5 GiB");
+        assert_eq!(gb(2_500_000_000), "2.5 GB");
+    }
+}

@@ -1,0 +1,155 @@
+//! Tests of the node's flags and configuration file.
+
+use super::*;
+
+#[test]
+fn flags_override_the_file() {
+    let dir = std::env::temp_dir().join(format!("coolgp-node-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join("node.toml");
+    std::fs::write(
+        &path,
+        "id = 3\nfleet = \"lab\"\nneighbors = [2, 4]\nround-ms = 50\nbatch = 7\ninputs = [\"a\"]\nresend-every = 6\n",
+    )
+    .expect("write");
+    let args = NodeArgs {
+        config: Some(path),
+        batch: Some(9),
+        ..NodeArgs::default()
+    };
+    let s = args.resolve().expect("valid");
+    assert_eq!((s.id, s.fleet.as_str(), s.batch), (3, "lab", 9));
+    assert_eq!(s.neighbors, vec![2, 4]);
+    assert_eq!(s.round, Duration::from_millis(50));
+    assert_eq!(s.resend_every, 6);
+    let zero = NodeArgs {
+        id: Some(1),
+        fleet: Some("lab".into()),
+        inputs: vec!["a".into()],
+        resend_every: Some(0),
+        ..NodeArgs::default()
+    };
+    let e = zero.resolve().map(|_| ()).expect_err("0 is refused");
+    assert!(e.to_string().contains("--resend-every"), "{e}");
+    let bad = NodeArgs {
+        id: Some(1),
+        fleet: Some("a/b".into()),
+        inputs: vec!["a".into()],
+        ..NodeArgs::default()
+    };
+    assert!(bad.resolve().is_err());
+}
+
+#[test]
+fn site_settings_need_the_fleet_projection_and_a_known_memory() {
+    let base = || NodeArgs {
+        id: Some(1),
+        fleet: Some("lab".into()),
+        inputs: vec!["a".into()],
+        ..NodeArgs::default()
+    };
+    // Silently ignored before: a per-agent node with the fleet's site settings.
+    let per_agent = NodeArgs {
+        agent: AgentArgs {
+            site_window: Some(50),
+            site_memory: Some("stream".into()),
+            ..AgentArgs::default()
+        },
+        ..base()
+    };
+    let e = per_agent.resolve().map(|_| ()).expect_err("refused");
+    assert!(
+        e.to_string()
+            .contains("--site-window, --site-memory tune the fleet projection's"),
+        "{e}"
+    );
+    let fleet = |memory: &str| NodeArgs {
+        agent: AgentArgs {
+            projection: Some("fleet".into()),
+            site_memory: Some(memory.into()),
+            ..AgentArgs::default()
+        },
+        ..base()
+    };
+    let s = fleet("stream").resolve().expect("valid");
+    assert_eq!(s.agent.site.memory, coolgp::learn::SiteMemory::Stream);
+    let e = fleet("forever").resolve().map(|_| ()).expect_err("refused");
+    assert!(
+        e.to_string().contains("unknown site memory 'forever'"),
+        "{e}"
+    );
+    // A checkpoint written under the other memory names the flag that resumes it.
+    let mut written = s.agent.clone();
+    written.site.memory = coolgp::learn::SiteMemory::Recent;
+    let d: Vec<String> = setting_differences(&written, &s.agent, None)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(join_and(&d), "--site-memory recent (now stream)");
+}
+
+#[test]
+fn a_config_file_with_an_unknown_key_is_refused_by_name() {
+    let dir = std::env::temp_dir().join(format!("coolgp-node-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join("node.toml");
+    let text = "id = 3\nfleet = \"lab\"\ninputs = [\"a\"]\nsite-window = 40\n\
+                projection = \"fleet\"\nlisten = [\"tcp/127.0.0.1:7447\"]\n";
+    std::fs::write(&path, text).expect("write");
+    let args = || NodeArgs {
+        config: Some(path.clone()),
+        ..NodeArgs::default()
+    };
+    let s = args().resolve().expect("valid");
+    assert_eq!(s.agent.site.window_points, 40);
+    assert_eq!(s.zenoh.listen, ["tcp/127.0.0.1:7447"]);
+    std::fs::write(&path, format!("{text}round_ms = 50\n")).expect("write");
+    let e = args().resolve().map(|_| ()).expect_err("unknown key");
+    assert!(
+        e.to_string()
+            .contains("unknown field `round_ms`, expected one of `id`"),
+        "{e}"
+    );
+    let mut keys = NodeArgs::known_keys();
+    let value = serde_json::to_value(NodeArgs::default()).expect("serializable");
+    let mut fields: Vec<&str> = value
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    keys.sort_unstable();
+    fields.sort_unstable();
+    assert_eq!(keys, fields);
+}
+
+#[test]
+fn sizes_beyond_the_machine_are_refused_naming_the_memory() {
+    let args = |inducing: usize, mode: &str| NodeArgs {
+        id: Some(1),
+        fleet: Some("lab".into()),
+        inputs: vec!["a".into()],
+        inducing: Some(inducing),
+        agent: AgentArgs {
+            mode: Some(mode.into()),
+            ..AgentArgs::default()
+        },
+        ..NodeArgs::default()
+    };
+    let machine = Some(23 << 30);
+    let e = args(100_000, "frozen")
+        .resolve_for_memory(machine)
+        .map(|_| ())
+        .expect_err("too large");
+    assert_eq!(
+        e.to_string(),
+        "invalid configuration: --inducing 100000 needs 80 GB for one m × m matrix (m² × 8 \
+         bytes); this machine has 23 GiB"
+    );
+    // k = 20 importance caches of 20000² are 64 GB; one such matrix fits.
+    let e = args(20_000, "importance")
+        .resolve_for_memory(machine)
+        .map(|_| ())
+        .expect_err("too large");
+    assert!(e.to_string().contains("--samples 20 needs 64 GB"), "{e}");
+    assert!(args(20_000, "frozen").resolve_for_memory(machine).is_ok());
+    assert!(args(100_000, "frozen").resolve_for_memory(None).is_ok());
+}
