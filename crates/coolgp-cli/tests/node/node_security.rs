@@ -6,8 +6,7 @@
 //! stranger with a certificate from another CA, a plaintext peer, a member holding node 3's
 //! certificate and key, and a reader.
 
-mod common;
-
+use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};

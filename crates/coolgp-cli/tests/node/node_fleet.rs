@@ -7,8 +7,7 @@
 //! and the reference can be recomputed in-process exactly (with learning, θ and hence `E_i`
 //! depend on message timing; the fused == T0 + Σ own identity is checked separately).
 
-mod common;
-
+use crate::common;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::Command;

@@ -14,7 +14,7 @@ use coolgp_node::zenoh::Wait;
 use coolgp_node::ZenohArgs;
 use serde_json::{json, Value};
 
-mod common;
+use crate::common;
 use common::*;
 
 /// Sends `request` to the dashboard and returns the whole response (head and body).

@@ -1,0 +1,7 @@
+//! The tests of `coolgp-cli` that start real node processes, in one binary (one link instead of
+//! 3): one module per former test file.
+
+mod common;
+mod node_fleet;
+mod node_security;
+mod dashboard;

@@ -1,0 +1,6 @@
+//! The integration tests of `coolgp-sim` in one binary (one link instead of
+//! 3): one module per former test file.
+
+mod claims;
+mod fleet;
+mod scores;
