@@ -113,6 +113,23 @@ pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
     })
 }
 
+/// Refuses `agents` agents at `m` inducing inputs when their m × m matrices alone need more
+/// memory than this machine has (`Vocabulary(inducing=...)`, `FleetRegressor(inducing=...)`).
+///
+/// # Errors
+/// A message naming the keyword and the memory it would need.
+pub fn check_inducing(agents: usize, m: usize) -> Result<(), String> {
+    let Some(machine) = coolgp_config::machine_memory() else {
+        return Ok(());
+    };
+    let sizes = Sizes {
+        agents,
+        inducing: m,
+        ..Sizes::default()
+    };
+    coolgp_config::check_memory(&sizes, machine, Driver::Python).map_err(|e| e.to_string())
+}
+
 /// Refuses an agent whose `config` needs more memory than this machine has, at `m` inducing
 /// inputs on rows of `d` inputs ([`coolgp_config::check_memory`]: importance caches, site
 /// window); the memory is read here, at the edge.

@@ -254,6 +254,7 @@ impl FleetRegressor {
                 "agents, inducing, batch and fuse_every must be > 0",
             ));
         }
+        crate::config::check_inducing(agents, inducing).map_err(PyValueError::new_err)?;
         if site_memory.is_some() && projection != "fleet" {
             return Err(PyValueError::new_err(
                 "site_memory needs projection='fleet' (it tunes the fleet's site update)",

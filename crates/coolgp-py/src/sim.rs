@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Value};
 
-use crate::fence::{value_err, fenced};
+use crate::fence::{fenced, value_err};
 
 /// One keyword value as JSON: bool, int, float, str, path-like, or a list of those.
 fn to_json(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
@@ -115,7 +115,7 @@ fn parse(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<(SimArgs, Option<PathBu
 
 /// Runs `coolgp simulate` with these flags (as keywords, `_` for `-`) and returns its
 /// summary.json as a dict (`rmse_pre`, `rmse_post`, `rmse_central`, `agents`, `points`,
-/// `wall_s`, `fusion_max_rel_err`, `network`, ...; README "summary.json"). `out=DIR` also
+/// `wall_s`, `fusion_max_rel_err`, `network`, ...; docs/CLI.md, "summary.json"). `out=DIR` also
 /// writes DIR/summary.json (the plots and CSVs are the command line's). `quiet` is accepted
 /// and ignored; `config=FILE` reads flags from a TOML file as `--config` does.
 /// Releases the GIL while the fleet runs.

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyAny;
 
 use crate::convert;
-use crate::fence::{value_err, core_err, fenced};
+use crate::fence::{core_err, fenced, value_err};
 
 /// The shared encoding vocabulary of a fleet: Z [m, d'], K = k(Z, Z) + εI [m, m], the prior
 /// T0 = (K, 0) and the seed of every agent's initial q(W).
@@ -50,6 +50,7 @@ impl Vocabulary {
                 })?
             }
             (None, Some(m), Some(d)) => {
+                crate::config::check_inducing(1, m).map_err(PyValueError::new_err)?;
                 if jitter.is_some() {
                     return Err(PyValueError::new_err(
                         "jitter applies to an explicit z only (the default design uses the default schedule)",

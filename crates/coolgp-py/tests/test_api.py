@@ -336,3 +336,9 @@ def test_sizes_beyond_the_machine_are_refused():
                                          r"caches \(k × m² × 8 bytes at m = 20\)"):
         coolgp.Agent(0, v, input_dim=2, mode="importance", samples=10**9)
     assert coolgp.Agent(0, v, input_dim=2, mode="importance", samples=20).input_dim == 2
+    # m = 10^6 inducing inputs: one m × m matrix is 8000 GB, refused before it is built.
+    with pytest.raises(ValueError, match=r"inducing=1000000 needs 8000 GB for one m × m matrix"):
+        coolgp.Vocabulary(inducing=10**6, latent_dim=2)
+    with pytest.raises(ValueError, match=r"inducing=100000 needs 320 GB for one m × m matrix per "
+                                         r"agent \(4 agents × m² × 8 bytes\)"):
+        coolgp.FleetRegressor(agents=4, inducing=100_000)

@@ -32,9 +32,16 @@
 //! same sums predict identically. Agents observing different phenomena set a projection
 //! group ([`AgentConfig::group`], [`learn::group_id`]): each group learns its own q(W), σ_s,
 //! σ_n from its members' sites ([`learn::Sites`]) while q(u) is fused across every group.
-//! Two refinements of spec §14 are defaults ([`learn::SiteConfig`]): a step's target is taken
-//! over a window of the agent's newest blocks ([`learn::RecentBlocks`]), and sites forget old
-//! targets in fleet time (`fleet_damping`).
+//! Spec §14 as written is refined by three defaults of [`learn::SiteConfig`], each measured
+//! (EXPERIMENTS.md; how each was chosen: docs/HISTORY.md): the shared initial q0(W) is a
+//! pseudo-site counted once whose weight fades as exp(−N/N0) (`prior_points`), with a fixed
+//! prior on σ_s, σ_n (`scale_prior_points`), instead of the spec's 1/s share per agent; a step's
+//! target is taken over a window of the agent's newest ≥ 80 points (`window_points`,
+//! [`learn::RecentBlocks`]); and sites forget old targets in fleet time (`fleet_damping`). The
+//! simulator adds warm-up q(u) fusions for tree fleets (`coolgp_sim::SimConfig::fuse_warmup`).
+//! The site memory [`learn::SiteMemory::Recent`] (the spec's estimator) is the default;
+//! [`learn::SiteMemory::Stream`] is for time-ordered rows. The fleet site is one type,
+//! [`learn::FleetSite`].
 //!
 //! ## Which mode to use
 //! [`UpdateMode::Frozen`] (the default). The paper's importance-sampled estimator (Eq. 3.7,

@@ -2,6 +2,6 @@
 //! 3): one module per former test file.
 
 mod common;
+mod dashboard;
 mod node_fleet;
 mod node_security;
-mod dashboard;

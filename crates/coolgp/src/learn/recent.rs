@@ -5,7 +5,7 @@
 //! A site target `c·(h, ∂ℓ/∂M + h∘M)` scales one block's gradient by `c = N_i/n`; from a block
 //! of 10 points that is a noisy estimate of the agent's whole evidence, and damping it over
 //! older blocks trades the noise for targets taken under q(W)s and q(u)s long gone. The window
-//! averages over more points, all at the current linearization (EXPERIMENTS.md, "Fleet
+//! averages over more points, all at the current linearization (docs/HISTORY.md; EXPERIMENTS.md, "Fleet
 //! projection"). It holds whole blocks: the newest ones whose points reach `points`.
 
 use std::collections::VecDeque;

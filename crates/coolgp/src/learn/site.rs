@@ -18,7 +18,7 @@
 //! learner with the same data would, rather than as each agent's own few blocks arrive. q0's
 //! σ_s, σ_n enter as a fixed pseudo-site of `N_h` points (a conjugate-style prior counted once,
 //! never forgotten): measured on the airline stream, it keeps the frozen q(u) statistics and
-//! the scales consistent while q(u) is still weak (EXPERIMENTS.md). Each agent's site is the running mean of its block targets
+//! the scales consistent while q(u) is still weak (docs/HISTORY.md). Each agent's site is the running mean of its block targets
 //! for its first `1/ρ` blocks, then their exponential average with rate ρ — or faster, when
 //! the fleet's data have grown by many blocks since the agent's previous step:
 //! `r_k = max(1/k, ρ, 1 − (1 − ρ_f)^{ΔN/n})` ([`SiteConfig::rate`]; improved on spec §14,

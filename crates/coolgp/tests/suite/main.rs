@@ -1,9 +1,9 @@
 //! The integration tests of `coolgp` in one binary (one link instead of
 //! 10): one module per former test file.
 
-mod common;
 mod agent_protocol;
 mod codec;
+mod common;
 mod fleet_sites;
 mod fusion_laws;
 mod hardening;
