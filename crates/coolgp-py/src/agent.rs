@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use coolgp::faer::Mat;
 use coolgp::protocol::{codec, Body};
-use coolgp::{Projection, View};
+use coolgp::View;
 use numpy::{PyArray1, PyArray2};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -30,13 +30,6 @@ type VecMat<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>);
 
 /// A matrix and a vector, e.g. q(u)'s K-form `(T1 [m, m], T2 [m])`.
 type MatVec<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>);
-
-/// `(mean, std)` of q(W) as `[d', d]` matrices.
-pub fn projection_arrays(p: &Projection) -> (Mat<f64>, Mat<f64>) {
-    let mu = p.mu().to_owned();
-    let sd = Mat::from_fn(mu.nrows(), mu.ncols(), |i, j| p.sigma(i, j));
-    (mu, sd)
-}
 
 fn view(fused: bool) -> View {
     if fused {
@@ -402,7 +395,7 @@ impl Agent {
     #[getter]
     fn projection<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let p = self.inner.projection();
-        let (mu, sd) = projection_arrays(p);
+        let (mu, sd) = convert::projection_arrays(p);
         let d = PyDict::new(py);
         d.set_item("mean", convert::to_numpy_mat(py, &mu))?;
         d.set_item("std", convert::to_numpy_mat(py, &sd))?;
@@ -484,7 +477,9 @@ impl Agent {
             inputs,
             target,
         };
-        fenced("save", || persist::save(self, &path, who))
+        fenced("save", || {
+            persist::save(&self.inner, &self.projection, &path, who)
+        })
     }
 
     /// Reads a checkpoint written by Agent.save or by `coolgp node --state DIR`
@@ -497,7 +492,9 @@ impl Agent {
     #[pyo3(signature = (path, vocab=None))]
     fn load(path: PathBuf, vocab: Option<PyRef<'_, Vocabulary>>) -> PyResult<Self> {
         let v = vocab.map(|v| v.inner.clone());
-        fenced("load", || persist::load(&path, v))
+        fenced("load", || {
+            persist::load(&path, v).map(|(inner, projection)| Self { inner, projection })
+        })
     }
 
     fn __repr__(&self) -> String {

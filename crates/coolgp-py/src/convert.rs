@@ -4,6 +4,7 @@
 //! names the argument, the shape expected and the first bad index).
 
 use coolgp::faer::Mat;
+use coolgp::Projection;
 use numpy::ndarray::{Array1, Array2, ArrayView1, ArrayView2};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -117,4 +118,11 @@ pub fn to_numpy_mat<'py>(py: Python<'py>, m: &Mat<f64>) -> Bound<'py, PyArray2<f
 /// A vector as a new numpy array.
 pub fn to_numpy_vec(py: Python<'_>, v: Vec<f64>) -> Bound<'_, PyArray1<f64>> {
     Array1::from_vec(v).into_pyarray(py)
+}
+
+/// `(mean, std)` of q(W) as `[d', d]` matrices.
+pub fn projection_arrays(p: &Projection) -> (Mat<f64>, Mat<f64>) {
+    let mu = p.mu().to_owned();
+    let sd = Mat::from_fn(mu.nrows(), mu.ncols(), |i, j| p.sigma(i, j));
+    (mu, sd)
 }

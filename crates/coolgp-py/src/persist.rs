@@ -19,7 +19,6 @@ use safetensors::tensor::TensorView;
 use safetensors::SafeTensors;
 use serde_json::json;
 
-use crate::agent::Agent;
 use crate::config::{agent_config, AgentKw};
 use crate::fence::{core_err, store_err};
 
@@ -44,8 +43,7 @@ fn bad(path: &Path, reason: impl std::fmt::Display) -> PyErr {
 ///
 /// # Errors
 /// `OSError` for file-system failures, `ValueError` if serialization fails.
-pub fn save(agent: &Agent, path: &Path, who: Identity<'_>) -> PyResult<()> {
-    let a = &agent.inner;
+pub fn save(a: &coolgp::Agent, projection: &str, path: &Path, who: Identity<'_>) -> PyResult<()> {
     let vocab = a.vocabulary();
     let mut meta = NodeMeta {
         model: ModelIdentity {
@@ -70,7 +68,7 @@ pub fn save(agent: &Agent, path: &Path, who: Identity<'_>) -> PyResult<()> {
     let extra = json!({
         "jitter": vocab.jitter(),
         "init_seed": vocab.init_seed(),
-        "projection": agent.projection,
+        "projection": projection,
     });
     let bytes = with_extra_metadata(&bytes, &extra.to_string()).map_err(|e| bad(path, e))?;
     let tmp = path.with_extension("safetensors.tmp");
@@ -166,7 +164,7 @@ fn tensor(path: &Path, st: &SafeTensors<'_>, name: &str) -> PyResult<(Vec<usize>
 /// # Errors
 /// `OSError` if unreadable; `ValueError` for a corrupt or foreign file, or a vocabulary
 /// mismatch.
-pub fn load(path: &Path, given: Option<Arc<Vocabulary>>) -> PyResult<Agent> {
+pub fn load(path: &Path, given: Option<Arc<Vocabulary>>) -> PyResult<(coolgp::Agent, String)> {
     let bytes = std::fs::read(path)
         .map_err(|e| PyOSError::new_err(format!("reading checkpoint {}: {e}", path.display())))?;
     let (_, md) = SafeTensors::read_metadata(&bytes)
@@ -198,5 +196,5 @@ pub fn load(path: &Path, given: Option<Arc<Vocabulary>>) -> PyResult<Agent> {
     };
     snap.config.projection = agent_config(&kw).map_err(|e| bad(path, e))?.projection;
     let inner = coolgp::Agent::restore(vocab, snap).map_err(core_err)?;
-    Ok(Agent { inner, projection })
+    Ok((inner, projection))
 }

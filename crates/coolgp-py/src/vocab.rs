@@ -141,7 +141,7 @@ impl Vocabulary {
         input_dim: usize,
     ) -> (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>) {
         let p = self.inner.initial_projection(input_dim);
-        let (mu, sd) = crate::agent::projection_arrays(&p);
+        let (mu, sd) = crate::convert::projection_arrays(&p);
         (
             convert::to_numpy_mat(py, &mu),
             convert::to_numpy_mat(py, &sd),
