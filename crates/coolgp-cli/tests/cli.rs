@@ -36,6 +36,21 @@ fn on_csv<'a>(cmd: &'a str, csv: &'a std::path::Path, extra: &[&'a str]) -> Vec<
     args
 }
 
+/// `coolgp node --id 1 --fleet lab --inputs a EXTRA` fails, saying `expected` (with the `node`
+/// feature) or naming the feature to build with (without it).
+fn node_refuses(extra: &[&str], expected: &str) {
+    let mut args = vec!["node", "--id", "1", "--fleet", "lab", "--inputs", "a"];
+    args.extend_from_slice(extra);
+    let out = coolgp(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let expected = if cfg!(feature = "node") {
+        expected
+    } else {
+        "cargo build --release --features node"
+    };
+    assert!(!out.status.success() && err.contains(expected), "{err}");
+}
+
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("coolgp-cli-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -648,23 +663,9 @@ fn fleet_only_flags_are_refused_outside_the_fleet_projection_with_the_fix() {
         err.contains("site damping must be in (0, 1], got -0.1"),
         "{err}"
     );
-    let node = coolgp(&[
-        "node",
-        "--id",
-        "1",
-        "--fleet",
-        "lab",
-        "--inputs",
-        "a",
-        "--projection",
-        "fleet",
-        "--site-damping",
-        "-0.1",
-    ]);
-    let err = String::from_utf8_lossy(&node.stderr);
-    assert!(
-        !node.status.success() && err.contains("site damping must be in (0, 1], got -0.1"),
-        "{err}"
+    node_refuses(
+        &["--projection", "fleet", "--site-damping", "-0.1"],
+        "site damping must be in (0, 1], got -0.1",
     );
     let err = stderr_of(&["--quiet", "--projection", "fleet", "--site-every", "0"]);
     assert!(err.contains("--site-every 0"), "{err}");
@@ -769,21 +770,8 @@ fn sizes_beyond_the_machine_are_refused_naming_the_memory() {
             ),
         "{err}"
     );
-    let node = coolgp(&[
-        "node",
-        "--id",
-        "1",
-        "--fleet",
-        "lab",
-        "--inputs",
-        "a",
-        "--inducing",
-        "100000",
-    ]);
-    let err = String::from_utf8_lossy(&node.stderr);
-    assert!(
-        !node.status.success()
-            && err.contains("--inducing 100000 needs 80 GB for one m × m matrix (m² × 8 bytes)"),
-        "{err}"
+    node_refuses(
+        &["--inducing", "100000"],
+        "--inducing 100000 needs 80 GB for one m × m matrix (m² × 8 bytes)",
     );
 }
