@@ -72,11 +72,13 @@ pub struct AgentArgs {
     /// the scales, counted once; default 100000).
     #[cfg_attr(feature = "clap", arg(long, allow_negative_numbers = true))]
     pub scale_prior_points: Option<f64>,
-    /// Fleet projection only: what a site remembers. recent (default): the newest window's
-    /// term scaled to the agent's points and damped, which assumes a randomly ordered stream;
-    /// stream: the sum of every block's term, the window's re-evaluated and older blocks'
-    /// frozen, for time-ordered streams (simulate's --stream-order file, live sensors).
-    #[cfg_attr(feature = "clap", arg(long, value_name = "recent|stream"))]
+    /// Fleet projection only: what a site remembers. stream (default): the sum of every
+    /// block's term, each taken on arrival, the window's re-evaluated when the fused q(u) has
+    /// grown by 5%, older blocks' frozen; right in random and in time order (simulate's
+    /// --stream-order file, live sensors) (default window 320 points). recent: the newest
+    /// window's term, re-evaluated at every block, scaled to the agent's points and damped,
+    /// which assumes a randomly ordered stream (default window 80 points).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "stream|recent"))]
     pub site_memory: Option<String>,
     /// Do not learn q(W), σ_s, σ_n (keep the shared initial values).
     #[cfg_attr(feature = "clap", arg(long))]

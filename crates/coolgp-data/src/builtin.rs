@@ -5,15 +5,17 @@
 //! | `airline` | `airline.csv.gz` | `arr_delay` (minutes) | the other 8 columns | — |
 //! | `wind` | `wind.csv.gz` | `value` (knots) | `lon, lat, day, doy` | `station` |
 //! | `air` | `air.csv.gz` | `value` (PM10, µg/m³) | `lon, lat, day, doy` | `station` |
+//! | `traffic` | none: generated ([`crate::traffic`], seed 0) | `speed` (km/h) | `slot, e1, …, e5` | — |
 
 use std::path::{Path, PathBuf};
 
 use crate::csv_load::{load_csv, CsvOptions};
 use crate::error::{DataError, Result};
 use crate::table::Dataset;
+use crate::traffic::{traffic, TrafficConfig};
 
 /// Names accepted by [`builtin`].
-pub const BUILTIN_NAMES: [&str; 3] = ["airline", "wind", "air"];
+pub const BUILTIN_NAMES: [&str; 4] = ["airline", "wind", "air", "traffic"];
 
 /// Environment variable that overrides [`data_dir`].
 pub const DATA_DIR_ENV: &str = "COOLGP_DATA_DIR";
@@ -21,7 +23,8 @@ pub const DATA_DIR_ENV: &str = "COOLGP_DATA_DIR";
 /// The file name (inside the data directory) and load options of a built-in dataset.
 ///
 /// # Errors
-/// [`DataError::UnknownDataset`] for a name not in [`BUILTIN_NAMES`].
+/// [`DataError::UnknownDataset`] for a name not in [`BUILTIN_NAMES`] or one with no file
+/// (`traffic`).
 pub fn builtin_options(name: &str) -> Result<(&'static str, CsvOptions)> {
     let station = |file: &'static str| {
         (
@@ -51,6 +54,9 @@ pub fn builtin_options(name: &str) -> Result<(&'static str, CsvOptions)> {
 /// [`DataError::UnknownDataset`] for an unknown name; any [`load_csv`] error otherwise (e.g.
 /// [`DataError::Io`] if the file is not in `root`).
 pub fn builtin(name: &str, root: &Path) -> Result<Dataset> {
+    if name == "traffic" {
+        return Ok(traffic(&TrafficConfig::default()));
+    }
     let (file, opts) = builtin_options(name)?;
     load_csv(&root.join(file), &opts).map(|(data, _)| data)
 }

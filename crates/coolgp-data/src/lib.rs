@@ -60,6 +60,7 @@ mod records;
 pub mod standardize;
 pub mod synthetic;
 pub mod table;
+pub mod traffic;
 
 pub use builtin::{builtin, builtin_options, data_dir, BUILTIN_NAMES, DATA_DIR_ENV};
 pub use csv_load::{load_csv, load_csv_reader, CsvOptions, LoadReport, MAX_SKIPPED_MESSAGES};
@@ -67,3 +68,4 @@ pub use error::{DataError, Result};
 pub use standardize::Standardizer;
 pub use synthetic::{generate, RandomFeatures, Synthetic, SyntheticConfig};
 pub use table::Dataset;
+pub use traffic::{traffic, TrafficConfig};

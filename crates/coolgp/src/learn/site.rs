@@ -29,10 +29,11 @@
 //! view = prior N(0, 1) + w·P_W + P_h + Σ_i s_i,   w = exp(−Σ_i N_i / N0)
 //! ```
 //!
-//! **Memory (beyond spec §14).** With [`SiteMemory::Stream`] a site is instead the sum of
-//! its blocks' terms, each at its own points (`c = 1`): the window's re-evaluated at every
-//! step, older blocks' frozen at their last evaluation. No rate, no scaling by `N/n`: it does
-//! not assume the stream is exchangeable.
+//! **Memory (beyond spec §14).** The above is [`SiteMemory::Recent`]. With
+//! [`SiteMemory::Stream`] (the default) a site is instead the sum of its blocks' terms, each at
+//! its own points (`c = 1`): a new block's taken on arrival, the window's re-evaluated when the
+//! fused q(u) has grown by 5% since their last evaluation, older blocks' frozen at their last
+//! evaluation. No rate, no scaling by `N/n`: it does not assume the stream is exchangeable.
 //!
 //! **The target's data (improved on spec §14).** A step's target is the data term over the
 //! agent's newest blocks holding at least [`SiteConfig::window_points`] points
@@ -45,8 +46,15 @@ use crate::learn::elbo::BlockElbo;
 pub use crate::learn::hyper::HyperStats;
 use crate::model::Projection;
 
-/// Largest site window ([`SiteConfig::window_points`]): each site step re-evaluates the window.
+/// Largest site window ([`SiteConfig::window_points`]): a site step may re-evaluate the window.
 pub const MAX_WINDOW_POINTS: usize = 100_000;
+/// [`SiteConfig::window_points`] when none is given under [`SiteMemory::Stream`] (the
+/// default): an agent of a large fleet keeps all its blocks in the window, so none is frozen
+/// at an early fusion's q(u).
+pub const STREAM_WINDOW_POINTS: usize = 320;
+/// [`SiteConfig::window_points`] when none is given under [`SiteMemory::Recent`], which
+/// re-evaluates its window at every block.
+pub const RECENT_WINDOW_POINTS: usize = 80;
 /// One agent's site of the fleet's q(W), σ_s, σ_n — or a sum of sites (what messages carry).
 ///
 /// `prec` (Λ) and `shift` (λ) are `[d', d]` flattened column-major like
@@ -67,16 +75,21 @@ pub struct Site {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SiteMemory {
     /// The newest window's data term scaled to the agent's `N` points, damped toward at
-    /// [`SiteConfig::rate`] (spec §14 with its refinements). It estimates the whole stream's
-    /// term from the recent past, which assumes an exchangeable (randomly ordered) stream.
-    #[default]
+    /// [`SiteConfig::rate`] (spec §14 with its refinements), the window re-evaluated at every
+    /// block. It estimates the whole stream's term from the recent past, which assumes an
+    /// exchangeable (randomly ordered) stream: in time order one learner fits the last `1/ρ`
+    /// blocks as if they were all the data (EXPERIMENTS.md, "Time-ordered streams").
     Recent,
-    /// The sum of every own block's term, each counted once at its own points: the window's
-    /// blocks re-evaluated under the current q(W) and q(u) at every step, each older block
-    /// frozen at its last evaluation (its share of the window term when it left, pro rata to
-    /// its points), no scaling and no damping — the streaming form of partitioned VI, as
-    /// q(u)'s frozen statistics are. It holds under time-ordered streams, where `Recent`
-    /// fits the last `1/ρ` steps as if they were all the data (EXPERIMENTS.md).
+    /// The default: the sum of every own block's term, each counted once at its own points
+    /// (no scaling, no damping) — the streaming form of partitioned VI, as q(u)'s frozen
+    /// statistics are. A new block's term is taken alone on arrival, from the ψ̄ statistics its
+    /// absorption computed; the window of newest blocks ([`SiteConfig::window_points`]) is
+    /// re-evaluated under the current q(W) and fused q(u) when the fused q(u) has grown by
+    /// [`crate::learn::fleet_site::STREAM_REFRESH_GROWTH`] since its last evaluation (a few
+    /// hundred times in a stream, and after each fusion); a block that leaves the window keeps
+    /// its share of the window's term, frozen. It holds in random and in time order
+    /// (EXPERIMENTS.md, "Fleet projection on time-ordered streams (issue 18)").
+    #[default]
     Stream,
 }
 
@@ -98,8 +111,8 @@ impl SiteMemory {
             "recent" => Ok(Self::Recent),
             "stream" => Ok(Self::Stream),
             other => Err(format!(
-                "unknown site memory '{other}': use recent (the default; exchangeable streams) \
-                 or stream (time-ordered streams)"
+                "unknown site memory '{other}': use stream (the default; random or time-ordered \
+                 streams) or recent (randomly ordered streams only)"
             )),
         }
     }
@@ -122,6 +135,8 @@ pub struct SiteConfig {
     /// Points of the window of newest own blocks a site step's target is taken over
     /// ([`crate::learn::RecentBlocks`]: whole blocks, at least this many points, re-evaluated
     /// under the current q(W) and q(u)); 0: the newest block alone (spec §14 as written).
+    /// Default [`STREAM_WINDOW_POINTS`], or [`RECENT_WINDOW_POINTS`] under
+    /// [`SiteMemory::Recent`] ([`SiteConfig::from_options`]).
     pub window_points: usize,
     /// `N0`: the scale of the q0(W) pseudo-site's weight `exp(−N/N0)`.
     pub prior_points: f64,
@@ -137,10 +152,10 @@ impl Default for SiteConfig {
         Self {
             damping: 0.3,
             fleet_damping: 0.01,
-            window_points: 80,
+            window_points: STREAM_WINDOW_POINTS,
             prior_points: 2000.0,
             scale_prior_points: 100_000.0,
-            memory: SiteMemory::Recent,
+            memory: SiteMemory::Stream,
         }
     }
 }
@@ -164,20 +179,26 @@ pub struct SiteOptions {
 }
 
 impl SiteConfig {
-    /// The settings given (the defaults for `None`), checked ([`SiteConfig::validate`]): what
-    /// the command line and the node build from their flags.
+    /// The settings given (the defaults for `None`; the window's depends on the memory),
+    /// checked ([`SiteConfig::validate`]): what the command line and the node build from their
+    /// flags.
     ///
     /// # Errors
     /// A message naming the bad value.
     pub fn from_options(o: SiteOptions) -> Result<Self, String> {
         let d = Self::default();
+        let memory = o.memory.unwrap_or(d.memory);
+        let window = match memory {
+            SiteMemory::Stream => STREAM_WINDOW_POINTS,
+            SiteMemory::Recent => RECENT_WINDOW_POINTS,
+        };
         let c = Self {
             damping: o.damping.unwrap_or(d.damping),
             fleet_damping: o.fleet_damping.unwrap_or(d.fleet_damping),
-            window_points: o.window_points.unwrap_or(d.window_points),
+            window_points: o.window_points.unwrap_or(window),
             prior_points: o.prior_points.unwrap_or(d.prior_points),
             scale_prior_points: o.scale_prior_points.unwrap_or(d.scale_prior_points),
-            memory: o.memory.unwrap_or(d.memory),
+            memory,
         };
         c.validate()?;
         Ok(c)
@@ -324,6 +345,15 @@ impl Site {
         }
         self.hyper.axpby(1.0, &o.hyper, c);
         self.points += c * o.points;
+    }
+
+    /// `self ← c·self` (every number, the points too).
+    pub fn scale_in_place(&mut self, c: f64) {
+        for v in self.prec.iter_mut().chain(self.shift.iter_mut()) {
+            *v *= c;
+        }
+        self.hyper.axpby(c, &HyperStats::default(), 0.0);
+        self.points *= c;
     }
 
     /// The damped site step `s ← (1−ρ)s + ρ·target` (spec §14, step 6); `points` is the

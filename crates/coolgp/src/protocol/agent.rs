@@ -29,7 +29,7 @@ use crate::error::{ensure_finite, Error, Result};
 use crate::fuse::Mass;
 use crate::learn::elbo::{BlockElbo, BlockPsi};
 use crate::learn::state::{block_rows, keep_block_psi, take_block_psi, LearnState};
-use crate::learn::{FleetSite, IsDiagnostics, Learner, SiteMemory, StepCounts, UpdateMode};
+use crate::learn::{FleetSite, IsDiagnostics, Learner, StepCounts, UpdateMode};
 use crate::model::predict::predict;
 use crate::model::{Excess, NaturalParams, Posterior, Prediction, Projection, Vocabulary};
 use crate::protocol::event::Event;
@@ -366,7 +366,14 @@ impl Agent {
     /// under the fleet q(W) and the fused q(u) moves the own site ([`FleetSite::step`]); then
     /// the fused sums have changed and the agent adopts them.
     fn site_step(&mut self, x: MatRef<'_, f64>, y: &[f64], bp: &mut BlockPsi, rows: usize) {
-        let data = self.site.push_block(x, y);
+        let counts = StepCounts {
+            n_own: self.learning.n_own(),
+            blocks: self.learning.blocks(),
+            block_points: y.len(),
+            fused_points: self.fused_site().points,
+            data_points: self.fleet_points(),
+        };
+        let data = self.site.push_block(x, y, counts);
         let elbo = match data.stacked() {
             Some((xs, ys)) => {
                 // `bp` holds the newest block's ψ (a one-chunk block, absorbed under the same
@@ -381,15 +388,6 @@ impl Agent {
         };
         let Some(elbo) = elbo else {
             return;
-        };
-        let counts = StepCounts {
-            n_own: self.learning.n_own(),
-            blocks: self.learning.blocks(),
-            block_points: y.len(),
-            fused_points: match self.config.site.memory {
-                SiteMemory::Recent => self.fused_site().points,
-                SiteMemory::Stream => 0.0,
-            },
         };
         let old = self.fusion.is_push_sum().then(|| self.site.own().clone());
         if !self

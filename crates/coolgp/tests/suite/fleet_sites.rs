@@ -586,6 +586,14 @@ fn push_sum_fleet_neighbours_are_free_until_mass_is_exchanged() {
 // ---------------------------------------------------------------------------------------------
 // Stream memory (SiteMemory::Stream): a site is the sum of every own block's term
 
+/// The recent memory with its default window (the default memory is the stream memory).
+fn recent_cfg() -> AgentConfig {
+    let mut c = cfg();
+    c.site.memory = SiteMemory::Recent;
+    c.site.window_points = coolgp::learn::site::RECENT_WINDOW_POINTS;
+    c
+}
+
 fn stream_cfg(window: usize) -> AgentConfig {
     let mut c = cfg();
     c.site.memory = SiteMemory::Stream;
@@ -612,7 +620,7 @@ fn a_stream_memory_site_counts_every_own_point_once() {
             );
         }
     }
-    let mut r = Agent::new(0, v, D, cfg()).expect("agent");
+    let mut r = Agent::new(0, v, D, recent_cfg()).expect("agent");
     feed(&mut r, &mut Rng::new(3, 3), 12);
     let n = r.site().hyper.n;
     assert!((n - 120.0).abs() > 1.0, "recent memory: N = {n}");
@@ -683,7 +691,7 @@ fn under_a_drifting_stream_the_stream_memory_keeps_what_the_recent_memory_forget
             .collect();
         a.predict(x.as_ref(), View::Own).expect("predict").rmse(&y)
     };
-    let mut recent = cfg();
+    let mut recent = recent_cfg();
     recent.site.damping = 0.05;
     let mut stream = recent.clone();
     stream.site.memory = SiteMemory::Stream;
