@@ -7,15 +7,15 @@
 //! slot 0, then slot 1, …). Its speed in km/h is
 //!
 //! ```text
-//! y = 55 + 10·u1(e) − depth(e)·rush(t) + 4·u2(e, 3t) + local_s + N(0, noise²)
+//! y = 55 + 12·u1(e) − depth(e)·rush(t) + 4·u2(e, 3t) + local_s + N(0, noise²)
 //! rush(t) = exp(−(t − 0.3)²/0.005) + 0.8·exp(−(t − 0.7)²/0.008),   t = slot/slots
-//! depth(e) = 12 + 8·u3(e)
+//! depth(e) = 15 + 10·u3(e)
 //! ```
 //!
 //! with `u1, u2, u3` unit-SE-kernel GP draws ([`crate::RandomFeatures`]; `u1`, `u3` on the
 //! embedding scaled by 1/2, `u2` on (embedding, 3t)): smooth in the embedding, a time-of-day
 //! profile with two rush hours whose depth varies smoothly across segments, an interaction of
-//! place and time, and a per-segment offset `local_s ~ N(0, 4²)` that no smooth function of
+//! place and time, and a per-segment offset `local_s ~ N(0, 8²)` that no smooth function of
 //! the embedding explains (local structure). The inputs are `slot, e1, …, e5`.
 
 use coolgp::faer::Mat;
@@ -42,12 +42,12 @@ pub struct TrafficConfig {
 }
 
 impl Default for TrafficConfig {
-    /// 775 segments × 54 slots (41,850 rows), noise 8 km/h, seed 0.
+    /// 775 segments × 54 slots (41,850 rows), noise 6 km/h, seed 0.
     fn default() -> Self {
         Self {
             segments: 775,
             slots: 54,
-            noise: 8.0,
+            noise: 6.0,
             seed: 0,
         }
     }
@@ -63,7 +63,7 @@ pub fn traffic(cfg: &TrafficConfig) -> Dataset {
     let embed: Vec<[f64; EMBED_DIM]> = (0..cfg.segments)
         .map(|_| std::array::from_fn(|_| rng.normal()))
         .collect();
-    let local: Vec<f64> = (0..cfg.segments).map(|_| 4.0 * rng.normal()).collect();
+    let local: Vec<f64> = (0..cfg.segments).map(|_| 8.0 * rng.normal()).collect();
     let mut frng = Rng::new(cfg.seed, STREAM_FIELDS);
     let u1 = RandomFeatures::new(EMBED_DIM, 500, &mut frng);
     let u2 = RandomFeatures::new(EMBED_DIM + 1, 500, &mut frng);
@@ -87,8 +87,8 @@ pub fn traffic(cfg: &TrafficConfig) -> Dataset {
             }
             with_time[EMBED_DIM] = 3.0 * t;
             let eval = |f: &RandomFeatures, z: &[f64]| f.eval(z).unwrap_or(0.0);
-            let depth = 12.0 + 8.0 * eval(&u3, &half);
-            let v = 55.0 + 10.0 * eval(&u1, &half) - depth * rush
+            let depth = 15.0 + 10.0 * eval(&u3, &half);
+            let v = 55.0 + 12.0 * eval(&u1, &half) - depth * rush
                 + 4.0 * eval(&u2, &with_time)
                 + local[s]
                 + cfg.noise * noise.normal();

@@ -357,7 +357,9 @@ mod tests {
 
     /// Six 10-point blocks of `y = sin(x0 − x1/2) + noise`, a q(W) away from q0 and a q(u)
     /// fitted to them: a fixed linearization (neither moves in these tests).
-    fn fixture() -> (Vocabulary, Projection, Posterior, Vec<(Mat<f64>, Vec<f64>)>) {
+    type Fixture = (Vocabulary, Projection, Posterior, Vec<(Mat<f64>, Vec<f64>)>);
+
+    fn fixture() -> Fixture {
         let vocab = Vocabulary::default_design(9, 2, 4).expect("design");
         let mut proj = vocab.initial_projection(3);
         let mut theta = proj.to_flat();
@@ -388,12 +390,7 @@ mod tests {
 
     /// One stream-memory step of `site` on block `b` at the fleet's `fused` points, its target
     /// taken under the fixed linearization; returns whether it re-evaluated the window.
-    fn stream_step(
-        site: &mut FleetSite,
-        fx: &(Vocabulary, Projection, Posterior, Vec<(Mat<f64>, Vec<f64>)>),
-        b: usize,
-        fused: f64,
-    ) -> bool {
+    fn stream_step(site: &mut FleetSite, fx: &Fixture, b: usize, fused: f64) -> bool {
         let (vocab, proj, post, blocks) = fx;
         let c = counts(10 * (b + 1), fused);
         let (x, y) = &blocks[b];
