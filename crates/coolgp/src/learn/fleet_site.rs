@@ -403,6 +403,16 @@ mod tests {
         data.stacked().is_some()
     }
 
+    /// A stream-memory site with a 30-point window (three blocks) at the fixture's q(W).
+    fn stream_site(fx: &Fixture) -> FleetSite {
+        let cfg = SiteConfig {
+            window_points: 30,
+            memory: SiteMemory::Stream,
+            ..SiteConfig::default()
+        };
+        FleetSite::new(&fx.1, &cfg, 0)
+    }
+
     fn close(a: &Site, b: &Site) {
         let d = a.rel_dist(b);
         assert!(d <= 1e-12, "sites differ by {d:e}");
@@ -414,12 +424,7 @@ mod tests {
         // than STREAM_REFRESH_GROWTH: it is then the sum of its blocks' own terms, each taken
         // on arrival. With q(W) and q(u) unmoved, that equals the terms recomputed now.
         let fx = fixture();
-        let cfg = SiteConfig {
-            window_points: 30,
-            memory: SiteMemory::Stream,
-            ..SiteConfig::default()
-        };
-        let mut site = FleetSite::new(&fx.1, &cfg, 0);
+        let mut site = stream_site(&fx);
         // The fused q(u) holds 1,000 points and grows by one block at a time: 1% per step.
         let mut refreshed = Vec::new();
         for b in 0..6 {
@@ -452,12 +457,7 @@ mod tests {
         // Reference: STREAM_REFRESH_GROWTH. 1% growth per step keeps the window's term; a jump
         // of the fused q(u)'s points past 5% (a fusion) re-evaluates the whole window at once.
         let fx = fixture();
-        let cfg = SiteConfig {
-            window_points: 30,
-            memory: SiteMemory::Stream,
-            ..SiteConfig::default()
-        };
-        let mut site = FleetSite::new(&fx.1, &cfg, 0);
+        let mut site = stream_site(&fx);
         for b in 0..4 {
             assert!(!stream_step(&mut site, &fx, b, 1000.0 + 10.0 * b as f64));
         }
