@@ -605,7 +605,7 @@ fn simulate_reports_both_projection_modes_side_by_side_on_any_csv() {
     for (s, name) in [(&per, "per-agent"), (&shared, "shared"), (&fleet, "fleet")] {
         assert_eq!(s["projection"], name);
     }
-    assert_eq!(fleet["site"]["memory"], "recent");
+    assert_eq!(fleet["site"]["memory"], "stream");
     assert_ne!(per["rmse_central"], fleet["rmse_central"]);
     for s in [&shared, &fleet] {
         assert_eq!(per["rmse_ddtc"], s["rmse_ddtc"]);

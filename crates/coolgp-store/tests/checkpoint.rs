@@ -210,8 +210,9 @@ fn a_fleet_checkpoint_keeps_the_site_clock_and_older_metadata_still_parses() {
     let mut old = serde_json::to_value(&m.agent).expect("json");
     let obj = old.as_object_mut().expect("object");
     assert!(obj.remove("site_clock").is_some() && obj.remove("site_fleet_damping").is_some());
-    // Written before the site memory existed: restored as `recent`, the rule it ran.
-    assert_eq!(obj.remove("site_memory"), Some(serde_json::json!("recent")));
+    // Written before the site memory existed (the decoder restores it as `recent`, the rule
+    // it ran; today's default is `stream`).
+    assert_eq!(obj.remove("site_memory"), Some(serde_json::json!("stream")));
     let parsed: checkpoint::AgentMeta = serde_json::from_value(old).expect("older metadata");
     assert_eq!((parsed.site_clock, parsed.site_fleet_damping), (None, None));
     assert_eq!(parsed.site_memory, None);

@@ -194,7 +194,7 @@ mod tests {
         old.site.window_points = 0;
         assert_eq!(
             differences(&old, &fleet, None),
-            "--site-fleet-damping 0 (now 0.01) and --site-window 0 (now 80)"
+            "--site-fleet-damping 0 (now 0.01) and --site-window 0 (now 320)"
         );
         // Mode details, the seed, a switch, and a setting without a flag.
         let mut other = fleet.clone();
