@@ -16,7 +16,8 @@ use coolgp_data::Standardizer;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use zenoh::query::Query;
 
-use crate::status::{ErrorReply, PredictReply, PredictRequest};
+use crate::local_shim::LocalAnswer;
+use crate::status::{AnswerParts, ErrorReply, PredictReply, PredictRequest};
 
 /// Most rows one predict query may carry.
 pub const MAX_QUERY_ROWS: usize = 100_000;
@@ -185,25 +186,64 @@ pub fn predict(model: &QueryModel, body: &[u8]) -> std::result::Result<PredictRe
         "own" => View::Own,
         other => return Err(format!("unknown view '{other}': use fused or own")),
     };
-    let p = model
-        .agent
-        .predict(x.as_ref(), view)
-        .map_err(|e| e.to_string())?;
-    Ok(match &model.scaler {
-        Some(sc) => {
-            let v = sc.y_std * sc.y_std;
-            PredictReply {
-                mean: p.mean.iter().map(|m| sc.unscale_y(*m)).collect(),
-                var_f: p.var_f.iter().map(|s| s * v).collect(),
-                var_y: p.var_y.iter().map(|s| s * v).collect(),
-            }
-        }
-        None => PredictReply {
-            mean: p.mean,
-            var_f: p.var_f,
-            var_y: p.var_y,
-        },
-    })
+    let answers = answers(&model.agent, x.as_ref(), view).map_err(|e| e.to_string())?;
+    Ok(reply_of(&answers, model.scaler.as_ref(), req.parts))
+}
+
+/// The agent's answers at the rows of `x` (standardized): its global fused model and, with a
+/// local memory, the residual GP's correction.
+fn answers(
+    agent: &Agent,
+    x: coolgp::faer::MatRef<'_, f64>,
+    view: View,
+) -> coolgp::Result<Vec<LocalAnswer>> {
+    let p = agent.predict(x, view)?;
+    Ok((0..p.mean.len())
+        .map(|i| LocalAnswer {
+            global_mean: p.mean[i],
+            global_var: p.var_f[i],
+            residual_mean: 0.0,
+            residual_var: 0.0,
+            residual_prior: 0.0,
+            noise_var: p.var_y[i] - p.var_f[i],
+        })
+        .collect())
+}
+
+/// `answers` in original units (the standardization undone): the reply's mean and variances,
+/// and with `parts` each answer's parts (means shifted and scaled by y's standard deviation,
+/// the residual mean only scaled, variances scaled by its square).
+pub fn reply_of(
+    answers: &[LocalAnswer],
+    scaler: Option<&Standardizer>,
+    parts: bool,
+) -> PredictReply {
+    let (unscale, s) = match scaler {
+        Some(sc) => (Some(sc), sc.y_std),
+        None => (None, 1.0),
+    };
+    let v = s * s;
+    let mean = |a: &LocalAnswer| unscale.map_or(a.mean(), |sc| sc.unscale_y(a.mean()));
+    let parts = parts.then(|| {
+        let original: Vec<LocalAnswer> = answers
+            .iter()
+            .map(|a| LocalAnswer {
+                global_mean: unscale.map_or(a.global_mean, |sc| sc.unscale_y(a.global_mean)),
+                global_var: a.global_var * v,
+                residual_mean: a.residual_mean * s,
+                residual_var: a.residual_var * v,
+                residual_prior: a.residual_prior * v,
+                noise_var: a.noise_var * v,
+            })
+            .collect();
+        AnswerParts::from_answers(&original)
+    });
+    PredictReply {
+        mean: answers.iter().map(mean).collect(),
+        var_f: answers.iter().map(|a| a.var_f() * v).collect(),
+        var_y: answers.iter().map(|a| a.var_y() * v).collect(),
+        parts,
+    }
 }
 
 #[cfg(test)]
