@@ -34,6 +34,9 @@ pub struct QueryModel {
     pub inputs: Vec<String>,
     /// Fleet-wide standardization, if any.
     pub scaler: Option<Standardizer>,
+    /// The node's own predict key, which replies carry (a query may name many agents with a
+    /// wildcard, `coolgp query --all`: the reply's key tells the querier who answered).
+    pub key: String,
 }
 
 /// Counters of predict queries (reported in `status`).
@@ -100,7 +103,7 @@ impl Queries {
                 "busy: {} predict queries are running; try again",
                 self.limit
             );
-            tokio::spawn(async move { reply(q, Err(error)).await });
+            tokio::spawn(async move { reply(q, None, Err(error)).await });
             return;
         };
         let payload = match q.payload() {
@@ -112,6 +115,7 @@ impl Queries {
             None => Err("empty query: send a JSON body {\"x\": [[...]]}".to_string()),
         };
         let model = payload.is_ok().then(model);
+        let key = model.as_ref().map(|m| m.key.clone());
         let answered = self.answered.clone();
         tokio::spawn(async move {
             let result = match (payload, model) {
@@ -123,17 +127,21 @@ impl Queries {
                 (Err(e), _) => Err(e),
                 (Ok(_), None) => Err("no model".to_string()),
             };
-            reply(q, result).await;
+            reply(q, key, result).await;
             answered.fetch_add(1, Ordering::Relaxed);
             drop(permit);
         });
     }
 }
 
-async fn reply(q: Query, result: std::result::Result<PredictReply, String>) {
+/// Replies to `q` on `key` (the node's predict key; the query's own key if `None`).
+async fn reply(q: Query, key: Option<String>, result: std::result::Result<PredictReply, String>) {
     let sent = match result {
         Ok(r) => match serde_json::to_vec(&r) {
-            Ok(b) => q.reply(q.key_expr().clone(), b).await,
+            Ok(b) => match key {
+                Some(k) => q.reply(k, b).await,
+                None => q.reply(q.key_expr().clone(), b).await,
+            },
             Err(e) => q.reply_err(e.to_string()).await,
         },
         Err(error) => {

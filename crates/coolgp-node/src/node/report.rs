@@ -131,6 +131,7 @@ impl Node {
             agent: self.agent.clone(),
             inputs: self.inputs.layout.inputs.clone(),
             scaler: self.inputs.scaler.clone(),
+            key: crate::keys::predict(&self.s.fleet, self.s.id),
         }
     }
 }
