@@ -592,15 +592,22 @@ impl NodeArgs {
     }
 }
 
-/// Refuses a default design, importance caches or site window (with `--inputs`, whose count
-/// is d) that need more than `machine` bytes ([`coolgp_config::check_memory`]). A vocabulary
+/// Refuses a default design, importance caches, site window (with `--inputs`, whose count
+/// is d) or local memory that need more than `machine` bytes ([`coolgp_config::check_memory`]). A vocabulary
 /// file is read whole before it is used; its m is not known here.
 fn check_memory(vocab: &VocabSource, agent: &AgentConfig, d: usize, machine: u64) -> Result<()> {
+    let b = agent.local.capacity;
     let VocabSource::Default { m, .. } = vocab else {
-        return Ok(());
+        // The local memory's factor does not depend on m.
+        let sizes = Sizes {
+            agents: 1,
+            ..Sizes::default()
+        };
+        let sizes = sizes.with_local_memory(b);
+        return Ok(coolgp_config::check_memory(&sizes, machine, Driver::Node)?);
     };
     let (window, d) = (agent.site.window_points, (d > 0).then_some(d));
-    let sizes = Sizes::of(1, *m, agent.mode, agent.projection, window, d);
+    let sizes = Sizes::of(1, *m, agent.mode, agent.projection, window, d).with_local_memory(b);
     Ok(coolgp_config::check_memory(&sizes, machine, Driver::Node)?)
 }
 

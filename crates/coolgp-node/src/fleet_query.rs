@@ -15,8 +15,8 @@ use zenoh::query::{ConsolidationMode, QueryTarget};
 
 use crate::error::{NodeError, Result};
 use crate::keys;
-use crate::local_shim::{combine, FleetRule, LocalAnswer};
 use crate::status::{AnswerParts, ErrorReply, PredictReply, PredictRequest};
+use coolgp::local::{combine, FleetRule, LocalAnswer};
 
 /// How long one round of the query waits for replies before it is repeated.
 const ATTEMPT: Duration = Duration::from_millis(1500);

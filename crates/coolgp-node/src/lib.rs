@@ -58,7 +58,6 @@ pub mod error;
 pub mod fleet_query;
 pub mod inbound;
 pub mod keys;
-mod local_shim;
 pub mod node;
 pub mod query;
 pub mod standardize;
@@ -72,8 +71,8 @@ use std::time::Duration;
 
 pub use certs::CertsArgs;
 pub use config::{LogFormat, NodeArgs, NodeSettings, QueryArgs, StatusArgs, ZenohArgs};
+pub use coolgp::local::FleetRule;
 pub use error::{NodeError, Result};
-pub use local_shim::FleetRule;
 pub use node::VocabLoader;
 pub use status::{PredictReply, PredictRequest, Status};
 
@@ -138,7 +137,13 @@ pub fn run_certs(args: &CertsArgs) -> Result<()> {
 pub fn run_query(args: QueryArgs) -> Result<()> {
     keys::validate_fleet(&args.fleet)?;
     let rule = match &args.fleet_rule {
-        Some(name) => FleetRule::from_name(name).map_err(|e| NodeError::Config(e.to_string()))?,
+        Some(name) => FleetRule::from_name(name).ok_or_else(|| {
+            let known: Vec<&str> = FleetRule::ALL.iter().map(|r| r.name()).collect();
+            NodeError::Config(format!(
+                "unknown --fleet-rule '{name}': use {}",
+                known.join(", ")
+            ))
+        })?,
         None => DEFAULT_FLEET_RULE,
     };
     let table = stream::read_table(&args.input)?;

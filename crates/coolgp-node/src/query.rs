@@ -16,8 +16,8 @@ use coolgp_data::Standardizer;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use zenoh::query::Query;
 
-use crate::local_shim::LocalAnswer;
 use crate::status::{AnswerParts, ErrorReply, PredictReply, PredictRequest};
+use coolgp::local::LocalAnswer;
 
 /// Most rows one predict query may carry.
 pub const MAX_QUERY_ROWS: usize = 100_000;
@@ -194,28 +194,12 @@ pub fn predict(model: &QueryModel, body: &[u8]) -> std::result::Result<PredictRe
         "own" => View::Own,
         other => return Err(format!("unknown view '{other}': use fused or own")),
     };
-    let answers = answers(&model.agent, x.as_ref(), view).map_err(|e| e.to_string())?;
+    // The global fused model and, with a local memory, its residual GP's correction.
+    let answers = model
+        .agent
+        .local_answers(x.as_ref(), view)
+        .map_err(|e| e.to_string())?;
     Ok(reply_of(&answers, model.scaler.as_ref(), req.parts))
-}
-
-/// The agent's answers at the rows of `x` (standardized): its global fused model and, with a
-/// local memory, the residual GP's correction.
-fn answers(
-    agent: &Agent,
-    x: coolgp::faer::MatRef<'_, f64>,
-    view: View,
-) -> coolgp::Result<Vec<LocalAnswer>> {
-    let p = agent.predict(x, view)?;
-    Ok((0..p.mean.len())
-        .map(|i| LocalAnswer {
-            global_mean: p.mean[i],
-            global_var: p.var_f[i],
-            residual_mean: 0.0,
-            residual_var: 0.0,
-            residual_prior: 0.0,
-            noise_var: p.var_y[i] - p.var_f[i],
-        })
-        .collect())
 }
 
 /// `answers` in original units (the standardization undone): the reply's mean and variances,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::checkpoint::ModelIdentity;
-use crate::local_shim::LocalAnswer;
+use coolgp::local::LocalAnswer;
 
 /// An excess `D = (D1, D2)` in JSON: the upper triangle of D1 row by row (as on the wire),
 /// D2, and the data points it represents.
@@ -80,6 +80,12 @@ pub struct Status {
     /// Fleet projection: the site memory, `recent` or `stream` (`--site-memory`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site_memory: Option<String>,
+    /// The local memory's capacity B (`--local-memory`; 0: off).
+    #[serde(default)]
+    pub local_memory: usize,
+    /// Rows in the local memory now (at most `local_memory`).
+    #[serde(default)]
+    pub local_points: usize,
     /// Own blocks acknowledged (in a durable checkpoint; absorbed if no `--state`).
     pub blocks: u64,
     /// Own data points acknowledged.

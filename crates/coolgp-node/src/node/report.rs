@@ -62,6 +62,8 @@ impl Node {
             projection_group: self.s.projection_group.clone(),
             site_memory: (self.s.agent.projection == coolgp::ProjectionMode::Fleet)
                 .then(|| self.s.agent.site.memory.name().to_owned()),
+            local_memory: self.s.agent.local.capacity,
+            local_points: self.agent.local_points(),
             blocks: d.acked_blocks,
             points: d.acked_points,
             rows_skipped: self.intake.committed.rows_skipped,
