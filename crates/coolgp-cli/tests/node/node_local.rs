@@ -7,9 +7,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
+use coolgp::local::{combine, FleetRule, LocalAnswer};
 
-/// Extra flags of every node in these tests (the local memory, once the core has it).
-const LOCAL: &[&str] = &[];
+/// Extra flags of every node in these tests: a local memory of 30 rows.
+const LOCAL: &[&str] = &["--local-memory", "30"];
 
 /// `coolgp query` with `args` (and the fleet's endpoints): the CSV's rows as numbers, and
 /// stderr.
@@ -36,100 +37,144 @@ fn query(fleet: &Fleet, args: &[&str]) -> (Vec<Vec<f64>>, String) {
     (rows, stderr)
 }
 
-/// An answer's parts from a `--parts` row (columns 3..9).
-#[derive(Clone, Copy, Debug)]
-struct Parts([f64; 6]);
-
-impl Parts {
-    fn of(row: &[f64]) -> Self {
-        let mut p = [0.0; 6];
-        p.copy_from_slice(&row[3..9]);
-        Parts(p)
+/// An answer from a `--parts` row (columns 3..9).
+fn answer(row: &[f64]) -> LocalAnswer {
+    LocalAnswer {
+        global_mean: row[3],
+        global_var: row[4],
+        residual_mean: row[5],
+        residual_var: row[6],
+        residual_prior: row[7],
+        noise_var: row[8],
     }
-    fn var_y(&self) -> f64 {
-        self.0[1] + self.0[3] + self.0[5]
-    }
-}
-
-/// The fleet rule by brute force over the agents' answers at one point: min-variance picks
-/// the answer with the smallest var_y (ties: the first in agent order).
-fn min_variance(at: &[Parts]) -> Parts {
-    let mut best = at[0];
-    for a in &at[1..] {
-        if a.var_y() < best.var_y() {
-            best = *a;
-        }
-    }
-    best
 }
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
 }
 
-#[test]
-fn query_all_returns_the_fleet_rule_over_the_nodes_own_answers() {
-    let _g = serial();
-    let t0 = Instant::now();
-    let n = 3;
-    // Each node holds its own region of the input space (locality: the fleet query matters).
-    let shares: Vec<_> = (0..n)
+/// `got` (a `--parts` row) is `want` at 1e-9, its parts and its mean and variances.
+fn same(got: &[f64], want: &LocalAnswer) -> bool {
+    let g = answer(got);
+    let parts = |a: &LocalAnswer| {
+        [
+            a.global_mean,
+            a.global_var,
+            a.residual_mean,
+            a.residual_var,
+            a.residual_prior,
+            a.noise_var,
+        ]
+    };
+    parts(&g).iter().zip(parts(want)).all(|(a, b)| close(*a, b))
+        && close(got[0], want.mean())
+        && close(got[1], want.var_f())
+        && close(got[2], want.var_y())
+}
+
+/// Each node's own answers (`--agent i --parts`) at the rows of `input`.
+fn own_answers(fleet: &Fleet, input: &str) -> Vec<Vec<Vec<f64>>> {
+    (0..fleet.ports.len())
         .map(|i| {
-            make_rows(900 + i as u64, 40)
-                .into_iter()
-                .map(|(x, y)| (vec![x[0] / 3.0 + 2.0 * i as f64 - 2.0, x[1]], y))
-                .collect::<Vec<_>>()
+            query(
+                fleet,
+                &["--agent", &i.to_string(), "--input", input, "--parts"],
+            )
+            .0
         })
-        .collect();
-    let total: usize = shares.iter().map(Vec::len).sum();
-    let mut fleet = Fleet::new("qall", n);
-    start_path(&mut fleet, &shares, 10, 40, false, LOCAL);
-    fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
-        s.stream_ended && s.fleet_points == total as f64
-    });
+        .collect()
+}
+
+/// Writes seven query points (two inputs) across the three regions; returns the file.
+fn query_csv(fleet: &Fleet) -> String {
     let qcsv = fleet.dir.join("query.csv");
     let mut text = String::from("x1,x2\n");
     for k in 0..7 {
         text.push_str(&format!("{},{}\n", -3.0 + k as f64, 0.5 - 0.2 * k as f64));
     }
     std::fs::write(&qcsv, text).expect("query csv");
-    let input = qcsv.display().to_string();
-    // Let the fused models settle, then ask each node and the fleet, twice if the models
-    // moved in between (the answers must come from the same state).
-    let mut ok = false;
+    qcsv.display().to_string()
+}
+
+/// Node i's rows: 40 rows of its own region (x1 shifted by 2i − 2), so the memories differ.
+fn regional_shares(n: usize, seed: u64) -> Vec<Vec<(Vec<f64>, f64)>> {
+    (0..n)
+        .map(|i| {
+            make_rows(seed + i as u64, 40)
+                .into_iter()
+                .map(|(x, y)| (vec![x[0] / 3.0 + 2.0 * i as f64 - 2.0, x[1]], y))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn query_all_returns_the_fleet_rule_over_the_nodes_own_answers() {
+    // Issue 19: three real nodes with memory; `coolgp query --all` returns, under each fleet
+    // rule, what `coolgp::local::combine` (the simulator's rule) gives from the three nodes'
+    // own answers, each asked with --agent, at 1e-9.
+    let _g = serial();
+    let t0 = Instant::now();
+    let n = 3;
+    let shares = regional_shares(n, 900);
+    let total: usize = shares.iter().map(Vec::len).sum();
+    let mut fleet = Fleet::new("qall", n);
+    start_path(&mut fleet, &shares, 10, 40, false, LOCAL);
+    let sts = fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
+        s.stream_ended && s.fleet_points == total as f64
+    });
+    for s in &sts {
+        assert_eq!((s.local_memory, s.local_points), (30, 30), "status");
+    }
+    let input = query_csv(&fleet);
+    // The fused models settle within a few rounds; ask each node and the fleet again if the
+    // models moved in between (the answers must come from the same state).
+    let mut done = Vec::new();
     for _ in 0..5 {
-        let own: Vec<Vec<Vec<f64>>> = (0..n)
-            .map(|i| {
-                query(
-                    &fleet,
-                    &["--agent", &i.to_string(), "--input", &input, "--parts"],
-                )
-                .0
-            })
-            .collect();
-        let (all, stderr) = query(&fleet, &["--all", "--input", &input, "--parts"]);
-        assert!(
-            stderr.contains("answers from agent(s) [0, 1, 2]"),
-            "stderr: {stderr}"
-        );
-        assert!(stderr.contains("min-variance"), "stderr: {stderr}");
-        assert_eq!(all.len(), 7);
-        ok = all.iter().enumerate().all(|(r, row)| {
-            let at: Vec<Parts> = own.iter().map(|rows| Parts::of(&rows[r])).collect();
-            let want = min_variance(&at);
-            let got = Parts::of(row);
-            (0..6).all(|k| close(got.0[k], want.0[k]))
-                && close(row[0], want.0[0] + want.0[2])
-                && close(row[2], want.var_y())
-        });
-        if ok {
+        let own = own_answers(&fleet, &input);
+        for rule in FleetRule::ALL {
+            if done.contains(&rule) {
+                continue;
+            }
+            let (all, stderr) = query(
+                &fleet,
+                &[
+                    "--all",
+                    "--fleet-rule",
+                    rule.name(),
+                    "--input",
+                    &input,
+                    "--parts",
+                ],
+            );
+            assert!(
+                stderr.contains("answers from agent(s) [0, 1, 2]") && stderr.contains(rule.name()),
+                "stderr: {stderr}"
+            );
+            assert_eq!(all.len(), 7);
+            let ok = all.iter().enumerate().all(|(r, row)| {
+                let at: Vec<LocalAnswer> = own.iter().map(|rows| answer(&rows[r])).collect();
+                combine(rule, &at).is_some_and(|want| same(row, &want))
+            });
+            if ok {
+                done.push(rule);
+            }
+        }
+        if done.len() == FleetRule::ALL.len() {
             break;
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+    assert_eq!(
+        done,
+        FleetRule::ALL,
+        "query --all is not the rule over the own answers"
+    );
+    // The memories differ: somewhere the nodes' own answers differ.
+    let own = own_answers(&fleet, &input);
     assert!(
-        ok,
-        "query --all is not the fleet rule over the nodes' own answers"
+        own[0] != own[2],
+        "the nodes' memories should give different answers"
     );
     // Without --parts the three columns only; an unknown rule is refused by name.
     let (rows, _) = query(&fleet, &["--all", "--input", &input]);
@@ -147,8 +192,73 @@ fn query_all_returns_the_fleet_rule_over_the_nodes_own_answers() {
         .output()
         .expect("coolgp query");
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("vote"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown --fleet-rule 'vote'"), "{stderr}");
     eprintln!("query --all test: {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+#[test]
+fn a_node_with_memory_killed_and_restarted_answers_the_same() {
+    // Issue 19: the memory is node state. Node 1 of a path, with --local-memory and
+    // --state, killed with -9 once settled and restarted, answers exactly as before.
+    let _g = serial();
+    let t0 = Instant::now();
+    let n = 3;
+    let shares = regional_shares(n, 950);
+    let total: usize = shares.iter().map(Vec::len).sum();
+    let mut fleet = Fleet::new("lcrash", n);
+    let args = start_path(&mut fleet, &shares, 10, 40, true, LOCAL);
+    fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
+        s.stream_ended && s.fleet_points == total as f64 && s.local_points == 30
+    });
+    let input = query_csv(&fleet);
+    let ask = |fleet: &Fleet| query(fleet, &["--agent", "1", "--input", &input, "--parts"]).0;
+    // Settled: two answers 500 ms apart agree; then a checkpoint is due (every 20 rounds).
+    let mut before = ask(&fleet);
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(500));
+        let again = ask(&fleet);
+        if again == before {
+            break;
+        }
+        before = again;
+    }
+    assert!(
+        before.iter().any(|r| r[5] != 0.0),
+        "the memory corrects: {before:?}"
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    fleet.nodes[1].kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    fleet.nodes[1] = NodeProc::start(args[1].clone(), fleet.dir.join("node1.log"));
+    let sts = fleet.wait_all("the restarted node", Duration::from_secs(60), |_, s| {
+        s.stream_ended && s.fleet_points == total as f64
+    });
+    assert_eq!(sts[1].local_points, 30);
+    let log = std::fs::read_to_string(fleet.dir.join("node1.log")).unwrap_or_default();
+    assert!(
+        log.contains("resumed from checkpoint"),
+        "node 1 did not resume:\n{log}"
+    );
+    let mut after = ask(&fleet);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !rows_close(&after, &before) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(300));
+        after = ask(&fleet);
+    }
+    assert!(
+        rows_close(&after, &before),
+        "after kill -9: {after:?}\nbefore: {before:?}"
+    );
+    eprintln!("memory crash test: {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// Every value of `a` is `b`'s at 1e-9.
+fn rows_close(a: &[Vec<f64>], b: &[Vec<f64>]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| close(*p, *q)))
 }
 
 #[test]
