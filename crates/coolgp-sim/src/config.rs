@@ -5,6 +5,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use coolgp::learn::{AdamConfig, SiteConfig};
+
+use crate::local_shim::FleetRule;
 use coolgp::{ProjectionMode, Topology, UpdateMode, Vocabulary};
 use serde::Serialize;
 
@@ -236,6 +238,8 @@ pub struct SimConfig {
     pub central_damping: f64,
     /// With projection groups in the workload: fuse q(u) across them or only within each.
     pub fuse_groups: FuseGroups,
+    /// How the fleet-wide query combines the agents' answers (`--fleet-rule`).
+    pub fleet_rule: FleetRule,
 }
 
 impl Default for SimConfig {
@@ -266,6 +270,7 @@ impl Default for SimConfig {
             site: SiteConfig::default(),
             central_damping: 0.01,
             fuse_groups: FuseGroups::Across,
+            fleet_rule: FleetRule::Rbcm,
         }
     }
 }
