@@ -1,0 +1,214 @@
+//! The residual kernel k_r on the agent's own inputs, and the log marginal likelihood of the
+//! memory's residuals under it (with its gradient, for the fit).
+//!
+//! Two kinds ([`ResidualKind`]):
+//! - `Learned`: an ARD squared exponential `k_r(x, x') = σ_r² exp(−½ Σ_k (x_k − x'_k)²/ℓ_k²)`
+//!   with its own noise σ_rn; parameters `[ln σ_r, ln σ_rn, ln ℓ_1..d]`.
+//! - `GlobalResidual`: the global kernel's own residual at the mean projection W̄,
+//!   `k_r(x, x') = σ_s² (k(W̄x, W̄x') − k_xᵀ K⁻¹ k_x')` with `k_x = k(W̄x, Z)` and noise σ_n;
+//!   parameters `[ln σ_s, ln σ_n, W̄ (d'·d, row-major)]`, taken from the global q(W) at each fit.
+//!
+//! Rows enter through *features* computed once per row (Learned: `x_k/ℓ_k`; GlobalResidual:
+//! `[W̄x (d'), k_x (m), K⁻¹k_x (m)]`), so a covariance is O(d) or O(d' + m).
+
+use faer::Mat;
+
+use super::ResidualKind;
+use crate::error::{Error, Result};
+use crate::linalg::{mat_vec, Cholesky};
+use crate::model::{Projection, Vocabulary};
+
+/// Bounds of the learned kernel's log parameters (ln σ_r, ln σ_rn, ln ℓ): a fit never leaves them.
+pub const LOG_BOUNDS: (f64, f64) = (-12.0, 12.0);
+
+/// A residual kernel: its kind and parameters (plain data, see the module doc).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResidualKernel {
+    kind: ResidualKind,
+    params: Vec<f64>,
+    d: usize,
+    dz: usize,
+}
+
+impl ResidualKernel {
+    /// The initial kernel from the global q(W) `proj`: Learned takes σ_r = σ_s, σ_rn = σ_n and
+    /// `ℓ_k = ½ / ‖W̄_{:,k}‖` (half the global kernel's effective lengthscale, clamped);
+    /// GlobalResidual takes W̄, σ_s, σ_n.
+    pub fn initial(kind: ResidualKind, proj: &Projection) -> Self {
+        let (d, dz) = (proj.d(), proj.d_latent());
+        let w = proj.mu();
+        let mut params = vec![proj.log_sigma_s(), proj.log_sigma_n()];
+        match kind {
+            ResidualKind::Learned => params.extend((0..d).map(|k| {
+                let norm = (0..dz).map(|i| w[(i, k)] * w[(i, k)]).sum::<f64>().sqrt();
+                (0.5 / norm.max(1e-6))
+                    .ln()
+                    .clamp(LOG_BOUNDS.0, LOG_BOUNDS.1)
+            })),
+            ResidualKind::GlobalResidual => {
+                params.extend((0..dz).flat_map(|i| (0..d).map(move |k| w[(i, k)])))
+            }
+        }
+        Self {
+            kind,
+            params,
+            d,
+            dz,
+        }
+    }
+
+    /// A kernel from stored parameters (a restore).
+    ///
+    /// # Errors
+    /// [`Error::DimensionMismatch`] for a parameter vector of the wrong length,
+    /// [`Error::NonFinite`] for a non-finite parameter.
+    pub fn from_params(kind: ResidualKind, params: Vec<f64>, d: usize, dz: usize) -> Result<Self> {
+        let want = match kind {
+            ResidualKind::Learned => 2 + d,
+            ResidualKind::GlobalResidual => 2 + dz * d,
+        };
+        crate::error::ensure_dim("local residual kernel parameters", want, params.len())?;
+        crate::error::ensure_finite("local residual kernel parameters", &params)?;
+        Ok(Self {
+            kind,
+            params,
+            d,
+            dz,
+        })
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> ResidualKind {
+        self.kind
+    }
+
+    /// The parameters (see the module doc).
+    pub fn params(&self) -> &[f64] {
+        &self.params
+    }
+
+    /// Sets the parameters (same length).
+    pub(crate) fn set_params(&mut self, p: &[f64]) {
+        self.params.copy_from_slice(p);
+    }
+
+    /// `σ_r²` (Learned) or `σ_s²` (GlobalResidual).
+    pub fn signal_var(&self) -> f64 {
+        (2.0 * self.params[0]).exp()
+    }
+
+    /// The observation noise variance of y around f: `σ_rn²` or `σ_n²`.
+    pub fn noise_var(&self) -> f64 {
+        (2.0 * self.params[1]).exp()
+    }
+
+    /// Features per row.
+    pub fn feature_len(&self, m: usize) -> usize {
+        match self.kind {
+            ResidualKind::Learned => self.d,
+            ResidualKind::GlobalResidual => self.dz + 2 * m,
+        }
+    }
+
+    /// Appends the features of `x [d]` to `out`.
+    pub fn features(&self, vocab: &Vocabulary, x: &[f64], out: &mut Vec<f64>) {
+        match self.kind {
+            ResidualKind::Learned => {
+                out.extend(x.iter().zip(&self.params[2..]).map(|(v, l)| v * (-l).exp()))
+            }
+            ResidualKind::GlobalResidual => {
+                let (d, dz, m) = (self.d, self.dz, vocab.m());
+                let w = &self.params[2..];
+                let a: Vec<f64> = (0..dz)
+                    .map(|i| (0..d).map(|k| w[i * d + k] * x[k]).sum())
+                    .collect();
+                let z = vocab.z();
+                let kx: Vec<f64> = (0..m)
+                    .map(|j| {
+                        let s: f64 = (0..dz).map(|i| (a[i] - z[(j, i)]).powi(2)).sum();
+                        (-0.5 * s).exp()
+                    })
+                    .collect();
+                let kinv_k = mat_vec(vocab.k_inv(), &kx);
+                out.extend_from_slice(&a);
+                out.extend_from_slice(&kx);
+                out.extend_from_slice(&kinv_k);
+            }
+        }
+    }
+
+    /// `k_r(a, b)` of two feature rows (exactly symmetric in its arguments).
+    pub fn cov(&self, a: &[f64], b: &[f64]) -> f64 {
+        match self.kind {
+            ResidualKind::Learned => self.signal_var() * (-0.5 * sqdist(a, b)).exp(),
+            ResidualKind::GlobalResidual => {
+                let (dz, m) = (self.dz, (a.len() - self.dz) / 2);
+                let e = (-0.5 * sqdist(&a[..dz], &b[..dz])).exp();
+                let (ka, ia) = (&a[dz..dz + m], &a[dz + m..]);
+                let (kb, ib) = (&b[dz..dz + m], &b[dz + m..]);
+                let q = 0.5 * (dot(ka, ib) + dot(kb, ia));
+                self.signal_var() * (e - q)
+            }
+        }
+    }
+
+    /// The log marginal likelihood `−½ rᵀA⁻¹r − ½ ln|A| − (n/2) ln 2π` of residuals `r [n]` at
+    /// raw inputs `x [n·d]` under a Learned kernel with parameters `p`, and its gradient in `p`:
+    /// `½ tr((ααᵀ − A⁻¹) ∂A/∂p)`, `α = A⁻¹r`, with `∂A/∂ln σ_r = 2σ_r² E`,
+    /// `∂A/∂ln σ_rn = 2σ_rn² I`, `∂A/∂ln ℓ_k = σ_r² E ∘ D_k`, `D_k,ij = (x_ik − x_jk)²/ℓ_k²`.
+    ///
+    /// # Errors
+    /// [`Error::NotPositiveDefinite`] if A cannot be factored; [`Error::InvalidConfig`] for
+    /// a GlobalResidual kernel (nothing to learn).
+    pub fn log_marginal(&self, p: &[f64], x: &[f64], r: &[f64]) -> Result<(f64, Vec<f64>)> {
+        if self.kind != ResidualKind::Learned {
+            return Err(Error::InvalidConfig(
+                "the global residual kernel has no parameters to learn".into(),
+            ));
+        }
+        let (d, n) = (self.d, r.len());
+        let (s2, n2) = ((2.0 * p[0]).exp(), (2.0 * p[1]).exp());
+        let inv_l2: Vec<f64> = p[2..].iter().map(|l| (-2.0 * l).exp()).collect();
+        let row = |i: usize| &x[i * d..(i + 1) * d];
+        let e = Mat::from_fn(n, n, |i, j| {
+            let q: f64 = (0..d)
+                .map(|k| (row(i)[k] - row(j)[k]).powi(2) * inv_l2[k])
+                .sum();
+            (-0.5 * q).exp()
+        });
+        let a = Mat::from_fn(n, n, |i, j| s2 * e[(i, j)] + if i == j { n2 } else { 0.0 });
+        let chol = Cholesky::new(a.as_ref(), "local residual A")?;
+        let alpha = chol.solve_vec(r);
+        let lml = -0.5 * dot(r, &alpha)
+            - 0.5 * chol.log_det()
+            - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
+        let ainv = chol.inverse();
+        // W = ααᵀ − A⁻¹; gradient entries are ½ Σ_ij W_ij ∂A_ij.
+        let mut g = vec![0.0; 2 + d];
+        for j in 0..n {
+            for i in 0..n {
+                let w = alpha[i] * alpha[j] - ainv[(i, j)];
+                let we = w * e[(i, j)];
+                g[0] += we * s2;
+                if i == j {
+                    g[1] += w * n2;
+                }
+                for k in 0..d {
+                    let dk = (row(i)[k] - row(j)[k]).powi(2) * inv_l2[k];
+                    g[2 + k] += 0.5 * we * s2 * dk;
+                }
+            }
+        }
+        Ok((lml, g))
+    }
+}
+
+/// `‖a − b‖²`.
+fn sqdist(a: &[f64], b: &[f64]) -> f64 {
+    super::memory::sqdist(a, b)
+}
+
+/// `aᵀb`.
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    crate::linalg::dot(a, b)
+}
