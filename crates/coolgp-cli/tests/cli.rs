@@ -795,7 +795,10 @@ fn regions_route_rows_and_every_run_scores_the_fleet_query() {
     assert_eq!(s["agents"], 3);
     for rule in ["min-variance", "bcm", "rbcm"] {
         let r = &s["fleet_query_rules"][rule];
-        assert!(num(r, "rmse").is_finite() && num(r, "nlpd").is_finite(), "{s}");
+        assert!(
+            num(r, "rmse").is_finite() && num(r, "nlpd").is_finite(),
+            "{s}"
+        );
         assert!((0.0..=1.0).contains(&num(r, "coverage95")), "{s}");
     }
     assert_eq!(
@@ -814,8 +817,15 @@ fn regions_route_rows_and_every_run_scores_the_fleet_query() {
     let mut args = on_csv("simulate", &csv, &["--regions", "c"]);
     args.push("--quiet");
     let err = String::from_utf8_lossy(&coolgp(&args).stderr).to_string();
-    assert!(err.contains("unknown column 'c'; the input columns are a, b"), "{err}");
-    let mut args = on_csv("simulate", &csv, &["--regions", "a", "--agent-by", "station"]);
+    assert!(
+        err.contains("unknown column 'c'; the input columns are a, b"),
+        "{err}"
+    );
+    let mut args = on_csv(
+        "simulate",
+        &csv,
+        &["--regions", "a", "--agent-by", "station"],
+    );
     args.push("--quiet");
     let err = String::from_utf8_lossy(&coolgp(&args).stderr).to_string();
     assert!(err.contains("--regions a with --agent-by station"), "{err}");

@@ -11,8 +11,8 @@ use coolgp_config::{check_keys, AgentArgs, ConfigError, Driver, Sizes};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{FuseGroups, FusionChoice, SimConfig, TopologyKind};
-use crate::local_shim::FleetRule;
 use crate::SimError;
+use coolgp::local::FleetRule;
 
 /// Every run option. All optional so that `--config FILE` can fill what the command line omits.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -392,6 +392,7 @@ pub fn sim_config(
         },
         fuse_warmup: !a.no_fuse_warmup,
         fleet_rule: fleet_rule(a.fleet_rule.as_deref())?,
+        local: agent.config.local,
         site: agent.config.site,
         ..SimConfig::default()
     })
@@ -423,7 +424,8 @@ fn fleet_rule(name: Option<&str>) -> Result<FleetRule, SimError> {
 pub fn check_memory(cfg: &SimConfig, d: usize, machine: u64) -> Result<(), SimError> {
     let m = cfg.vocab.as_ref().map_or(cfg.inducing, |v| v.m());
     let window = cfg.site.window_points;
-    let sizes = Sizes::of(cfg.agents, m, cfg.mode, cfg.projection, window, Some(d));
+    let sizes = Sizes::of(cfg.agents, m, cfg.mode, cfg.projection, window, Some(d))
+        .with_local_memory(cfg.local.capacity);
     Ok(coolgp_config::check_memory(
         &sizes,
         machine,

@@ -5,8 +5,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use coolgp::learn::{AdamConfig, SiteConfig};
-
-use crate::local_shim::FleetRule;
+use coolgp::local::{FleetRule, LocalConfig};
 use coolgp::{ProjectionMode, Topology, UpdateMode, Vocabulary};
 use serde::Serialize;
 
@@ -240,6 +239,9 @@ pub struct SimConfig {
     pub fuse_groups: FuseGroups,
     /// How the fleet-wide query combines the agents' answers (`--fleet-rule`).
     pub fleet_rule: FleetRule,
+    /// The agents' local memory and residual GP (`--local-memory`; the central learner keeps
+    /// none).
+    pub local: LocalConfig,
 }
 
 impl Default for SimConfig {
@@ -271,6 +273,7 @@ impl Default for SimConfig {
             central_damping: 0.01,
             fuse_groups: FuseGroups::Across,
             fleet_rule: FleetRule::Rbcm,
+            local: LocalConfig::default(),
         }
     }
 }

@@ -52,8 +52,6 @@ pub mod config;
 mod eval;
 pub mod fleet;
 mod groups;
-#[allow(missing_docs)]
-pub mod local_shim;
 pub mod network;
 pub mod prepare;
 pub mod regions;

@@ -84,7 +84,7 @@ pub struct Report {
     /// The central learner's σ_n (original units).
     pub sigma_n_central: Option<f64>,
     /// Fleet-wide query (issue 19) under the run's `fleet_rule`: RMSE (original units) of the
-    /// fleet's combined answer on the first 1,000 rows of each test set (a deterministic
+    /// fleet's combined answer on the first 2,000 rows of each test set (a deterministic
     /// subset: the test set is shuffled), every agent answering with its fused q(u) plus its
     /// local memory's correction (without memory: the global model alone).
     pub rmse_fleet_query: f64,
@@ -153,6 +153,10 @@ pub struct Report {
     /// Per-agent rows.
     #[serde(skip)]
     pub per_agent: Vec<AgentRow>,
+    /// RMSE of the fleet query (`fleet_rule`, original units) on the rows of each routing
+    /// group (a station, a region; `None` for a group without a row of the query).
+    #[serde(skip)]
+    pub fleet_query_by_group: Vec<Option<f64>>,
 }
 
 /// Wall seconds per phase of a run (the fleet's blocks run alongside the central learner).

@@ -117,6 +117,7 @@ impl Fleet<'_> {
             coverage95_oracle_local: oracle(|s| s.coverage95),
             fleet_query_rules: query.rules,
             local_points_mean: query.local_points_mean,
+            fleet_query_by_group: query.by_group,
             local_bytes_per_agent: query.local_bytes_per_agent,
             agents: cfg.agents,
             inducing: self.vocab.m(),

@@ -5,9 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::local_shim::{combine, FleetRule, LocalAnswer, LocalExt};
+use coolgp::local::{combine, FleetRule, LocalAnswer};
 use coolgp::model::predict::Prediction;
-use coolgp::View;
+use coolgp::{Agent, View};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -19,7 +19,7 @@ use crate::workload::TestSet;
 /// Test rows per test set answered by the whole fleet (the first ones of the set, which is
 /// shuffled: a deterministic subset). Every agent answers each of them, so the cost is
 /// agents × rows × (one prediction + one residual solve on the agent's memory).
-pub const QUERY_POINTS: usize = 1_000;
+pub const QUERY_POINTS: usize = 2_000;
 
 /// The fleet rules every run scores, in the order of `fleet_query_rules`.
 pub const RULES: [FleetRule; 3] = [FleetRule::MinVariance, FleetRule::Bcm, FleetRule::Rbcm];
@@ -81,10 +81,12 @@ pub(super) struct FleetQuery {
     pub rules: BTreeMap<String, QueryScores>,
     /// The oracle's scores (over the rows whose group is known), if any row's is.
     pub oracle: Option<QueryScores>,
+    /// The run's rule's RMSE (original units) on the rows of each routing group (`None` for a
+    /// group without a row).
+    pub by_group: Vec<Option<f64>>,
     /// Mean rows in the agents' local memories.
     pub local_points_mean: f64,
-    /// Mean bytes of local state per agent (the memory's rows and targets, its Cholesky
-    /// factor and its residual weights).
+    /// Mean bytes of local state per agent ([`local_bytes`]).
     pub local_bytes_per_agent: f64,
 }
 
@@ -99,6 +101,7 @@ impl Fleet<'_> {
         let y_scale = self.work.y_scale;
         let mut per_rule: Vec<Vec<QueryScores>> = vec![Vec::new(); RULES.len()];
         let mut oracle = Vec::new();
+        let mut by_group = GroupErrors::new(self.work.groups);
         for t in &self.work.tests {
             let w = window(t, 0, QUERY_POINTS);
             let answers: Vec<Option<Vec<LocalAnswer>>> = self
@@ -117,6 +120,9 @@ impl Fleet<'_> {
                     .map(|i| combine(rule, &at_row(i, &mut (0..self.agents.len()))))
                     .collect::<Option<_>>()
                     .unwrap_or_default();
+                if rule == self.cfg.fleet_rule && combined.len() == n {
+                    by_group.add(&w, &combined);
+                }
                 per_rule[r].push(if combined.len() == n {
                     QueryScores::of(&combined, &w.y, y_scale)
                 } else {
@@ -135,6 +141,7 @@ impl Fleet<'_> {
                 .map(|(rule, s)| (rule.name().to_owned(), QueryScores::mean(s)))
                 .collect(),
             oracle: (!oracle.is_empty()).then(|| QueryScores::mean(&oracle)),
+            by_group: by_group.rmse(y_scale),
             local_points_mean: self
                 .agents
                 .iter()
@@ -144,7 +151,7 @@ impl Fleet<'_> {
             local_bytes_per_agent: self
                 .agents
                 .iter()
-                .map(|a| local_bytes(a.local_points(), self.work.d) as f64)
+                .map(|a| local_bytes(a) as f64)
                 .sum::<f64>()
                 / na,
         }
@@ -171,9 +178,46 @@ impl Fleet<'_> {
     }
 }
 
-/// Bytes of an agent's local state with `points` rows of `d` inputs: the rows and targets
-/// (`points·(d + 1)` values), the Cholesky factor of `K_r(B,B) + σ²I` (`points²`) and the
-/// residual weights (`points`), 8 bytes each.
-pub fn local_bytes(points: usize, d: usize) -> usize {
-    8 * (points * (d + 2) + points * points)
+/// Squared errors of the combined answers summed per routing group.
+struct GroupErrors {
+    /// `(Σ (mean − y)², rows)` per group.
+    sums: Vec<(f64, usize)>,
+}
+
+impl GroupErrors {
+    fn new(groups: usize) -> Self {
+        Self {
+            sums: vec![(0.0, 0); groups],
+        }
+    }
+
+    /// Adds the answers at the rows of `w` whose group is known.
+    fn add(&mut self, w: &TestSet, answers: &[LocalAnswer]) {
+        for (i, a) in answers.iter().enumerate() {
+            if let Some(s) = w.group(i).and_then(|g| self.sums.get_mut(g)) {
+                let e = a.mean() - w.y[i];
+                s.0 += e * e;
+                s.1 += 1;
+            }
+        }
+    }
+
+    /// Each group's RMSE in original units.
+    fn rmse(&self, y_scale: f64) -> Vec<Option<f64>> {
+        self.sums
+            .iter()
+            .map(|&(sse, n)| (n > 0).then(|| (sse / n as f64).sqrt() * y_scale))
+            .collect()
+    }
+}
+
+/// Bytes of agent `a`'s local state, 8 per value: the memory's rows and targets
+/// (`n·(d + 1)`), the rows' residual-kernel features (`n·f`) and the Cholesky factor of
+/// `K_r(B,B) + σ²I` (`n²`), for `n` rows in the memory.
+pub fn local_bytes(a: &Agent) -> usize {
+    let local = a.local();
+    let n = local.len();
+    let rows = local.memory().x().len() + local.memory().y().len();
+    let feats = n * local.kernel().feature_len(a.vocabulary().m());
+    8 * (rows + feats + n * n)
 }
