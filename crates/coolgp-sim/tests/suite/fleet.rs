@@ -22,7 +22,7 @@ fn workload() -> Workload {
     })
     .expect("valid synthetic configuration");
     let batch = |(_, x, y)| Batch { group: None, x, y };
-    let test = |(_, x, y)| TestSet { x, y };
+    let test = |(_, x, y)| TestSet::new(x, y);
     Workload {
         d: 2,
         batches: syn.train_batches.into_iter().map(batch).collect(),
