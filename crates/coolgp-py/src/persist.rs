@@ -19,7 +19,7 @@ use safetensors::tensor::TensorView;
 use safetensors::SafeTensors;
 use serde_json::json;
 
-use crate::config::{agent_config, AgentKw};
+use crate::config::{agent_config, AgentKw, LocalKw};
 use crate::fence::{core_err, store_err};
 
 /// The extra metadata key.
@@ -193,6 +193,7 @@ pub fn load(path: &Path, given: Option<Arc<Vocabulary>>) -> PyResult<(coolgp::Ag
         seed: 0,
         projection_group: None,
         site: coolgp::learn::SiteOptions::default(),
+        local: LocalKw::default(),
     };
     snap.config.projection = agent_config(&kw).map_err(|e| bad(path, e))?.projection;
     let inner = coolgp::Agent::restore(vocab, snap).map_err(core_err)?;
