@@ -390,3 +390,84 @@ fn a_snapshot_with_a_memory_row_of_the_wrong_width_is_refused() {
     let e = Agent::restore(a.vocabulary().clone(), off).expect_err("memory off");
     assert!(e.to_string().contains("local memory is off"), "{e}");
 }
+
+#[test]
+fn the_kernel_is_refit_when_the_memory_doubles_and_then_every_capacity_rows() {
+    let local = LocalConfig {
+        capacity: 100,
+        ..LocalConfig::default()
+    };
+    let mut a = agent(local, 4);
+    let mut rng = Rng::new(4, 4);
+    let mut fits = Vec::new();
+    let initial = a.local().kernel().params().to_vec();
+    for step in 1..=330 {
+        let (x, y) = data(1, &mut rng);
+        a.handle_block(x.as_ref(), &y).expect("block");
+        let (last, since) = a.local().fit_state();
+        if since == 0 {
+            fits.push((step, last));
+        }
+    }
+    assert_eq!(
+        fits,
+        [
+            (16, 16),
+            (32, 32),
+            (64, 64),
+            (100, 100),
+            (200, 100),
+            (300, 100)
+        ]
+    );
+    assert_ne!(
+        a.local().kernel().params(),
+        &initial[..],
+        "the fit moved the kernel"
+    );
+}
+
+#[test]
+fn the_learned_correction_helps_near_the_memory() {
+    // A field with structure finer than 12 inducing inputs can hold: held-out points from the
+    // region of the memory are predicted better with the correction, and no worse far away.
+    let field = |a: f64, b: f64| (4.0 * a).sin() * (3.0 * b).cos() + 0.3 * a;
+    let local = LocalConfig {
+        capacity: 300,
+        ..LocalConfig::default()
+    };
+    let mut a = agent(local, 6);
+    let mut rng = Rng::new(6, 6);
+    let sample = |n: usize, rng: &mut Rng, scale: f64| {
+        let x = Mat::from_fn(n, 2, |_, _| scale * rng.normal());
+        let y: Vec<f64> = (0..n)
+            .map(|i| field(x[(i, 0)], x[(i, 1)]) + 0.05 * rng.normal())
+            .collect();
+        (x, y)
+    };
+    for _ in 0..30 {
+        let (x, y) = sample(20, &mut rng, 1.0);
+        a.handle_block(x.as_ref(), &y).expect("block");
+    }
+    let (xq, yq) = sample(200, &mut rng, 1.0);
+    let global = a.predict(xq.as_ref(), View::Fused).expect("global");
+    let local = a.predict_local(xq.as_ref(), View::Fused).expect("local");
+    let (g, l) = (global.rmse(&yq), local.rmse(&yq));
+    assert!(l < 0.5 * g, "near: local {l} vs global {g}");
+    let nlpd = (global.nlpd(&yq), local.nlpd(&yq));
+    assert!(nlpd.1 < nlpd.0, "near nlpd: {nlpd:?}");
+    // Far away (inputs shifted by 8 in the first column), the correction vanishes.
+    let (mut xf, _) = sample(100, &mut rng, 1.0);
+    for i in 0..100 {
+        xf[(i, 0)] += 8.0;
+    }
+    let gf = a.predict(xf.as_ref(), View::Fused).expect("global");
+    let lf = a.local_answers(xf.as_ref(), View::Fused).expect("local");
+    for (i, ans) in lf.iter().enumerate() {
+        assert!((ans.mean() - gf.mean[i]).abs() < 1e-6, "far mean");
+        assert!(
+            ans.residual_var > 0.99 * ans.residual_prior,
+            "far residual var"
+        );
+    }
+}
