@@ -558,6 +558,28 @@ impl Agent {
         })
     }
 
+    /// Pickling: the agent as its checkpoint bytes (Agent.save's format, the local memory
+    /// included), rebuilt by `coolgp._coolgp._agent_from_checkpoint`.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+        let py = slf.py();
+        let this = slf.borrow();
+        let d = this.inner.projection().d();
+        let who = persist::Identity {
+            fleet: "python",
+            inputs: (0..d).map(|j| format!("x{j}")).collect(),
+            target: "y",
+        };
+        let bytes = fenced("pickle", || {
+            persist::to_bytes(&this.inner, &this.projection, "<pickle>".as_ref(), who)
+        })?;
+        let rebuild = py
+            .import("coolgp._coolgp")?
+            .getattr("_agent_from_checkpoint")?;
+        Ok((rebuild, (PyBytes::new(py, &bytes),)))
+    }
+
     fn __repr__(&self) -> String {
         let (mode, fusion) = describe(self.inner.config());
         format!(
@@ -571,6 +593,17 @@ impl Agent {
             self.inner.neighbors().collect::<Vec<_>>()
         )
     }
+}
+
+/// An agent from the checkpoint bytes of `Agent.__reduce__` (unpickling).
+///
+/// Raises ValueError for bytes that are not such a checkpoint.
+#[pyfunction]
+pub fn _agent_from_checkpoint(bytes: &[u8]) -> PyResult<Agent> {
+    fenced("unpickle", || {
+        persist::from_bytes("<pickle>".as_ref(), bytes, None)
+            .map(|(inner, projection)| Agent { inner, projection })
+    })
 }
 
 /// Decodes a payload's header without an agent: dict with 'sender', 'receiver', 'round',

@@ -38,6 +38,7 @@ fn _coolgp(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<fleet::FleetRegressor>()?;
     m.add_function(wrap_pyfunction!(agent::message_info, m)?)?;
     m.add_function(wrap_pyfunction!(answers::combine_answers, m)?)?;
+    m.add_function(wrap_pyfunction!(agent::_agent_from_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(fence::_panic_fence_check, m)?)?;
     Ok(())

@@ -138,3 +138,18 @@ def test_fleet_regressor_with_memory_answers_with_the_fleet_rule():
     assert rmse(mean) < rmse(plain.predict(xt)), (rmse(mean), rmse(plain.predict(xt)))
     rb = coolgp.FleetRegressor(agents=4, inducing=15, local_memory=60, fleet_rule="rbcm", seed=0)
     assert np.all(np.isfinite(rb.fit(x, y, groups=groups).predict(xt)))
+
+
+def test_pickle_carries_the_memory():
+    import pickle
+
+    a, rng = agent_with_memory(30, "recent")
+    a.neighbors = [2, 3]
+    b = pickle.loads(pickle.dumps(a))
+    assert (b.id, b.neighbors, b.local_points, b.points) == (a.id, a.neighbors, 30, a.points)
+    assert b.config == a.config
+    x, _ = block(rng, 9, 2)
+    for got, want in zip(b.predict(x, local=True), a.predict(x, local=True)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError):
+        coolgp._coolgp._agent_from_checkpoint(b"not a checkpoint")
