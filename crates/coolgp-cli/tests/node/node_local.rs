@@ -1,6 +1,7 @@
 //! Issue 19 in the node: `coolgp query --all` (every agent asked with one zenoh get, their
 //! answers combined by the fleet rule on the querier's side) against the rule applied to each
-//! node's own answer (`--agent`), and a local memory that survives kill -9.
+//! node's own answer (`--agent`), bad replies dropped by name, a TLS fleet, and a local memory
+//! that survives kill -9.
 
 use crate::common;
 use std::process::Command;
@@ -8,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use coolgp::local::{combine, FleetRule, LocalAnswer};
+use coolgp_node::zenoh::Wait;
+use coolgp_node::{client, ZenohArgs};
 
 /// Extra flags of every node in these tests: a local memory of 30 rows.
 const LOCAL: &[&str] = &["--local-memory", "30"];
@@ -285,4 +288,95 @@ fn query_all_says_when_no_agent_answered() {
         stderr.contains(&format!("coolgp/{}/*/predict", fleet.name)),
         "stderr: {stderr}"
     );
+}
+
+/// A zenoh peer listening on `port` posing as agents of `fleet`: agent 8 answers predict
+/// queries with a negative variance, agent 9 with bytes that are not JSON, and agent 7 holds
+/// a liveliness token but answers nothing. The declarations live as long as the returned
+/// values.
+fn bad_peers(fleet: &str, port: u16) -> (client::BlockingClient, Vec<Box<dyn std::any::Any>>) {
+    let z = ZenohArgs {
+        listen: vec![endpoint(port)],
+        ..ZenohArgs::default()
+    };
+    let c = client::BlockingClient::connect(&z).expect("fake session");
+    let s = c.session().clone();
+    let mut keep: Vec<Box<dyn std::any::Any>> = Vec::new();
+    // Seven points (query_csv's), the residual variance of the first negative.
+    let mut rv = vec![0.5; 7];
+    rv[0] = -1.0;
+    let negative = serde_json::json!({
+        "mean": vec![0.0; 7], "var_f": vec![1.0; 7], "var_y": vec![1.1; 7],
+        "parts": {"global_mean": vec![0.0; 7], "global_var": vec![1.0; 7], "residual_mean": vec![0.0; 7],
+                  "residual_var": rv, "residual_prior": vec![1.0; 7], "noise_var": vec![0.1; 7]}
+    })
+    .to_string();
+    for (id, body) in [(8, negative.into_bytes()), (9, b"{not json".to_vec())] {
+        let key = format!("coolgp/{fleet}/{id}/predict");
+        let reply_key = key.clone();
+        let q = s
+            .declare_queryable(key)
+            .callback(move |q| {
+                let _ = q.reply(reply_key.clone(), body.clone()).wait();
+            })
+            .wait()
+            .expect("queryable");
+        keep.push(Box::new(q));
+    }
+    let t = s
+        .liveliness()
+        .declare_token(format!("coolgp/{fleet}/7/alive"))
+        .wait()
+        .expect("token");
+    keep.push(Box::new(t));
+    (c, keep)
+}
+
+#[test]
+fn query_all_drops_bad_replies_naming_the_peer_and_names_the_silent() {
+    // Replies are untrusted: a malformed or invalid one is dropped with a warning naming the
+    // peer; a live member that does not answer is named; the good answer is printed.
+    let _g = serial();
+    let mut fleet = Fleet::new("qbad", 2);
+    let shares = regional_shares(1, 990);
+    start_path(&mut fleet, &shares, 10, 40, false, LOCAL);
+    let (_peer, _keep) = bad_peers(&fleet.name, fleet.ports[1]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !fleet.status(0, false).is_some_and(|s| s.stream_ended) {
+        assert!(Instant::now() < deadline, "node 0 never ended its stream");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let input = query_csv(&fleet);
+    let (rows, stderr) = query(
+        &fleet,
+        &["--all", "--timeout-ms", "3000", "--input", &input],
+    );
+    assert_eq!(rows.len(), 7);
+    assert!(rows.iter().flatten().all(|v| v.is_finite()));
+    for want in [
+        "dropped the reply of agent 8: residual_var[0] = -1 is not a valid value",
+        "dropped the reply of agent 9: not a prediction document",
+        "no answer within 3000 ms from live agent(s) [7]",
+        "answers from agent(s) [0] of fleet",
+    ] {
+        assert!(stderr.contains(want), "{want:?} not in stderr:\n{stderr}");
+    }
+}
+
+#[test]
+fn query_all_works_in_a_tls_fleet() {
+    // `--all` with `--tls DIR`: the reader asks every member over mutual TLS.
+    let _g = serial();
+    let n = 2;
+    let mut fleet = Fleet::new_tls("qtls", n, &[0, 1]);
+    let shares = regional_shares(n, 970);
+    let total: usize = shares.iter().map(Vec::len).sum();
+    start_path(&mut fleet, &shares, 10, 40, false, LOCAL);
+    fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
+        s.stream_ended && s.fleet_points == total as f64 && s.tls
+    });
+    let input = query_csv(&fleet);
+    let (rows, stderr) = query(&fleet, &["--all", "--input", &input, "--parts"]);
+    assert!(stderr.contains("answers from agent(s) [0, 1]"), "{stderr}");
+    assert_eq!((rows.len(), rows[0].len()), (7, 9));
 }
