@@ -9,13 +9,14 @@
 //! global_var    = [var_f(x*) − ρ(x*)] − 2 cᵀΨ_B Σ φ* + cᵀΨ_B Σ Ψ_Bᵀ c,   ρ = max(σ_s² − tr(K⁻¹ψ2(x*)), 0)
 //! residual_var  = k_r(x*, x*) − k_r(x*, B) A⁻¹ k_r(B, x*)
 //! ```
-//! Per call, the memory's part (`Ψ_B`, `L⁻¹(y_B − μ_g(B))`) is computed once, O(n m d' + n²),
-//! less than the m³ factorization of q(u) every prediction already does; per query point the
-//! cost is O(m² d') (the global part) + O(n f) (kernel) + O(n²) (two triangular solves,
-//! batched over the query rows) + O(n m + m²).
+//! The memory's part (`G = L⁻¹Ψ̄_B`, `z = L⁻¹(y_B − μ_g(B))`, [`super::cache`]) is computed
+//! once per model version, O(n m d' + n² m); per query point the cost is O(m² d') (the global
+//! part) + O(n f) (kernel) + O(n²) (one triangular solve, batched over the query rows) +
+//! O(n m + m²), since `Ψ_Bᵀ c = σ_s Gᵀ L⁻¹ k_r(B, x*)`.
 
 use faer::{Mat, MatRef};
 
+use super::cache::{Key, MemoryPart};
 use super::LocalModel;
 use crate::error::Result;
 use crate::linalg::{dot, mat_vec, mul};
@@ -123,13 +124,16 @@ pub(crate) fn answers(
     let (n, q) = (model.len(), x.nrows());
     let ss = proj.sigma_s();
     let (mean_g, gvar, phi) = global_part(vocab, proj, post, x);
-    // The memory's part: Ψ̄_B and z = L⁻¹ (y_B − μ_g(B)).
-    let psi_b = psi1_matrix(vocab, proj, model.rows().as_ref())?;
-    let y = model.memory().y();
-    let mu_b = mat_vec(psi_b.as_ref(), &post.alpha);
-    let mut z = Mat::from_fn(n, 1, |i, _| y[i] - ss * mu_b[i]);
+    let key = Key {
+        version: model.version(),
+        theta: proj.to_flat(),
+        alpha: post.alpha.clone(),
+        t1_inv: post.t1_inv.clone(),
+    };
+    let part = model
+        .cache()
+        .get_or(key, |key| memory_part(model, vocab, proj, post, key))?;
     let factor = model.factor();
-    factor.solve_lower_in_place(z.as_mut());
     // k_r(B, x*) [n, q] and k_r(x*, x*).
     let kernel = model.kernel();
     let mut fx = Vec::new();
@@ -147,14 +151,12 @@ pub(crate) fn answers(
             *a = kernel.cov(model.feature(i), &fx);
         }
     }
-    // V = L⁻¹ k_r(B, x*), C = L⁻ᵀ V = A⁻¹ k_r(B, x*).
+    // V = L⁻¹ k_r(B, x*); c = L⁻ᵀ V = A⁻¹ k_r(B, x*) enters only through
+    // w̄ = Ψ̄_Bᵀ c = Gᵀ V [m, q]; s = Σ w̄.
     factor.solve_lower_in_place(v.as_mut());
-    let mut c = v.clone();
-    factor.solve_upper_in_place(c.as_mut());
-    // w̄ = Ψ̄_Bᵀ c [m, q], s = Σ w̄.
-    let wbar = mul(psi_b.transpose(), c.as_ref());
+    let wbar = mul(part.g.transpose(), v.as_ref());
     let s = mul(post.t1_inv.as_ref(), wbar.as_ref());
-    let zc = z.col_as_slice(0);
+    let zc = &part.z;
     let noise = kernel.noise_var();
     Ok((0..q)
         .map(|r| {
@@ -171,6 +173,24 @@ pub(crate) fn answers(
             }
         })
         .collect())
+}
+
+/// The memory's part under `key`: `G = L⁻¹ Ψ̄_B`, `z = L⁻¹ (y_B − σ_s Ψ̄_B α)`.
+fn memory_part(
+    model: &LocalModel,
+    vocab: &Vocabulary,
+    proj: &Projection,
+    post: &Posterior,
+    key: Key,
+) -> Result<MemoryPart> {
+    let n = model.len();
+    let mut g = psi1_matrix(vocab, proj, model.rows().as_ref())?;
+    let y = model.memory().y();
+    let mu_b = mat_vec(g.as_ref(), &post.alpha);
+    let mut z = Mat::from_fn(n, 1, |i, _| y[i] - proj.sigma_s() * mu_b[i]);
+    model.factor().solve_lower_in_place(z.as_mut());
+    model.factor().solve_lower_in_place(g.as_mut());
+    Ok(MemoryPart::new(key, g, z.col_as_slice(0).to_vec()))
 }
 
 /// A symmetric `[m, m]` matrix's upper triangle, row-major, off-diagonal entries doubled, so

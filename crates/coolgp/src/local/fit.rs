@@ -7,10 +7,10 @@
 use super::kernel::{ResidualKernel, LOG_BOUNDS};
 
 /// Most memory rows a fit looks at (evenly spaced over the memory).
-pub const FIT_ROWS: usize = 256;
+pub const FIT_ROWS: usize = 128;
 
 /// Most evaluations of the log marginal likelihood and its gradient per fit.
-pub const FIT_EVALS: usize = 40;
+pub const FIT_EVALS: usize = 30;
 
 /// Pairs kept by L-BFGS.
 const HISTORY: usize = 6;
@@ -94,9 +94,9 @@ pub fn fit_learned(kernel: &ResidualKernel, x: &[f64], r: &[f64], first: bool) -
             }
             hist.push((s, y));
         }
-        let done = (f - fq).abs() <= 1e-10 * f.abs().max(1.0);
+        let done = (f - fq).abs() <= 1e-7 * f.abs().max(1.0);
         (p, f, g) = (q, fq, gq);
-        if done || g.iter().all(|v| v.abs() < 1e-7) {
+        if done || g.iter().all(|v| v.abs() < 1e-6) {
             break;
         }
     }

@@ -15,7 +15,10 @@ use faer::Mat;
 
 use super::ResidualKind;
 use crate::error::{Error, Result};
-use crate::linalg::{mat_vec, Cholesky};
+use faer::linalg::solvers::{DenseSolveCore, Solve};
+
+use crate::linalg::mat_vec;
+use crate::model::kernel::sqdist;
 use crate::model::{Projection, Vocabulary};
 
 /// Bounds of the learned kernel's log parameters (ln σ_r, ln σ_rn, ln ℓ): a fit never leaves them.
@@ -168,44 +171,54 @@ impl ResidualKernel {
         }
         let (d, n) = (self.d, r.len());
         let (s2, n2) = ((2.0 * p[0]).exp(), (2.0 * p[1]).exp());
-        let inv_l2: Vec<f64> = p[2..].iter().map(|l| (-2.0 * l).exp()).collect();
-        let row = |i: usize| &x[i * d..(i + 1) * d];
-        let e = Mat::from_fn(n, n, |i, j| {
-            let q: f64 = (0..d)
-                .map(|k| (row(i)[k] - row(j)[k]).powi(2) * inv_l2[k])
-                .sum();
-            (-0.5 * q).exp()
-        });
-        let a = Mat::from_fn(n, n, |i, j| s2 * e[(i, j)] + if i == j { n2 } else { 0.0 });
-        let chol = Cholesky::new(a.as_ref(), "local residual A")?;
-        let alpha = chol.solve_vec(r);
-        let lml = -0.5 * dot(r, &alpha)
-            - 0.5 * chol.log_det()
+        // Inputs scaled by the lengthscales, so D_k,ij = (xs_ik − xs_jk)².
+        let xs: Vec<f64> = (0..n * d).map(|t| x[t] * (-p[2 + t % d]).exp()).collect();
+        let row = |i: usize| &xs[i * d..(i + 1) * d];
+        let mut e = Mat::<f64>::zeros(n, n);
+        let mut a = Mat::<f64>::zeros(n, n);
+        for j in 0..n {
+            for i in j..n {
+                let v = (-0.5 * sqdist(row(i), row(j))).exp();
+                e[(i, j)] = v;
+                a[(i, j)] = s2 * v + if i == j { n2 } else { 0.0 };
+            }
+        }
+        let llt = faer::linalg::solvers::Llt::new(a.as_ref(), faer::Side::Lower).map_err(|_| {
+            Error::NotPositiveDefinite {
+                what: "local residual A",
+                jitter_tried: 0.0,
+            }
+        })?;
+        let mut alpha = Mat::from_fn(n, 1, |i, _| r[i]);
+        llt.solve_in_place(alpha.as_mut());
+        let alpha = alpha.col_as_slice(0);
+        let l = llt.L();
+        let log_det = 2.0 * (0..n).map(|i| l[(i, i)].ln()).sum::<f64>();
+        let lml = -0.5 * dot(r, alpha)
+            - 0.5 * log_det
             - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
-        let ainv = chol.inverse();
-        // W = ααᵀ − A⁻¹; gradient entries are ½ Σ_ij W_ij ∂A_ij.
+        let ainv = llt.inverse();
+        // W = ααᵀ − A⁻¹; gradient entries are ½ Σ_ij W_ij ∂A_ij, over the lower triangle with
+        // the off-diagonal counted twice.
         let mut g = vec![0.0; 2 + d];
         for j in 0..n {
-            for i in 0..n {
+            for i in j..n {
                 let w = alpha[i] * alpha[j] - ainv[(i, j)];
-                let we = w * e[(i, j)];
-                g[0] += we * s2;
+                let we = if i == j { w } else { 2.0 * w } * e[(i, j)];
+                g[0] += we;
                 if i == j {
-                    g[1] += w * n2;
+                    g[1] += w;
                 }
-                for k in 0..d {
-                    let dk = (row(i)[k] - row(j)[k]).powi(2) * inv_l2[k];
-                    g[2 + k] += 0.5 * we * s2 * dk;
+                for (k, (u, v)) in row(i).iter().zip(row(j)).enumerate() {
+                    g[2 + k] += we * (u - v) * (u - v);
                 }
             }
         }
+        g[0] *= s2;
+        g[1] *= n2;
+        g[2..].iter_mut().for_each(|v| *v *= 0.5 * s2);
         Ok((lml, g))
     }
-}
-
-/// `‖a − b‖²`.
-fn sqdist(a: &[f64], b: &[f64]) -> f64 {
-    super::memory::sqdist(a, b)
 }
 
 /// `aᵀb`.

@@ -6,6 +6,7 @@
 use faer::MatRef;
 
 use super::MemoryPolicy;
+use crate::model::kernel::sqdist;
 use crate::rng::Rng;
 
 /// Stream of the reservoir's draws: draw t uses `Rng::new(seed, RESERVOIR_STREAM + t)`, so the
@@ -231,10 +232,8 @@ impl Memory {
     /// Deletes the plan's old rows and appends its new rows (not the nn state).
     fn apply(&mut self, plan: &Plan, x: MatRef<'_, f64>, y: &[f64]) {
         let d = self.d;
-        for &i in plan.remove.iter().rev() {
-            self.x.drain(i * d..(i + 1) * d);
-            self.y.remove(i);
-        }
+        retain_rows(&mut self.x, d, &plan.remove);
+        retain_rows(&mut self.y, 1, &plan.remove);
         for &r in &plan.add {
             self.x.extend((0..d).map(|j| x[(r, j)]));
             self.y.push(y[r]);
@@ -246,6 +245,25 @@ impl Memory {
         let dists: Vec<f64> = (0..self.len()).map(|j| sqdist(self.row(j), p)).collect();
         argmin(&dists, skip)
     }
+}
+
+/// Deletes rows `remove` (ascending) of a row-major `[n, width]` buffer, in one pass.
+pub(crate) fn retain_rows(v: &mut Vec<f64>, width: usize, remove: &[usize]) {
+    if remove.is_empty() {
+        return;
+    }
+    let n = v.len() / width.max(1);
+    let mut at = 0;
+    let mut next = remove.iter().peekable();
+    for i in 0..n {
+        if next.peek() == Some(&&i) {
+            next.next();
+            continue;
+        }
+        v.copy_within(i * width..(i + 1) * width, at * width);
+        at += 1;
+    }
+    v.truncate(at * width);
 }
 
 /// The change from `old` rows to a logical list of slots: old rows absent are deleted, new
@@ -275,9 +293,4 @@ fn argmin(v: &[f64], skip: Option<usize>) -> (f64, usize) {
         }
     }
     best
-}
-
-/// `‖a − b‖²`.
-pub(crate) fn sqdist(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
 }

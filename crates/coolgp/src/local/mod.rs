@@ -14,6 +14,7 @@
 //! for bit.
 
 pub mod answer;
+mod cache;
 pub mod combine;
 pub mod factor;
 pub mod fit;

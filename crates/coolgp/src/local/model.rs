@@ -3,9 +3,10 @@
 
 use faer::{Mat, MatRef};
 
+use super::cache::Cache;
 use super::factor::Factor;
 use super::kernel::ResidualKernel;
-use super::memory::Memory;
+use super::memory::{retain_rows, Memory};
 use super::LocalConfig;
 use crate::error::Result;
 use crate::model::{Projection, Vocabulary};
@@ -27,6 +28,10 @@ pub struct LocalModel {
     last_fit: usize,
     /// Rows inserted since the last fit.
     since_fit: u64,
+    /// Bumped by every change of the rows or the kernel (the prediction cache's key).
+    version: u64,
+    /// The memory's part of predictions under the last model version.
+    cache: Cache,
 }
 
 impl LocalModel {
@@ -44,6 +49,8 @@ impl LocalModel {
             factor: Factor::default(),
             last_fit: 0,
             since_fit: 0,
+            version: 0,
+            cache: Cache::default(),
         }
     }
 
@@ -68,6 +75,8 @@ impl LocalModel {
             factor: Factor::default(),
             last_fit,
             since_fit,
+            version: 0,
+            cache: Cache::default(),
         };
         m.refactor(vocab)?;
         Ok(m)
@@ -120,6 +129,16 @@ impl LocalModel {
         self.factor.len() == self.memory.len()
     }
 
+    /// The version of rows and kernel (bumped by every change).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The prediction cache.
+    pub(crate) fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
     /// Features of row `i`.
     pub(crate) fn feature(&self, i: usize) -> &[f64] {
         &self.feats[i * self.flen..(i + 1) * self.flen]
@@ -132,6 +151,7 @@ impl LocalModel {
     pub fn offer(&mut self, vocab: &Vocabulary, x: MatRef<'_, f64>, y: &[f64]) -> bool {
         let in_step = self.factor.len() == self.memory.len();
         let plan = self.memory.offer(x, y);
+        self.version += 1;
         self.since_fit += plan.add.len() as u64;
         if !in_step {
             // A failed factorization left the factor empty: try afresh with the new rows.
@@ -139,23 +159,30 @@ impl LocalModel {
             return self.fit_due();
         }
         let f = self.flen;
-        for &i in plan.remove.iter().rev() {
-            self.factor.remove(i);
-            self.feats.drain(i * f..(i + 1) * f);
-        }
+        self.factor.remove_rows(&plan.remove);
+        retain_rows(&mut self.feats, f, &plan.remove);
+        let n = self.factor.len();
         let mut xr = vec![0.0; x.ncols()];
-        let mut col = Vec::with_capacity(self.len());
         for &r in &plan.add {
             for (j, v) in xr.iter_mut().enumerate() {
                 *v = x[(r, j)];
             }
-            let n = self.factor.len();
             self.kernel.features(vocab, &xr, &mut self.feats);
-            let (old, new) = self.feats.split_at(n * f);
-            col.clear();
-            col.extend((0..n).map(|i| self.kernel.cov(&old[i * f..(i + 1) * f], new)));
-            let diag = self.kernel.cov(new, new) + self.kernel.noise_var();
-            self.factor.push(&col, diag);
+        }
+        let k = plan.add.len();
+        let (old, new) = self.feats.split_at(n * f);
+        let cross = Mat::from_fn(n, k, |i, j| {
+            self.kernel
+                .cov(feature_row(old, f, i), feature_row(new, f, j))
+        });
+        let noise = self.kernel.noise_var();
+        let block = Mat::from_fn(k, k, |i, j| {
+            self.kernel
+                .cov(feature_row(new, f, i), feature_row(new, f, j))
+                + if i == j { noise } else { 0.0 }
+        });
+        if self.factor.append(cross.as_ref(), block.as_ref()).is_err() {
+            let _ = self.refactor(vocab);
         }
         self.fit_due()
     }
@@ -185,6 +212,7 @@ impl LocalModel {
 
     /// Recomputes every row's features and factors A afresh.
     fn refactor(&mut self, vocab: &Vocabulary) -> Result<()> {
+        self.version += 1;
         let n = self.len();
         self.feats.clear();
         for i in 0..n {
@@ -197,4 +225,9 @@ impl LocalModel {
         });
         self.factor.refactor(a.as_ref()).map(drop)
     }
+}
+
+/// Row `i` of a row-major buffer of width `f`.
+fn feature_row(rows: &[f64], f: usize, i: usize) -> &[f64] {
+    &rows[i * f..(i + 1) * f]
 }

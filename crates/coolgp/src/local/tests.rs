@@ -149,6 +149,9 @@ fn check(kind: ResidualKind, point: bool, seed: u64) {
     assert_eq!(model.len(), n);
     let xq = Mat::from_fn(6, d, |_, _| 1.2 * rng.normal());
     let got = answers(&model, &vocab, &proj, &post, xq.as_ref()).expect("answers");
+    // The second call reads the memory's part from the cache: the same bits.
+    let again = answers(&model, &vocab, &proj, &post, xq.as_ref()).expect("answers");
+    assert_eq!(got, again);
     for (r, a) in got.iter().enumerate() {
         let xs: Vec<f64> = (0..d).map(|j| xq[(r, j)]).collect();
         let (mean, var, res_var) = dense(&model, &vocab, &proj, &post, &xs);
