@@ -111,6 +111,22 @@ fn regional_shares(n: usize, seed: u64) -> Vec<Vec<(Vec<f64>, f64)>> {
         .collect()
 }
 
+/// Three nodes with memory on a path (`regional_shares(3, seed)`, batch 10, rounds of 40 ms,
+/// `--state` when `durable`), once their streams ended and their memories filled (status:
+/// `local_memory` = `local_points` = 30). Returns the fleet and each node's arguments.
+fn memory_path(tag: &str, seed: u64, durable: bool) -> (Fleet, Vec<Vec<String>>) {
+    let shares = regional_shares(3, seed);
+    let total: usize = shares.iter().map(Vec::len).sum();
+    let mut fleet = Fleet::new(tag, 3);
+    let args = start_path(&mut fleet, &shares, 10, 40, durable, LOCAL);
+    fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
+        s.stream_ended
+            && s.fleet_points == total as f64
+            && (s.local_memory, s.local_points) == (30, 30)
+    });
+    (fleet, args)
+}
+
 #[test]
 fn query_all_returns_the_fleet_rule_over_the_nodes_own_answers() {
     // Issue 19: three real nodes with memory; `coolgp query --all` returns, under each fleet
@@ -118,17 +134,7 @@ fn query_all_returns_the_fleet_rule_over_the_nodes_own_answers() {
     // own answers, each asked with --agent, at 1e-9.
     let _g = serial();
     let t0 = Instant::now();
-    let n = 3;
-    let shares = regional_shares(n, 900);
-    let total: usize = shares.iter().map(Vec::len).sum();
-    let mut fleet = Fleet::new("qall", n);
-    start_path(&mut fleet, &shares, 10, 40, false, LOCAL);
-    let sts = fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
-        s.stream_ended && s.fleet_points == total as f64
-    });
-    for s in &sts {
-        assert_eq!((s.local_memory, s.local_points), (30, 30), "status");
-    }
+    let (fleet, _) = memory_path("qall", 900, false);
     let input = query_csv(&fleet);
     // The fused models settle within a few rounds; ask each node and the fleet again if the
     // models moved in between (the answers must come from the same state).
@@ -206,14 +212,8 @@ fn a_node_with_memory_killed_and_restarted_answers_the_same() {
     // --state, killed with -9 once settled and restarted, answers exactly as before.
     let _g = serial();
     let t0 = Instant::now();
-    let n = 3;
-    let shares = regional_shares(n, 950);
-    let total: usize = shares.iter().map(Vec::len).sum();
-    let mut fleet = Fleet::new("lcrash", n);
-    let args = start_path(&mut fleet, &shares, 10, 40, true, LOCAL);
-    fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
-        s.stream_ended && s.fleet_points == total as f64 && s.local_points == 30
-    });
+    let (mut fleet, args) = memory_path("lcrash", 950, true);
+    let total = 3 * 40; // memory_path's rows
     let input = query_csv(&fleet);
     let ask = |fleet: &Fleet| query(fleet, &["--agent", "1", "--input", &input, "--parts"]).0;
     // Settled: two answers 500 ms apart agree; then a checkpoint is due (every 20 rounds).
