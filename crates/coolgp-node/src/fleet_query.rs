@@ -154,7 +154,9 @@ pub async fn fetch_all(
     let deadline = Instant::now() + timeout;
     let mut got = FleetAnswers::default();
     let mut alive = BTreeSet::new();
+    let mut rounds = 0;
     loop {
+        rounds += 1;
         let left = deadline.saturating_duration_since(Instant::now());
         let wait = ATTEMPT.min(left).max(Duration::from_millis(100));
         alive.extend(members(session, fleet, wait.min(Duration::from_millis(500))).await);
@@ -163,8 +165,11 @@ pub async fn fetch_all(
         got.answers.append(&mut round.answers);
         // Keep the last round's drops only: an agent that answered well later is not named.
         got.dropped = round.dropped;
+        // Until a member is seen alive, one more round: a fresh session may see neither all
+        // routes nor all tokens at first.
         let everyone = alive.iter().all(|id| got.answers.contains_key(id));
-        if (!got.answers.is_empty() && everyone) || Instant::now() >= deadline {
+        let sure = !alive.is_empty() || rounds >= 2;
+        if (!got.answers.is_empty() && everyone && sure) || Instant::now() >= deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
