@@ -147,9 +147,7 @@ pub(crate) fn answers(
         fx.clear();
         kernel.features(vocab, &xr, &mut fx);
         kss.push(kernel.cov(&fx, &fx));
-        for (i, a) in v.col_as_slice_mut(r).iter_mut().enumerate() {
-            *a = kernel.cov(model.feature(i), &fx);
-        }
+        kernel.cov_column(model.features(), &fx, v.col_as_slice_mut(r));
     }
     // V = L⁻¹ k_r(B, x*); c = L⁻ᵀ V = A⁻¹ k_r(B, x*) enters only through
     // w̄ = Ψ̄_Bᵀ c = Gᵀ V [m, q]; s = Σ w̄.

@@ -1,6 +1,7 @@
 //! The fit of the learned residual kernel: maximizes the Gaussian log marginal likelihood of the
 //! memory's residuals `r_B = y_B − μ_g(B)` over `[ln σ_r, ln σ_rn, ln ℓ_1..d]` by L-BFGS with a
-//! backtracking line search (deterministic), at most [`FIT_EVALS`] evaluations on at most
+//! backtracking line search (deterministic), at most [`FIT_EVALS`] evaluations ([`WARM_EVALS`]
+//! after the first fit) on at most
 //! [`FIT_ROWS`] evenly spaced memory rows: O(FIT_EVALS · FIT_ROWS³) per fit, which the agent
 //! runs when the memory has doubled and then every `capacity` new rows.
 
@@ -9,8 +10,11 @@ use super::kernel::{ResidualKernel, LOG_BOUNDS};
 /// Most memory rows a fit looks at (evenly spaced over the memory).
 pub const FIT_ROWS: usize = 128;
 
-/// Most evaluations of the log marginal likelihood and its gradient per fit.
+/// Most evaluations of the log marginal likelihood and its gradient at the first fit.
 pub const FIT_EVALS: usize = 30;
+
+/// Most evaluations at a later fit, which starts from the previous optimum.
+pub const WARM_EVALS: usize = 12;
 
 /// Pairs kept by L-BFGS.
 const HISTORY: usize = 6;
@@ -57,8 +61,9 @@ pub fn fit_learned(kernel: &ResidualKernel, x: &[f64], r: &[f64], first: bool) -
     };
     let (mut f, mut g) = eval(&p)?;
     let mut evals = 1;
+    let max_evals = if first { FIT_EVALS } else { WARM_EVALS };
     let mut hist: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
-    while evals < FIT_EVALS {
+    while evals < max_evals {
         let mut dir = direction(&g, &hist);
         if dot(&dir, &g) >= 0.0 {
             dir = g.iter().map(|v| -v).collect();
@@ -68,7 +73,7 @@ pub fn fit_learned(kernel: &ResidualKernel, x: &[f64], r: &[f64], first: bool) -
         let mut t = if big > MAX_STEP { MAX_STEP / big } else { 1.0 };
         let slope = dot(&dir, &g);
         let mut next = None;
-        while evals < FIT_EVALS {
+        while evals < max_evals {
             let q: Vec<f64> = p
                 .iter()
                 .zip(&dir)

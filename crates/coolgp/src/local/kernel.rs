@@ -20,6 +20,7 @@ use faer::linalg::solvers::{DenseSolveCore, Solve};
 use crate::linalg::mat_vec;
 use crate::model::kernel::sqdist;
 use crate::model::{Projection, Vocabulary};
+use crate::simd::{dispatch, exp};
 
 /// Bounds of the learned kernel's log parameters (ln σ_r, ln σ_rn, ln ℓ): a fit never leaves them.
 pub const LOG_BOUNDS: (f64, f64) = (-12.0, 12.0);
@@ -155,6 +156,25 @@ impl ResidualKernel {
         }
     }
 
+    /// `out_i = k_r(row_i, fx)` for the rows of a feature buffer `rows [n, f]` (row-major) and
+    /// one feature row `fx`: the Learned kernel's exponentials in one vectorized pass.
+    pub fn cov_column(&self, rows: &[f64], fx: &[f64], out: &mut [f64]) {
+        let f = fx.len();
+        match self.kind {
+            ResidualKind::Learned => {
+                for (o, r) in out.iter_mut().zip(rows.chunks_exact(f)) {
+                    *o = sqdist(r, fx);
+                }
+                scaled_exp_in_place(out, self.signal_var());
+            }
+            ResidualKind::GlobalResidual => {
+                for (o, r) in out.iter_mut().zip(rows.chunks_exact(f)) {
+                    *o = self.cov(r, fx);
+                }
+            }
+        }
+    }
+
     /// The log marginal likelihood `−½ rᵀA⁻¹r − ½ ln|A| − (n/2) ln 2π` of residuals `r [n]` at
     /// raw inputs `x [n·d]` under a Learned kernel with parameters `p`, and its gradient in `p`:
     /// `½ tr((ααᵀ − A⁻¹) ∂A/∂p)`, `α = A⁻¹r`, with `∂A/∂ln σ_r = 2σ_r² E`,
@@ -218,6 +238,15 @@ impl ResidualKernel {
         g[1] *= n2;
         g[2..].iter_mut().for_each(|v| *v *= 0.5 * s2);
         Ok((lml, g))
+    }
+}
+
+dispatch! {
+    /// `v_i = s · exp(−½ v_i)` in place.
+    fn scaled_exp_in_place(v: &mut [f64], s: f64) {
+        for x in v.iter_mut() {
+            *x = s * exp(-0.5 * *x);
+        }
     }
 }
 

@@ -139,6 +139,11 @@ impl LocalModel {
         &self.cache
     }
 
+    /// Every row's features, `[n, f]` row-major.
+    pub(crate) fn features(&self) -> &[f64] {
+        &self.feats
+    }
+
     /// Features of row `i`.
     pub(crate) fn feature(&self, i: usize) -> &[f64] {
         &self.feats[i * self.flen..(i + 1) * self.flen]
@@ -171,10 +176,11 @@ impl LocalModel {
         }
         let k = plan.add.len();
         let (old, new) = self.feats.split_at(n * f);
-        let cross = Mat::from_fn(n, k, |i, j| {
+        let mut cross = Mat::<f64>::zeros(n, k);
+        for j in 0..k {
             self.kernel
-                .cov(feature_row(old, f, i), feature_row(new, f, j))
-        });
+                .cov_column(old, feature_row(new, f, j), cross.col_as_slice_mut(j));
+        }
         let noise = self.kernel.noise_var();
         let block = Mat::from_fn(k, k, |i, j| {
             self.kernel
@@ -220,9 +226,15 @@ impl LocalModel {
                 .features(vocab, self.memory.row(i), &mut self.feats);
         }
         let noise = self.kernel.noise_var();
-        let a = Mat::from_fn(n, n, |i, j| {
-            self.kernel.cov(self.feature(i), self.feature(j)) + if i == j { noise } else { 0.0 }
-        });
+        let mut a = Mat::<f64>::zeros(n, n);
+        for j in 0..n {
+            // The lower triangle is read: rows j.. of column j.
+            let f = self.flen;
+            let col = &mut a.col_as_slice_mut(j)[j..];
+            self.kernel
+                .cov_column(&self.feats[j * f..], self.feature(j), col);
+            col[0] += noise;
+        }
         self.factor.refactor(a.as_ref()).map(drop)
     }
 }
