@@ -7,6 +7,9 @@
 /// The local memory of the demo's fleet run (rows per station; issue 19's measured default).
 const DEMO_MEMORY: usize = 500;
 
+/// Which rows the demo's stations keep (`--local-policy`).
+const DEMO_POLICY: &str = "reservoir";
+
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -31,6 +34,7 @@ fn demo_args(seed: u64, projection: &str) -> SimArgs {
             projection: Some(projection.into()),
             // The memory leaves the global fused model as it is: only the fleet run keeps one.
             local_memory: (projection == "fleet").then_some(DEMO_MEMORY),
+            local_policy: (projection == "fleet").then(|| DEMO_POLICY.to_owned()),
             ..AgentArgs::default()
         },
         no_baselines: true,
@@ -83,8 +87,8 @@ pub fn run(out: Option<PathBuf>, seed: u64) -> Result<()> {
     println!(
         "  (alone: the station's own q(u) and q(W), the per-agent run before fusion; in --out DIR,\n   \
          summary.json is the fleet run, whose rmse_pre is the station's own q(u) under the fleet's\n   \
-         q(W), and DIR/per-agent the per-agent run. Fleet + local memory: every station keeps its\n   \
-         newest {DEMO_MEMORY} rows and answers with the fleet model plus an exact GP on their residuals;\n   \
+         q(W), and DIR/per-agent the per-agent run. Fleet + local memory: every station keeps a\n   \
+         uniform sample of {DEMO_MEMORY} of its rows ({DEMO_POLICY}) and answers with the fleet model plus an exact GP on their residuals;\n   \
          each held-out day is answered by all stations, combined by {} (a station's row: the days of\n   \
          that station; the mean row: the first {} held-out days of the network))",
         fleet.fleet_rule,

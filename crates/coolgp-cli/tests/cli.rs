@@ -830,3 +830,47 @@ fn regions_route_rows_and_every_run_scores_the_fleet_query() {
     let err = String::from_utf8_lossy(&coolgp(&args).stderr).to_string();
     assert!(err.contains("--regions a with --agent-by station"), "{err}");
 }
+
+#[test]
+fn local_experiment_writes_finite_figures_and_plots() {
+    let dir = tmp("exp-local");
+    coolgp_ok(&[
+        "experiment",
+        "local",
+        "--quick",
+        "--quiet",
+        "--out",
+        dir.to_str().expect("utf8"),
+    ]);
+    for f in [
+        "local.csv",
+        "local.json",
+        "local-wind.png",
+        "local-air.svg",
+        "local-airline-regions.png",
+        "local-cost.png",
+    ] {
+        let bytes = std::fs::read(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(bytes.len() > 100, "{f}");
+    }
+    let text = std::fs::read_to_string(dir.join("local.json")).expect("local.json");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&text).expect("JSON rows");
+    assert_eq!(rows.len(), 3 * 3, "3 datasets × B ∈ {{0, 50, 100}}");
+    let num = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    for r in &rows {
+        for k in [
+            "rmse_global",
+            "rmse_fleet_query",
+            "nlpd_fleet_query",
+            "rmse_oracle_local",
+            "learn_ms_per_block",
+        ] {
+            assert!(num(r, k).is_finite(), "{k}: {r}");
+        }
+        let b = num(r, "memory");
+        assert!(num(r, "local_points_mean") <= b, "{r}");
+        assert_eq!(num(r, "local_bytes_per_agent") > 0.0, b > 0.0, "{r}");
+    }
+    let csv = std::fs::read_to_string(dir.join("local.csv")).expect("local.csv");
+    assert_eq!(csv.lines().count(), 1 + rows.len());
+}
