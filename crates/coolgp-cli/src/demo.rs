@@ -1,7 +1,14 @@
 //! `coolgp demo`: the built-in Irish wind stations (12 synoptic stations, daily mean wind
 //! speed 1961–1978), one agent per station. Each station alone, the fleet fused with per-agent
-//! q(W) (the paper), the fleet fused with one fleet-wide q(W) (spec §14), and the central
-//! learner that sees every station's data, in a few seconds.
+//! q(W) (the paper), the fleet fused with one fleet-wide q(W) (spec §14), the same fleet
+//! answering with each station's local memory (issue 19: every station answers, the answers
+//! combined by the fleet rule), and the central learner that sees every station's data.
+
+/// The local memory of the demo's fleet run (rows per station; issue 19's measured default).
+const DEMO_MEMORY: usize = 500;
+
+/// Which rows the demo's stations keep (`--local-policy`).
+const DEMO_POLICY: &str = "reservoir";
 
 use std::path::PathBuf;
 
@@ -25,6 +32,9 @@ fn demo_args(seed: u64, projection: &str) -> SimArgs {
         max_test: Some(5000),
         agent: AgentArgs {
             projection: Some(projection.into()),
+            // The memory leaves the global fused model as it is: only the fleet run keeps one.
+            local_memory: (projection == "fleet").then_some(DEMO_MEMORY),
+            local_policy: (projection == "fleet").then(|| DEMO_POLICY.to_owned()),
             ..AgentArgs::default()
         },
         no_baselines: true,
@@ -54,24 +64,36 @@ pub fn run(out: Option<PathBuf>, seed: u64) -> Result<()> {
         prep.work.tests[0].y.len()
     );
     println!();
-    println!("  station  days   alone  fused (per-agent q(W))  fused (fleet q(W))");
+    println!(
+        "  station  days   alone  fused (per-agent q(W))  fused (fleet q(W))  fleet + local memory"
+    );
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
     for (p, f) in per.per_agent.iter().zip(&fleet.per_agent) {
         let name = prep.group_names.get(p.id).map_or("?", String::as_str);
+        let local = fleet.fleet_query_by_group.get(p.id).copied().flatten();
         println!(
-            "  {name:>7}  {:>5}  {:>6.3}  {:>22.3}  {:>18.3}",
-            p.points, p.rmse_pre, p.rmse_post, f.rmse_post
+            "  {name:>7}  {:>5}  {:>6.3}  {:>22.3}  {:>18.3}  {:>20}",
+            p.points,
+            p.rmse_pre,
+            p.rmse_post,
+            f.rmse_post,
+            opt(local)
         );
     }
     println!(
-        "  {:>7}  {:>5}  {:>6.3}  {:>22.3}  {:>18.3}",
-        "mean", "", per.rmse_pre, per.rmse_post, fleet.rmse_post
+        "  {:>7}  {:>5}  {:>6.3}  {:>22.3}  {:>18.3}  {:>20.3}",
+        "mean", "", per.rmse_pre, per.rmse_post, fleet.rmse_post, fleet.rmse_fleet_query
     );
     println!(
         "  (alone: the station's own q(u) and q(W), the per-agent run before fusion; in --out DIR,\n   \
          summary.json is the fleet run, whose rmse_pre is the station's own q(u) under the fleet's\n   \
-         q(W), and DIR/per-agent the per-agent run)"
+         q(W), and DIR/per-agent the per-agent run. Fleet + local memory: every station keeps a\n   \
+         uniform sample of {DEMO_MEMORY} of its rows ({DEMO_POLICY}) and answers with the fleet model plus an exact GP on their residuals;\n   \
+         each held-out day is answered by all stations, combined by {} (a station's row: the days of\n   \
+         that station; the mean row: the first {} held-out days of the network))",
+        fleet.fleet_rule,
+        coolgp_sim::fleet::QUERY_POINTS.min(prep.work.tests[0].y.len())
     );
-    let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
     println!(
         "  central learner (one model, all {} station-days): {} (Adam on q(W)), {} (the fleet's site update)",
         per.points,

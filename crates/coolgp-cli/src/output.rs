@@ -158,6 +158,17 @@ pub fn print_report(r: &Report) {
         o(r.nlpd_central),
         r.coverage95_post
     );
+    if r.local_points_mean > 0.0 {
+        println!(
+            "  fleet query ({}, local memory {:.0} points/agent)  RMSE {:.4}  NLPD {:.4}  95% coverage {:.3}   oracle agent {}",
+            r.fleet_rule,
+            r.local_points_mean,
+            r.rmse_fleet_query,
+            r.nlpd_fleet_query,
+            r.coverage95_fleet_query,
+            o(r.rmse_oracle_local)
+        );
+    }
     println!(
         "  σ_s, σ_n  post-fusion {:.4}, {:.4}   central {}, {}",
         r.sigma_s_post,

@@ -775,3 +775,102 @@ fn sizes_beyond_the_machine_are_refused_naming_the_memory() {
         "--inducing 100000 needs 80 GB for one m × m matrix (m² × 8 bytes)",
     );
 }
+
+#[test]
+fn regions_route_rows_and_every_run_scores_the_fleet_query() {
+    let dir = tmp("regions");
+    let csv = write_csv(&dir, None);
+    let out = dir.join("out");
+    let run = |extra: &[&str]| {
+        let mut args = on_csv("simulate", &csv, &["--quiet", "--no-baselines"]);
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--out", out.to_str().expect("utf8")]);
+        let text = String::from_utf8_lossy(&coolgp_ok(&args).stdout).to_string();
+        (text, summary(&out))
+    };
+    let num = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    // Regions over (a, b): one agent each, whose test rows are known (the oracle).
+    let (text, s) = run(&["--regions", "a,b", "--agents", "3"]);
+    assert!(text.contains("3 regions (k-means over a,b)"), "{text}");
+    assert_eq!(s["agents"], 3);
+    for rule in ["min-variance", "bcm", "rbcm"] {
+        let r = &s["fleet_query_rules"][rule];
+        assert!(
+            num(r, "rmse").is_finite() && num(r, "nlpd").is_finite(),
+            "{s}"
+        );
+        assert!((0.0..=1.0).contains(&num(r, "coverage95")), "{s}");
+    }
+    assert_eq!(
+        s["rmse_fleet_query"],
+        s["fleet_query_rules"][s["fleet_rule"].as_str().unwrap_or("?")]["rmse"]
+    );
+    assert!(num(&s, "rmse_oracle_local").is_finite(), "{s}");
+    // Stations know their test rows too; random routing has no oracle.
+    let (_, s) = run(&["--agent-by", "station", "--fleet-rule", "min-variance"]);
+    assert_eq!(s["fleet_rule"], "min-variance");
+    assert!(num(&s, "rmse_oracle_local").is_finite(), "{s}");
+    let (_, s) = run(&["--agents", "4"]);
+    assert!(s["rmse_oracle_local"].is_null(), "{s}");
+    assert!(num(&s, "rmse_fleet_query").is_finite(), "{s}");
+    // Bad regions are refused, naming what to use.
+    let mut args = on_csv("simulate", &csv, &["--regions", "c"]);
+    args.push("--quiet");
+    let err = String::from_utf8_lossy(&coolgp(&args).stderr).to_string();
+    assert!(
+        err.contains("unknown column 'c'; the input columns are a, b"),
+        "{err}"
+    );
+    let mut args = on_csv(
+        "simulate",
+        &csv,
+        &["--regions", "a", "--agent-by", "station"],
+    );
+    args.push("--quiet");
+    let err = String::from_utf8_lossy(&coolgp(&args).stderr).to_string();
+    assert!(err.contains("--regions a with --agent-by station"), "{err}");
+}
+
+#[test]
+fn local_experiment_writes_finite_figures_and_plots() {
+    let dir = tmp("exp-local");
+    coolgp_ok(&[
+        "experiment",
+        "local",
+        "--quick",
+        "--quiet",
+        "--out",
+        dir.to_str().expect("utf8"),
+    ]);
+    for f in [
+        "local.csv",
+        "local.json",
+        "local-wind.png",
+        "local-air.svg",
+        "local-airline-regions.png",
+        "local-cost.png",
+    ] {
+        let bytes = std::fs::read(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(bytes.len() > 100, "{f}");
+    }
+    let text = std::fs::read_to_string(dir.join("local.json")).expect("local.json");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&text).expect("JSON rows");
+    assert_eq!(rows.len(), 3 * 3, "3 datasets × B ∈ {{0, 50, 100}}");
+    let num = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    for r in &rows {
+        for k in [
+            "rmse_global",
+            "rmse_fleet_query",
+            "nlpd_fleet_query",
+            "rmse_oracle_local",
+            "learn_ms_per_block",
+        ] {
+            assert!(num(r, k).is_finite(), "{k}: {r}");
+        }
+        let b = num(r, "memory");
+        assert!(num(r, "local_points_mean") <= b, "{r}");
+        assert_eq!(num(r, "local_bytes_per_agent") > 0.0, b > 0.0, "{r}");
+    }
+    let csv = std::fs::read_to_string(dir.join("local.csv")).expect("local.csv");
+    assert_eq!(csv.lines().count(), 1 + rows.len());
+}

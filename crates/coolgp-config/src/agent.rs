@@ -2,7 +2,7 @@
 //! validation into a [`coolgp::AgentConfig`].
 
 use coolgp::learn::{group_id, SiteConfig, SiteMemory, SiteOptions};
-use coolgp::{AgentConfig, ProjectionMode, UpdateMode};
+use coolgp::{AgentConfig, LocalConfig, MemoryPolicy, ProjectionMode, ResidualKind, UpdateMode};
 use serde::{Deserialize, Serialize};
 
 use crate::{ConfigError, Driver};
@@ -80,10 +80,37 @@ pub struct AgentArgs {
     /// which assumes a randomly ordered stream (default window 80 points).
     #[cfg_attr(feature = "clap", arg(long, value_name = "stream|recent"))]
     pub site_memory: Option<String>,
+    /// Local memory (issue 19): keep up to B of the agent's own rows and answer with the
+    /// global model plus an exact GP on their residuals (default 0: off, the agent as
+    /// without it, bit for bit). Costs O(B²) per row entering the memory and B² × 8 bytes.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "B"))]
+    pub local_memory: Option<usize>,
+    /// Which rows the local memory keeps: recent (default, the newest B), reservoir (a
+    /// uniform sample of the whole stream, seeded) or spread (spread over the input space:
+    /// a new row replaces one of the closest pair).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "recent|reservoir|spread"))]
+    pub local_policy: Option<String>,
+    /// The local memory's residual kernel: learned (default, an ARD squared exponential with
+    /// its own scale, lengthscales and noise, fitted by marginal likelihood on the memory's
+    /// residuals) or global (the global kernel's own residual K − Q at the mean projection).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "learned|global"))]
+    pub local_kernel: Option<String>,
     /// Do not learn q(W), σ_s, σ_n (keep the shared initial values).
     #[cfg_attr(feature = "clap", arg(long))]
     #[serde(default)]
     pub no_learn: bool,
+}
+
+/// An unknown name of option `key`, in `driver`'s spelling, with the known names.
+fn unknown(driver: Driver, key: &str, name: &str, known: &[&str]) -> ConfigError {
+    let option = match driver {
+        Driver::Python => key.replace('-', "_"),
+        _ => format!("--{key}"),
+    };
+    ConfigError::Invalid(format!(
+        "unknown {option} '{name}': use {}",
+        known.join(", ")
+    ))
 }
 
 /// What a fleet-only option tunes (see [`AgentArgs::fleet_only`]).
@@ -135,7 +162,7 @@ pub struct Validated {
 
 impl AgentArgs {
     /// The keys of a configuration file (the flags' names), in the order of `--help`.
-    pub const KEYS: [&'static str; 13] = [
+    pub const KEYS: [&'static str; 16] = [
         "mode",
         "samples",
         "normalization",
@@ -148,6 +175,9 @@ impl AgentArgs {
         "site-prior-points",
         "scale-prior-points",
         "site-memory",
+        "local-memory",
+        "local-policy",
+        "local-kernel",
         "no-learn",
     ];
 
@@ -167,6 +197,9 @@ impl AgentArgs {
             site_prior_points: self.site_prior_points.or(file.site_prior_points),
             scale_prior_points: self.scale_prior_points.or(file.scale_prior_points),
             site_memory: self.site_memory.or(file.site_memory),
+            local_memory: self.local_memory.or(file.local_memory),
+            local_policy: self.local_policy.or(file.local_policy),
+            local_kernel: self.local_kernel.or(file.local_kernel),
             no_learn: self.no_learn || file.no_learn,
         }
     }
@@ -240,6 +273,31 @@ impl AgentArgs {
             memory,
         })
         .map_err(ConfigError::Site)
+    }
+
+    /// The local memory (`--local-memory`, `--local-policy`, `--local-kernel`; defaults:
+    /// [`LocalConfig::default`]). A policy or kernel without memory is accepted (and unused).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for an unknown policy or kernel, naming the known ones.
+    pub fn local_config(&self, driver: Driver) -> Result<LocalConfig, ConfigError> {
+        let mut local = LocalConfig {
+            capacity: self.local_memory.unwrap_or(0),
+            ..LocalConfig::default()
+        };
+        if let Some(name) = self.local_policy.as_deref() {
+            local.policy = MemoryPolicy::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = MemoryPolicy::ALL.iter().map(|p| p.name()).collect();
+                unknown(driver, "local-policy", name, &known)
+            })?;
+        }
+        if let Some(name) = self.local_kernel.as_deref() {
+            local.kernel = ResidualKind::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = ResidualKind::ALL.iter().map(|p| p.name()).collect();
+                unknown(driver, "local-kernel", name, &known)
+            })?;
+        }
+        Ok(local)
     }
 
     /// `--fuse-groups`: whether q(u) is fused only inside each projection group. A node
@@ -319,6 +377,7 @@ impl AgentArgs {
             return Err(ConfigError::Invalid(format!("{name} must not be empty")));
         }
         let fuse_within = self.fuse_within(driver)?;
+        let local = self.local_config(driver)?;
         Ok(Validated {
             config: AgentConfig {
                 mode,
@@ -326,6 +385,7 @@ impl AgentArgs {
                 learn: !self.no_learn,
                 site,
                 group: group.as_deref().map(group_id),
+                local,
                 ..AgentConfig::default()
             },
             group,
@@ -406,6 +466,67 @@ mod tests {
         assert_eq!(v.config.site.window_points, 50);
         assert_eq!(v.config.group, Some(group_id("g")));
         assert_eq!(v.group.as_deref(), Some("g"));
+    }
+
+    #[test]
+    fn local_memory_options_validate_with_clear_errors() {
+        let args = AgentArgs {
+            local_memory: Some(300),
+            local_policy: Some("spread".into()),
+            local_kernel: Some("global".into()),
+            ..AgentArgs::default()
+        };
+        let v = args.validate(Driver::Node).expect("valid");
+        assert_eq!(
+            v.config.local,
+            LocalConfig {
+                capacity: 300,
+                policy: MemoryPolicy::Spread,
+                kernel: ResidualKind::GlobalResidual
+            }
+        );
+        // Default: off; a policy without memory is fine.
+        let off = AgentArgs::default()
+            .validate(Driver::Simulate)
+            .expect("valid");
+        assert_eq!(off.config.local, LocalConfig::default());
+        let policy_only = AgentArgs {
+            local_policy: Some("reservoir".into()),
+            ..AgentArgs::default()
+        };
+        assert_eq!(
+            policy_only
+                .validate(Driver::Simulate)
+                .expect("valid")
+                .config
+                .local
+                .capacity,
+            0
+        );
+        let bad = AgentArgs {
+            local_policy: Some("newest".into()),
+            ..AgentArgs::default()
+        };
+        let err = |a: &AgentArgs, d| a.validate(d).map(|_| ()).expect_err("refused").to_string();
+        assert_eq!(
+            err(&bad, Driver::Simulate),
+            "unknown --local-policy 'newest': use recent, reservoir, spread"
+        );
+        assert_eq!(
+            err(&bad, Driver::Python),
+            "unknown local_policy 'newest': use recent, reservoir, spread"
+        );
+        let bad = AgentArgs {
+            local_kernel: Some("rbf".into()),
+            ..AgentArgs::default()
+        };
+        assert_eq!(
+            err(&bad, Driver::Node),
+            "unknown --local-kernel 'rbf': use learned, global"
+        );
+        let file: AgentArgs =
+            toml::from_str("local-memory = 50\nlocal-policy = \"recent\"\n").expect("valid keys");
+        assert_eq!(file.local_memory, Some(50));
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct Sizes {
     /// The site window's points and the input dimension d (`None` unless the projection mode
     /// is fleet, or d is not known yet).
     pub window: Option<(usize, usize)>,
+    /// Rows B of each agent's local memory (0: off), whose B × B factor it holds.
+    pub local_memory: usize,
 }
 
 impl Sizes {
@@ -48,11 +50,20 @@ impl Sizes {
             inducing,
             samples,
             window: d.filter(|_| fleet).map(|d| (window, d)),
+            local_memory: 0,
+        }
+    }
+
+    /// These sizes with a local memory of `b` rows per agent.
+    pub fn with_local_memory(self, b: usize) -> Sizes {
+        Sizes {
+            local_memory: b,
+            ..self
         }
     }
 }
 
-/// Refuses the first size (inducing inputs, importance samples, site window) whose memory
+/// Refuses the first size (inducing inputs, importance samples, site window, local memory) whose memory
 /// alone exceeds `machine` bytes, naming the option as `driver` spells it.
 ///
 /// # Errors
@@ -89,6 +100,15 @@ pub fn check_memory(s: &Sizes, machine: u64, driver: Driver) -> Result<(), Confi
             agents.saturating_mul(points as u128).saturating_mul(row),
             format!("the site window's rows{each}"),
             format!("{times}POINTS × (d + 1) × 8 bytes at d = {d}"),
+        ));
+    }
+    if s.local_memory > 0 {
+        let b = s.local_memory as u128;
+        asks.push((
+            driver.spell("local-memory", s.local_memory),
+            agents.saturating_mul(b.saturating_mul(b).saturating_mul(8)),
+            format!("the local memory's B × B factor{each}"),
+            format!("{times}B² × 8 bytes"),
         ));
     }
     match asks.into_iter().find(|a| a.1 > u128::from(machine)) {
@@ -179,12 +199,40 @@ mod tests {
     }
 
     #[test]
+    fn a_local_memory_whose_factor_does_not_fit_is_refused() {
+        let one = Sizes::of(
+            1,
+            50,
+            UpdateMode::Frozen,
+            ProjectionMode::PerAgent,
+            80,
+            Some(3),
+        )
+        .with_local_memory(100_000);
+        assert_eq!(
+            refused(&one, Driver::Simulate),
+            "--local-memory 100000 needs 80 GB for the local memory's B × B factor (B² × 8 \
+             bytes); this machine has 23 GiB"
+        );
+        assert!(refused(&one, Driver::Python).starts_with("local_memory=100000 needs 80 GB"));
+        let fleet = Sizes {
+            agents: 1000,
+            ..one.with_local_memory(2000)
+        };
+        assert!(refused(&fleet, Driver::Simulate).starts_with(
+            "--local-memory 2000 needs 32 GB for the local memory's B × B factor per agent"
+        ));
+        assert!(check_memory(&one.with_local_memory(2000), MACHINE, Driver::Node).is_ok());
+    }
+
+    #[test]
     fn importance_caches_and_site_windows_count_too() {
         let is = Sizes {
             agents: 1,
             inducing: 20_000,
             samples: Some(20),
             window: None,
+            local_memory: 0,
         };
         assert_eq!(
             refused(&is, Driver::Node),
@@ -196,6 +244,7 @@ mod tests {
             inducing: 50,
             samples: None,
             window: Some((100_000, 40)),
+            local_memory: 0,
         };
         assert!(refused(&window, Driver::Simulate).starts_with(
             "--site-window 100000 needs 33 GB for the site window's rows per agent (1000 agents \
@@ -206,6 +255,7 @@ mod tests {
             inducing: 50,
             samples: Some(20),
             window: Some((80, 6)),
+            local_memory: 0,
         };
         assert!(check_memory(&fits, MACHINE, Driver::Simulate).is_ok());
         assert_eq!(gib(3 << 29), "1.5 GiB");

@@ -12,8 +12,8 @@ use std::path::Path;
 use coolgp::{Agent, Vocabulary};
 
 pub use coolgp_store::checkpoint::{
-    from_bytes, read_meta, to_bytes, AgentMeta, Checkpoint, ModelIdentity, NodeMeta, StreamPos,
-    FORMAT, FORMAT_VERSION,
+    from_bytes, read_meta, to_bytes, AgentMeta, Checkpoint, LocalMeta, ModelIdentity, NodeMeta,
+    StreamPos, FORMAT, FORMAT_VERSION, FORMAT_VERSIONS_READ,
 };
 
 use crate::error::{NodeError, Result};

@@ -112,11 +112,33 @@ pub async fn open(z: &ZenohArgs) -> Result<zenoh::Session> {
     transport::open(z, Role::Client).await
 }
 
-/// Formats predictions as the CSV that `coolgp query` prints (`mean,var_f,var_y`, one header).
+/// Formats predictions as the CSV that `coolgp query` prints (`mean,var_f,var_y`, one header;
+/// with the answers' parts, their six columns after these).
 pub fn predictions_csv(p: &PredictReply) -> String {
-    let mut out = String::from("mean,var_f,var_y\n");
-    for ((m, f), y) in p.mean.iter().zip(&p.var_f).zip(&p.var_y) {
-        out.push_str(&format!("{m},{f},{y}\n"));
+    let mut out = String::from("mean,var_f,var_y");
+    if p.parts.is_some() {
+        out.push_str(",global_mean,global_var,residual_mean,residual_var,residual_prior,noise_var");
+    }
+    out.push('\n');
+    for (i, ((m, f), y)) in p.mean.iter().zip(&p.var_f).zip(&p.var_y).enumerate() {
+        out.push_str(&format!("{m},{f},{y}"));
+        if let Some(q) = &p.parts {
+            let cols = [
+                &q.global_mean,
+                &q.global_var,
+                &q.residual_mean,
+                &q.residual_var,
+                &q.residual_prior,
+                &q.noise_var,
+            ];
+            for c in cols {
+                match c.get(i) {
+                    Some(v) => out.push_str(&format!(",{v}")),
+                    None => out.push(','),
+                }
+            }
+        }
+        out.push('\n');
     }
     out
 }

@@ -177,15 +177,30 @@ pub struct NodeArgs {
     pub zenoh: ZenohArgs,
 }
 
-/// Flags of `coolgp query`: ask an agent for predictions.
+/// Flags of `coolgp query`: ask an agent, or every agent of the fleet, for predictions.
 #[derive(Args, Debug, Clone)]
 pub struct QueryArgs {
     /// Fleet name.
     #[arg(long)]
     pub fleet: String,
     /// Agent id to ask.
+    #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+    pub agent: Option<u64>,
+    /// Ask every agent of the fleet (one query over `coolgp/<fleet>/*/predict`; the client
+    /// must reach every node, e.g. one --connect per node) and print their answers combined
+    /// by --fleet-rule; stderr names who answered.
     #[arg(long)]
-    pub agent: u64,
+    pub all: bool,
+    /// With --all: how the agents' answers at a point are combined: min-variance (the answer
+    /// with the smallest predictive variance), bcm or rbcm (the agents' residual corrections
+    /// by a (robust) Bayesian committee machine) [default: min-variance].
+    #[arg(long, value_name = "NAME", requires = "all")]
+    pub fleet_rule: Option<String>,
+    /// Also print each answer's parts: global_mean, global_var (the fused global model),
+    /// residual_mean, residual_var, residual_prior (the local residual GP on the agent's
+    /// memory) and noise_var.
+    #[arg(long)]
+    pub parts: bool,
     /// CSV with a header; columns are matched to the agent's inputs by name (extra columns,
     /// e.g. the target, are ignored).
     #[arg(long, value_name = "FILE")]
@@ -577,15 +592,22 @@ impl NodeArgs {
     }
 }
 
-/// Refuses a default design, importance caches or site window (with `--inputs`, whose count
-/// is d) that need more than `machine` bytes ([`coolgp_config::check_memory`]). A vocabulary
+/// Refuses a default design, importance caches, site window (with `--inputs`, whose count
+/// is d) or local memory that need more than `machine` bytes ([`coolgp_config::check_memory`]). A vocabulary
 /// file is read whole before it is used; its m is not known here.
 fn check_memory(vocab: &VocabSource, agent: &AgentConfig, d: usize, machine: u64) -> Result<()> {
+    let b = agent.local.capacity;
     let VocabSource::Default { m, .. } = vocab else {
-        return Ok(());
+        // The local memory's factor does not depend on m.
+        let sizes = Sizes {
+            agents: 1,
+            ..Sizes::default()
+        };
+        let sizes = sizes.with_local_memory(b);
+        return Ok(coolgp_config::check_memory(&sizes, machine, Driver::Node)?);
     };
     let (window, d) = (agent.site.window_points, (d > 0).then_some(d));
-    let sizes = Sizes::of(1, *m, agent.mode, agent.projection, window, d);
+    let sizes = Sizes::of(1, *m, agent.mode, agent.projection, window, d).with_local_memory(b);
     Ok(coolgp_config::check_memory(&sizes, machine, Driver::Node)?)
 }
 

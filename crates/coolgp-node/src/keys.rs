@@ -4,6 +4,7 @@
 //! |------------------------------------|----------------------------------------|
 //! | `coolgp/<fleet>/<from>/msg/<to>`   | model messages (codec bytes), put      |
 //! | `coolgp/<fleet>/<agent>/predict`   | prediction queryable (JSON in and out) |
+//! | `coolgp/<fleet>/*/predict`         | every agent's predictions (`query --all`) |
 //! | `coolgp/<fleet>/<agent>/status`    | status queryable (JSON out)            |
 //! | `coolgp/<fleet>/<agent>/alive`     | liveliness token (membership)          |
 //!
@@ -56,6 +57,16 @@ pub fn predict(fleet: &str, agent: u64) -> String {
     format!("{ROOT}/{fleet}/{agent}/predict")
 }
 
+/// `coolgp/<fleet>/*/predict`: every agent's prediction queryable (`coolgp query --all`).
+pub fn predict_all(fleet: &str) -> String {
+    format!("{ROOT}/{fleet}/*/predict")
+}
+
+/// The agent id of a predict key, `None` if the key does not have that layout.
+pub fn parse_predict(key: &str) -> Option<u64> {
+    parse_agent_key(key, "predict")
+}
+
 /// `coolgp/<fleet>/<agent>/status`.
 pub fn status(fleet: &str, agent: u64) -> String {
     format!("{ROOT}/{fleet}/{agent}/status")
@@ -84,9 +95,14 @@ pub fn parse_message(key: &str) -> Option<(u64, u64)> {
 
 /// The agent id of a liveliness key, `None` if the key does not have that layout.
 pub fn parse_alive(key: &str) -> Option<u64> {
+    parse_agent_key(key, "alive")
+}
+
+/// The agent id of `coolgp/<fleet>/<agent>/<last>`, `None` for any other layout.
+fn parse_agent_key(key: &str, last: &str) -> Option<u64> {
     let mut it = key.split('/');
-    let (root, _fleet, agent, alive) = (it.next()?, it.next()?, it.next()?, it.next()?);
-    if root != ROOT || alive != "alive" || it.next().is_some() {
+    let (root, _fleet, agent, tail) = (it.next()?, it.next()?, it.next()?, it.next()?);
+    if root != ROOT || tail != last || it.next().is_some() {
         return None;
     }
     agent.parse().ok()
@@ -103,6 +119,10 @@ mod tests {
         assert_eq!(parse_message("coolgp/f/x/msg/2"), None);
         assert_eq!(parse_message("coolgp/f/1/msg/2/extra"), None);
         assert_eq!(parse_alive(&alive("f", 7)), Some(7));
+        assert_eq!(parse_predict(&predict("f", 7)), Some(7));
+        assert_eq!(parse_predict(&alive("f", 7)), None);
+        assert_eq!(parse_predict("coolgp/f/7/predict/x"), None);
+        assert_eq!(predict_all("f"), "coolgp/f/*/predict");
         assert!(validate_fleet("lab-1.a_b").is_ok());
         assert!(validate_fleet("a/b").is_err());
         assert!(validate_fleet("a*").is_err());

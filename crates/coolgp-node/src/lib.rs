@@ -21,7 +21,8 @@
 //!   one as fallback) in [`coolgp_store`]'s format (safetensors + JSON metadata, checksum).
 //! - [`stream`]: the CSV data stream with byte offsets (`--follow`, stdin).
 //! - [`node`]: the event loop; [`query`]: predict queries off the loop; [`client`]: `query`
-//!   and `status`.
+//!   and `status`; [`fleet_query`]: `query --all`, every agent asked and their answers
+//!   combined.
 //! - [`certs`]: `coolgp certs`; [`tls`]: the certificate directory and zenoh's mTLS settings;
 //!   [`auth`]: signed messages and the roster.
 //! - [`config`]: the clap flags and TOML file of the three subcommands.
@@ -54,6 +55,7 @@ pub mod checkpoint;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod fleet_query;
 pub mod inbound;
 pub mod keys;
 pub mod node;
@@ -69,6 +71,7 @@ use std::time::Duration;
 
 pub use certs::CertsArgs;
 pub use config::{LogFormat, NodeArgs, NodeSettings, QueryArgs, StatusArgs, ZenohArgs};
+pub use coolgp::local::FleetRule;
 pub use error::{NodeError, Result};
 pub use node::VocabLoader;
 pub use status::{PredictReply, PredictRequest, Status};
@@ -124,22 +127,41 @@ pub fn run_certs(args: &CertsArgs) -> Result<()> {
     Ok(())
 }
 
-/// `coolgp query`: prints `mean,var_f,var_y` per input row (one header line) to stdout.
+/// `coolgp query`: prints `mean,var_f,var_y` per input row (one header line) to stdout, of
+/// one agent (`--agent`) or of the fleet (`--all`: the agents' answers combined by
+/// `--fleet-rule`; who answered, who was dropped and why, on stderr). `--parts` adds each
+/// answer's parts as columns.
 ///
 /// # Errors
-/// Unreadable input, no reply, or the node's error.
+/// Unreadable input, an unknown fleet rule, no reply, or the node's error.
 pub fn run_query(args: QueryArgs) -> Result<()> {
     keys::validate_fleet(&args.fleet)?;
+    let rule = match &args.fleet_rule {
+        Some(name) => FleetRule::from_name(name).ok_or_else(|| {
+            let known: Vec<&str> = FleetRule::ALL.iter().map(|r| r.name()).collect();
+            NodeError::Config(format!(
+                "unknown --fleet-rule '{name}': use {}",
+                known.join(", ")
+            ))
+        })?,
+        None => DEFAULT_FLEET_RULE,
+    };
     let table = stream::read_table(&args.input)?;
     let req = PredictRequest {
         columns: Some(table.names),
         x: table.rows,
         view: Some(args.view.clone()),
+        parts: args.parts,
     };
     let timeout = Duration::from_millis(args.timeout_ms);
     let reply = runtime()?.block_on(async {
         let session = client::open(&args.zenoh).await?;
-        let r = client::fetch_predictions(&session, &args.fleet, args.agent, &req, timeout).await;
+        let r = match args.agent {
+            Some(agent) if !args.all => {
+                client::fetch_predictions(&session, &args.fleet, agent, &req, timeout).await
+            }
+            _ => fleet_reply(&session, &args.fleet, &req, rule, timeout).await,
+        };
         let _ = session.close().await;
         r
     })?;
@@ -147,6 +169,43 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
     out.write_all(client::predictions_csv(&reply).as_bytes())
         .and_then(|()| out.flush())
         .map_err(|e| NodeError::io("writing", "stdout", e))
+}
+
+/// The fleet rule of `coolgp query --all` without `--fleet-rule`.
+pub const DEFAULT_FLEET_RULE: FleetRule = FleetRule::MinVariance;
+
+/// `coolgp query --all`: every agent's answers, combined by `rule`, as one reply; who
+/// answered, who was dropped and who stayed silent go to stderr.
+async fn fleet_reply(
+    session: &zenoh::Session,
+    fleet: &str,
+    req: &PredictRequest,
+    rule: FleetRule,
+    timeout: Duration,
+) -> Result<PredictReply> {
+    let got = fleet_query::fetch_all(session, fleet, req, timeout).await?;
+    for (peer, why) in &got.dropped {
+        eprintln!("warning: dropped the reply of {peer}: {why}");
+    }
+    if !got.silent.is_empty() {
+        eprintln!(
+            "warning: no answer within {} ms from live agent(s) {:?}",
+            timeout.as_millis(),
+            got.silent
+        );
+    }
+    eprintln!(
+        "answers from agent(s) {:?} of fleet '{fleet}', combined by {}",
+        got.who(),
+        rule.name()
+    );
+    let combined = got
+        .combined(rule, req.x.len())
+        .ok_or_else(|| NodeError::NoReply {
+            key: keys::predict_all(fleet),
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        })?;
+    Ok(query::reply_of(&combined, None, req.parts))
 }
 
 /// `coolgp status`: prints the agent's status as pretty JSON to stdout.

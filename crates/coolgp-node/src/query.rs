@@ -16,7 +16,8 @@ use coolgp_data::Standardizer;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use zenoh::query::Query;
 
-use crate::status::{ErrorReply, PredictReply, PredictRequest};
+use crate::status::{AnswerParts, ErrorReply, PredictReply, PredictRequest};
+use coolgp::local::LocalAnswer;
 
 /// Most rows one predict query may carry.
 pub const MAX_QUERY_ROWS: usize = 100_000;
@@ -33,6 +34,9 @@ pub struct QueryModel {
     pub inputs: Vec<String>,
     /// Fleet-wide standardization, if any.
     pub scaler: Option<Standardizer>,
+    /// The node's own predict key, which replies carry (a query may name many agents with a
+    /// wildcard, `coolgp query --all`: the reply's key tells the querier who answered).
+    pub key: String,
 }
 
 /// Counters of predict queries (reported in `status`).
@@ -99,7 +103,7 @@ impl Queries {
                 "busy: {} predict queries are running; try again",
                 self.limit
             );
-            tokio::spawn(async move { reply(q, Err(error)).await });
+            tokio::spawn(async move { reply(q, None, Err(error)).await });
             return;
         };
         let payload = match q.payload() {
@@ -111,6 +115,7 @@ impl Queries {
             None => Err("empty query: send a JSON body {\"x\": [[...]]}".to_string()),
         };
         let model = payload.is_ok().then(model);
+        let key = model.as_ref().map(|m| m.key.clone());
         let answered = self.answered.clone();
         tokio::spawn(async move {
             let result = match (payload, model) {
@@ -122,17 +127,21 @@ impl Queries {
                 (Err(e), _) => Err(e),
                 (Ok(_), None) => Err("no model".to_string()),
             };
-            reply(q, result).await;
+            reply(q, key, result).await;
             answered.fetch_add(1, Ordering::Relaxed);
             drop(permit);
         });
     }
 }
 
-async fn reply(q: Query, result: std::result::Result<PredictReply, String>) {
+/// Replies to `q` on `key` (the node's predict key; the query's own key if `None`).
+async fn reply(q: Query, key: Option<String>, result: std::result::Result<PredictReply, String>) {
     let sent = match result {
         Ok(r) => match serde_json::to_vec(&r) {
-            Ok(b) => q.reply(q.key_expr().clone(), b).await,
+            Ok(b) => match key {
+                Some(k) => q.reply(k, b).await,
+                None => q.reply(q.key_expr().clone(), b).await,
+            },
             Err(e) => q.reply_err(e.to_string()).await,
         },
         Err(error) => {
@@ -185,25 +194,48 @@ pub fn predict(model: &QueryModel, body: &[u8]) -> std::result::Result<PredictRe
         "own" => View::Own,
         other => return Err(format!("unknown view '{other}': use fused or own")),
     };
-    let p = model
+    // The global fused model and, with a local memory, its residual GP's correction.
+    let answers = model
         .agent
-        .predict(x.as_ref(), view)
+        .local_answers(x.as_ref(), view)
         .map_err(|e| e.to_string())?;
-    Ok(match &model.scaler {
-        Some(sc) => {
-            let v = sc.y_std * sc.y_std;
-            PredictReply {
-                mean: p.mean.iter().map(|m| sc.unscale_y(*m)).collect(),
-                var_f: p.var_f.iter().map(|s| s * v).collect(),
-                var_y: p.var_y.iter().map(|s| s * v).collect(),
-            }
-        }
-        None => PredictReply {
-            mean: p.mean,
-            var_f: p.var_f,
-            var_y: p.var_y,
-        },
-    })
+    Ok(reply_of(&answers, model.scaler.as_ref(), req.parts))
+}
+
+/// `answers` in original units (the standardization undone): the reply's mean and variances,
+/// and with `parts` each answer's parts (means shifted and scaled by y's standard deviation,
+/// the residual mean only scaled, variances scaled by its square).
+pub fn reply_of(
+    answers: &[LocalAnswer],
+    scaler: Option<&Standardizer>,
+    parts: bool,
+) -> PredictReply {
+    let (unscale, s) = match scaler {
+        Some(sc) => (Some(sc), sc.y_std),
+        None => (None, 1.0),
+    };
+    let v = s * s;
+    let mean = |a: &LocalAnswer| unscale.map_or(a.mean(), |sc| sc.unscale_y(a.mean()));
+    let parts = parts.then(|| {
+        let original: Vec<LocalAnswer> = answers
+            .iter()
+            .map(|a| LocalAnswer {
+                global_mean: unscale.map_or(a.global_mean, |sc| sc.unscale_y(a.global_mean)),
+                global_var: a.global_var * v,
+                residual_mean: a.residual_mean * s,
+                residual_var: a.residual_var * v,
+                residual_prior: a.residual_prior * v,
+                noise_var: a.noise_var * v,
+            })
+            .collect();
+        AnswerParts::from_answers(&original)
+    });
+    PredictReply {
+        mean: answers.iter().map(mean).collect(),
+        var_f: answers.iter().map(|a| a.var_f() * v).collect(),
+        var_y: answers.iter().map(|a| a.var_y() * v).collect(),
+        parts,
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::checkpoint::ModelIdentity;
+use coolgp::local::LocalAnswer;
 
 /// An excess `D = (D1, D2)` in JSON: the upper triangle of D1 row by row (as on the wire),
 /// D2, and the data points it represents.
@@ -79,6 +80,12 @@ pub struct Status {
     /// Fleet projection: the site memory, `recent` or `stream` (`--site-memory`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site_memory: Option<String>,
+    /// The local memory's capacity B (`--local-memory`; 0: off).
+    #[serde(default)]
+    pub local_memory: usize,
+    /// Rows in the local memory now (at most `local_memory`).
+    #[serde(default)]
+    pub local_points: usize,
     /// Own blocks acknowledged (in a durable checkpoint; absorbed if no `--state`).
     pub blocks: u64,
     /// Own data points acknowledged.
@@ -288,6 +295,10 @@ pub struct PredictRequest {
     /// `fused` (default) or `own`.
     #[serde(default)]
     pub view: Option<String>,
+    /// Also reply with each answer's parts ([`PredictReply::parts`]): what a querier needs to
+    /// combine several agents' answers (`coolgp query --all`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parts: bool,
 }
 
 /// The reply of `coolgp/<fleet>/<agent>/predict`, in original units.
@@ -299,6 +310,84 @@ pub struct PredictReply {
     pub var_f: Vec<f64>,
     /// Variance of y (var_f + noise).
     pub var_y: Vec<f64>,
+    /// The parts of each answer, when the request asked for them ([`PredictRequest::parts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<AnswerParts>,
+}
+
+/// The parts of an agent's answers at n query points, column by column (n values each), in
+/// original units: the global fused model's mean and variance of f, the local residual GP's
+/// posterior mean and variance and its prior variance, and the observation noise (a
+/// [`LocalAnswer`] per point). `mean = global_mean + residual_mean`, `var_f = global_var +
+/// residual_var`, `var_y = var_f + noise_var`. This is all a query reveals of the agent: its
+/// moments at the asked points, never its rows.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnswerParts {
+    /// μ_g(x*): the global model's mean.
+    pub global_mean: Vec<f64>,
+    /// The global part's variance of f.
+    pub global_var: Vec<f64>,
+    /// The residual GP's posterior mean at x* (0 without a memory).
+    pub residual_mean: Vec<f64>,
+    /// The residual GP's posterior variance at x* (0 without a memory).
+    pub residual_var: Vec<f64>,
+    /// The residual GP's prior variance k_r(x*, x*) (0 without a memory).
+    pub residual_prior: Vec<f64>,
+    /// The observation noise variance.
+    pub noise_var: Vec<f64>,
+}
+
+impl AnswerParts {
+    /// The columns of `answers`.
+    pub fn from_answers(answers: &[LocalAnswer]) -> Self {
+        let col = |f: fn(&LocalAnswer) -> f64| answers.iter().map(f).collect();
+        Self {
+            global_mean: col(|a| a.global_mean),
+            global_var: col(|a| a.global_var),
+            residual_mean: col(|a| a.residual_mean),
+            residual_var: col(|a| a.residual_var),
+            residual_prior: col(|a| a.residual_prior),
+            noise_var: col(|a| a.noise_var),
+        }
+    }
+
+    /// The answers, one per point: `Err` naming the defect if the columns do not all hold
+    /// `n` values, or a value is not finite, or a variance is negative (a peer's reply is
+    /// untrusted).
+    ///
+    /// # Errors
+    /// A message for the querier's warning.
+    pub fn to_answers(&self, n: usize) -> std::result::Result<Vec<LocalAnswer>, String> {
+        let cols = [
+            ("global_mean", &self.global_mean, false),
+            ("global_var", &self.global_var, true),
+            ("residual_mean", &self.residual_mean, false),
+            ("residual_var", &self.residual_var, true),
+            ("residual_prior", &self.residual_prior, true),
+            ("noise_var", &self.noise_var, true),
+        ];
+        for (name, col, variance) in cols {
+            if col.len() != n {
+                return Err(format!("{name} has {} values for {n} points", col.len()));
+            }
+            if let Some(i) = col
+                .iter()
+                .position(|v| !v.is_finite() || (variance && *v < 0.0))
+            {
+                return Err(format!("{name}[{i}] = {} is not a valid value", col[i]));
+            }
+        }
+        Ok((0..n)
+            .map(|i| LocalAnswer {
+                global_mean: self.global_mean[i],
+                global_var: self.global_var[i],
+                residual_mean: self.residual_mean[i],
+                residual_var: self.residual_var[i],
+                residual_prior: self.residual_prior[i],
+                noise_var: self.noise_var[i],
+            })
+            .collect())
+    }
 }
 
 /// The payload of an error reply.
@@ -391,6 +480,39 @@ mod tests {
             -2.0,
         );
         assert_eq!(ProjectionSummary::of(&bad), None);
+    }
+
+    #[test]
+    fn answer_parts_round_trip_and_refuse_bad_columns() {
+        let a = LocalAnswer {
+            global_mean: 1.0,
+            global_var: 0.5,
+            residual_mean: -0.25,
+            residual_var: 0.125,
+            residual_prior: 2.0,
+            noise_var: 0.01,
+        };
+        let b = LocalAnswer {
+            global_mean: -3.0,
+            ..a
+        };
+        let parts = AnswerParts::from_answers(&[a, b]);
+        let json = serde_json::to_string(&parts).expect("json");
+        let back: AnswerParts = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back.to_answers(2), Ok(vec![a, b]));
+        assert!(back
+            .to_answers(3)
+            .unwrap_err()
+            .contains("2 values for 3 points"));
+        let mut bad = parts.clone();
+        bad.residual_var[1] = -1.0;
+        assert!(bad.to_answers(2).unwrap_err().contains("residual_var[1]"));
+        let mut bad = parts;
+        bad.global_mean[0] = f64::INFINITY;
+        assert!(bad.to_answers(2).unwrap_err().contains("global_mean[0]"));
+        // JSON cannot carry NaN: a null is a malformed reply.
+        let null = json.replacen("1.0", "null", 1);
+        assert!(serde_json::from_str::<AnswerParts>(&null).is_err());
     }
 
     #[test]

@@ -12,7 +12,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::config::{agent_config, check_memory, describe, site_options, AgentKw, SITE_KEYS};
+use crate::config::{
+    agent_config, check_memory, describe, site_options, AgentKw, LocalKw, SITE_KEYS,
+};
 use crate::convert;
 use crate::fence::{core_err, fenced, rejected};
 use crate::persist;
@@ -44,7 +46,8 @@ fn view(fused: bool) -> View {
 ///
 /// Agent(id, vocab, input_dim, *, mode="frozen", samples=None, normalization=None,
 ///       projection="per-agent", fusion="tree", fleet_size=None, learn=True, seed=None,
-///       projection_group=None, site=None)
+///       projection_group=None, site=None, local_memory=None, local_policy=None,
+///       local_kernel=None)
 ///
 /// mode: "frozen" (default), "importance" (the paper's Eq. 3.7; samples=k, default 20;
 ///     normalization "unnormalized" | "self-normalized") or "exact" (keeps all data; a test
@@ -58,6 +61,10 @@ fn view(fused: bool) -> View {
 ///     flags: damping (0.3), fleet_damping (0.01), window (points, 80), prior_points (2000),
 ///     scale_prior_points (100000), memory ("recent", or "stream" for time-ordered streams);
 ///     omitted keys keep their defaults.
+/// local_memory: keep up to B of the agent's own rows and answer `predict(X, local=True)`
+///     with the global model plus an exact GP on their residuals (issue 19; None or 0: off).
+///     local_policy: which rows, "recent" (default), "reservoir" or "spread"; local_kernel:
+///     the residual kernel, "learned" (default) or "global" (K − Q of the global kernel).
 /// fusion: "tree" (exact on trees) or "push-sum" (loopy or lossy graphs; needs fleet_size).
 /// learn: learn q(W), σ_s, σ_n online. seed: the agent's own randomness (default: its id,
 ///     as `coolgp node`).
@@ -99,7 +106,8 @@ impl Agent {
     #[new]
     #[pyo3(signature = (id, vocab, input_dim, *, mode="frozen", samples=None, normalization=None,
         projection="per-agent", fusion="tree", fleet_size=None, learn=true, seed=None,
-        projection_group=None, site=None))]
+        projection_group=None, site=None, local_memory=None, local_policy=None,
+        local_kernel=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         id: u64,
@@ -115,6 +123,9 @@ impl Agent {
         seed: Option<u64>,
         projection_group: Option<&str>,
         site: Option<Bound<'_, PyDict>>,
+        local_memory: Option<usize>,
+        local_policy: Option<&str>,
+        local_kernel: Option<&str>,
     ) -> PyResult<Self> {
         let mut pairs = Vec::new();
         let mut memory = None;
@@ -156,6 +167,11 @@ impl Agent {
             seed: seed.unwrap_or(id),
             projection_group,
             site,
+            local: LocalKw {
+                memory: local_memory,
+                policy: local_policy,
+                kernel: local_kernel,
+            },
         };
         let config = agent_config(&kw).map_err(PyValueError::new_err)?;
         check_memory(&config, vocab.inner.m(), input_dim).map_err(PyValueError::new_err)?;
@@ -206,6 +222,12 @@ impl Agent {
         self.inner.n_own()
     }
 
+    /// Rows in the local memory (at most local_memory; 0 when it is off).
+    #[getter]
+    fn local_points(&self) -> usize {
+        self.inner.local_points()
+    }
+
     /// Data points represented in the fused model (own + what neighbours' messages carry).
     #[getter]
     fn fleet_points(&self) -> f64 {
@@ -245,7 +267,8 @@ impl Agent {
     }
 
     /// The settings as a dict: mode, projection, fusion, learn, seed, projection_group (its id
-    /// as an int, or None) and, with projection="fleet", site (the site update's settings).
+    /// as an int, or None), with projection="fleet" site (the site update's settings) and
+    /// with a local memory local (memory, policy, kernel).
     #[getter]
     fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = self.inner.config();
@@ -266,6 +289,13 @@ impl Agent {
             site.set_item("scale_prior_points", c.site.scale_prior_points)?;
             site.set_item("memory", c.site.memory.name())?;
             d.set_item("site", site)?;
+        }
+        if c.local.is_on() {
+            let local = PyDict::new(py);
+            local.set_item("memory", c.local.capacity)?;
+            local.set_item("policy", c.local.policy.name())?;
+            local.set_item("kernel", c.local.kernel.name())?;
+            d.set_item("local", local)?;
         }
         Ok(d)
     }
@@ -339,21 +369,28 @@ impl Agent {
     }
 
     /// Predicts at the rows of X (n, d) with the agent's q(W) and the fused (default) or own
-    /// q(u). Returns `(mean, var_f, var_y)`, three float64 arrays of shape (n,): the latent
-    /// mean, the latent variance and the variance of a new observation (var_f + σ_n²).
-    /// Releases the GIL.
-    #[pyo3(signature = (x, fused=true))]
+    /// q(u); with local=True plus the local memory's correction (the residual GP on the
+    /// agent's own rows; the same as local=False when the memory is off or empty). Returns
+    /// `(mean, var_f, var_y)`, three float64 arrays of shape (n,): the latent mean, the latent
+    /// variance and the variance of a new observation (var_f + noise). Releases the GIL.
+    #[pyo3(signature = (x, fused=true, local=false))]
     fn predict<'py>(
         &self,
         py: Python<'py>,
         x: &Bound<'py, PyAny>,
         fused: bool,
+        local: bool,
     ) -> PyResult<Moments<'py>> {
         let x = convert::matrix(x, "X", Some(self.inner.projection().d()))?;
         let inner = &self.inner;
         let p = py.detach(|| {
             fenced("predict", || {
-                inner.predict(x.as_ref(), view(fused)).map_err(core_err)
+                if local {
+                    inner.predict_local(x.as_ref(), view(fused))
+                } else {
+                    inner.predict(x.as_ref(), view(fused))
+                }
+                .map_err(core_err)
             })
         })?;
         Ok((
@@ -361,6 +398,30 @@ impl Agent {
             convert::to_numpy_vec(py, p.var_f),
             convert::to_numpy_vec(py, p.var_y),
         ))
+    }
+
+    /// The agent's answers at the rows of X (n, d), as `coolgp query --parts` prints them: a
+    /// dict of float64 arrays of shape (n,), 'global_mean', 'global_var' (the fused global
+    /// model), 'residual_mean', 'residual_var', 'residual_prior' (the local residual GP; 0
+    /// without a memory) and 'noise_var'. Combine several agents' answers with
+    /// `coolgp.combine_answers`.
+    #[pyo3(signature = (x, fused=true))]
+    fn local_answers<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+        fused: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let x = convert::matrix(x, "X", Some(self.inner.projection().d()))?;
+        let inner = &self.inner;
+        let answers = py.detach(|| {
+            fenced("local_answers", || {
+                inner
+                    .local_answers(x.as_ref(), view(fused))
+                    .map_err(core_err)
+            })
+        })?;
+        crate::answers::to_dict(py, &answers)
     }
 
     /// q(u) in K-form: `(T1 [m, m], T2 [m])` with T1 = K + E1, T2 = E2 (spec §3), fused
@@ -497,6 +558,28 @@ impl Agent {
         })
     }
 
+    /// Pickling: the agent as its checkpoint bytes (Agent.save's format, the local memory
+    /// included), rebuilt by `coolgp._coolgp._agent_from_checkpoint`.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+        let py = slf.py();
+        let this = slf.borrow();
+        let d = this.inner.projection().d();
+        let who = persist::Identity {
+            fleet: "python",
+            inputs: (0..d).map(|j| format!("x{j}")).collect(),
+            target: "y",
+        };
+        let bytes = fenced("pickle", || {
+            persist::to_bytes(&this.inner, &this.projection, "<pickle>".as_ref(), who)
+        })?;
+        let rebuild = py
+            .import("coolgp._coolgp")?
+            .getattr("_agent_from_checkpoint")?;
+        Ok((rebuild, (PyBytes::new(py, &bytes),)))
+    }
+
     fn __repr__(&self) -> String {
         let (mode, fusion) = describe(self.inner.config());
         format!(
@@ -510,6 +593,17 @@ impl Agent {
             self.inner.neighbors().collect::<Vec<_>>()
         )
     }
+}
+
+/// An agent from the checkpoint bytes of `Agent.__reduce__` (unpickling).
+///
+/// Raises ValueError for bytes that are not such a checkpoint.
+#[pyfunction]
+pub fn _agent_from_checkpoint(bytes: &[u8]) -> PyResult<Agent> {
+    fenced("unpickle", || {
+        persist::from_bytes("<pickle>".as_ref(), bytes, None)
+            .map(|(inner, projection)| Agent { inner, projection })
+    })
 }
 
 /// Decodes a payload's header without an agent: dict with 'sender', 'receiver', 'round',

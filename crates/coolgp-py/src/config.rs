@@ -28,6 +28,20 @@ pub struct AgentKw<'a> {
     pub projection_group: Option<&'a str>,
     /// Site-update settings (fleet projection only; `None` fields take the defaults).
     pub site: coolgp::learn::SiteOptions,
+    /// The local memory (`local_memory=`, `local_policy=`, `local_kernel=`).
+    pub local: LocalKw<'a>,
+}
+
+/// The local memory's keywords (issue 19): the node's `--local-memory`, `--local-policy`,
+/// `--local-kernel` (`None`: the defaults, memory off).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LocalKw<'a> {
+    /// Rows kept, B (0 or `None`: off).
+    pub memory: Option<usize>,
+    /// `recent` | `reservoir` | `spread`.
+    pub policy: Option<&'a str>,
+    /// `learned` | `global`.
+    pub kernel: Option<&'a str>,
 }
 
 /// The keys of `Agent(site={...})` (the node's `--site-*` flags).
@@ -80,6 +94,9 @@ pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
         site_prior_points: kw.site.prior_points,
         scale_prior_points: kw.site.scale_prior_points,
         site_memory: kw.site.memory.map(|m| m.name().to_string()),
+        local_memory: kw.local.memory,
+        local_policy: kw.local.policy.map(str::to_string),
+        local_kernel: kw.local.kernel.map(str::to_string),
         no_learn: !kw.learn,
     };
     let valid = args.validate(Driver::Python).map_err(|e| match e {
@@ -132,7 +149,7 @@ pub fn check_inducing(agents: usize, m: usize) -> Result<(), String> {
 
 /// Refuses an agent whose `config` needs more memory than this machine has, at `m` inducing
 /// inputs on rows of `d` inputs ([`coolgp_config::check_memory`]: importance caches, site
-/// window); the memory is read here, at the edge.
+/// window, local memory); the memory is read here, at the edge.
 ///
 /// # Errors
 /// A message naming the keyword and the memory it would need.
@@ -141,7 +158,8 @@ pub fn check_memory(config: &AgentConfig, m: usize, d: usize) -> Result<(), Stri
         return Ok(());
     };
     let window = config.site.window_points;
-    let sizes = Sizes::of(1, m, config.mode, config.projection, window, Some(d));
+    let sizes = Sizes::of(1, m, config.mode, config.projection, window, Some(d))
+        .with_local_memory(config.local.capacity);
     coolgp_config::check_memory(&sizes, machine, Driver::Python).map_err(|e| e.to_string())
 }
 

@@ -8,6 +8,7 @@
 use std::str::FromStr;
 
 use coolgp::faer::Mat;
+use coolgp::local::{FleetRule, LocalAnswer};
 use coolgp::rng::Rng;
 use coolgp::{Agent, View};
 use coolgp_data::Standardizer;
@@ -17,7 +18,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::config::{agent_config, AgentKw};
+use crate::answers;
+use crate::config::{agent_config, AgentKw, LocalKw};
 use crate::convert;
 use crate::fence::{core_err, fenced};
 
@@ -38,6 +40,10 @@ struct Settings {
     mode: String,
     projection: String,
     site_memory: Option<String>,
+    local_memory: Option<usize>,
+    local_policy: Option<String>,
+    local_kernel: Option<String>,
+    fleet_rule: FleetRule,
     learn: bool,
     seed: u64,
 }
@@ -46,7 +52,8 @@ struct Settings {
 ///
 /// FleetRegressor(agents=4, inducing=30, *, latent_dim=None, batch=20, fuse_every=10,
 ///                topology="path", mode="frozen", projection="per-agent", site_memory=None,
-///                learn=True, seed=0)
+///                local_memory=None, local_policy=None, local_kernel=None,
+///                fleet_rule="min-variance", learn=True, seed=0)
 ///
 /// site_memory: with projection="fleet", "recent" (the default) or "stream"; use "stream"
 /// when the rows of X come in time order (a site then sums every block's term rather than
@@ -59,6 +66,11 @@ struct Settings {
 /// (one batch per agent) and after the last; with projection="fleet" the q(W) sites fuse
 /// more often, as in `coolgp simulate`. predict(X, return_std=False) uses agent 0's q(W)
 /// and the fused q(u) (every agent holds the same fused q(u) after fit).
+///
+/// local_memory=B (issue 19): each agent keeps up to B of its own rows (local_policy,
+/// local_kernel as Agent's) and predict answers with the fleet rule: every agent answers with
+/// the global model plus its memory's correction, and the answers are combined point by
+/// point by fleet_rule ("min-variance", "bcm" or "rbcm"; `coolgp.combine_answers`).
 #[pyclass(module = "coolgp._coolgp")]
 pub struct FleetRegressor {
     s: Settings,
@@ -135,6 +147,11 @@ impl Settings {
                 memory: self.memory()?,
                 ..coolgp::learn::SiteOptions::default()
             },
+            local: LocalKw {
+                memory: self.local_memory,
+                policy: self.local_policy.as_deref(),
+                kernel: self.local_kernel.as_deref(),
+            },
         })
         .map_err(PyValueError::new_err)?;
         Ok(SimConfig {
@@ -153,6 +170,8 @@ impl Settings {
             adam: agent.adam,
             shuffle: false,
             site: agent.site,
+            local: agent.local,
+            fleet_rule: self.fleet_rule,
             // The sites fuse with q(u) only (the simulator's default fuses them far more
             // often, with warm-ups); FleetRegressor keeps the cadence it was tuned with.
             site_every: Some(self.fuse_every.saturating_mul(agents)),
@@ -203,6 +222,34 @@ fn stream(x: &Mat<f64>, y: &[f64], rows: &[Vec<usize>], batch: usize) -> Workloa
     }
 }
 
+/// The mean and variance (of f, or of y with `noise`) at the rows of `x` (standardized): one
+/// agent's fused prediction (its local answers if it has a memory), or several agents'
+/// local answers combined by `rule` point by point.
+fn moments(
+    agents: &[&Agent],
+    x: coolgp::faer::MatRef<'_, f64>,
+    rule: FleetRule,
+    noise: bool,
+) -> PyResult<(Vec<f64>, Vec<f64>)> {
+    if let [a] = agents {
+        if a.local_points() == 0 {
+            // Today's answer, bit for bit.
+            let p = a.predict(x, View::Fused).map_err(core_err)?;
+            return Ok((p.mean, if noise { p.var_y } else { p.var_f }));
+        }
+    }
+    let per_agent = agents
+        .iter()
+        .map(|a| a.local_answers(x, View::Fused).map_err(core_err))
+        .collect::<PyResult<Vec<_>>>()?;
+    let combined = answers::combined(rule, &per_agent)?;
+    let var = |a: &LocalAnswer| if noise { a.var_y() } else { a.var_f() };
+    Ok((
+        combined.iter().map(LocalAnswer::mean).collect(),
+        combined.iter().map(var).collect(),
+    ))
+}
+
 /// Group labels (any hashable) → dense indices 0..k, in order of first appearance.
 fn group_indices(groups: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<usize>> {
     let py = groups.py();
@@ -233,8 +280,9 @@ fn group_indices(groups: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<usize>> {
 impl FleetRegressor {
     #[new]
     #[pyo3(signature = (agents=4, inducing=30, *, latent_dim=None, batch=20, fuse_every=10,
-        topology="path", mode="frozen", projection="per-agent", site_memory=None, learn=true,
-        seed=0))]
+        topology="path", mode="frozen", projection="per-agent", site_memory=None,
+        local_memory=None, local_policy=None, local_kernel=None, fleet_rule="min-variance",
+        learn=true, seed=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         agents: usize,
@@ -246,6 +294,10 @@ impl FleetRegressor {
         mode: &str,
         projection: &str,
         site_memory: Option<&str>,
+        local_memory: Option<usize>,
+        local_policy: Option<&str>,
+        local_kernel: Option<&str>,
+        fleet_rule: &str,
         learn: bool,
         seed: u64,
     ) -> PyResult<Self> {
@@ -270,10 +322,15 @@ impl FleetRegressor {
             mode: mode.to_string(),
             projection: projection.to_string(),
             site_memory: site_memory.map(str::to_owned),
+            local_memory,
+            local_policy: local_policy.map(str::to_owned),
+            local_kernel: local_kernel.map(str::to_owned),
+            fleet_rule: answers::rule(fleet_rule)?,
             learn,
             seed,
         };
         s.memory()?;
+        s.sim_config(1)?;
         tree_topology(&s.topology)?;
         Ok(Self { s, fitted: None })
     }
@@ -317,43 +374,50 @@ impl FleetRegressor {
 
     /// Predictive mean at the rows of X (original units), and with return_std=True also
     /// the standard deviation of the latent function (as GaussianProcessRegressor; with
-    /// include_noise=True, of a new observation). `agent` picks whose q(W) is used.
+    /// include_noise=True, of a new observation). Without a local memory, agent 0's q(W) and
+    /// the fused q(u) answer (`agent` picks another agent); with local_memory, every agent
+    /// answers with its memory's correction and the answers are combined by fleet_rule
+    /// (`agent` then asks that agent alone).
     ///
     /// Raises ValueError before fit or for misshapen input.
-    #[pyo3(signature = (x, return_std=false, *, include_noise=false, agent=0))]
+    #[pyo3(signature = (x, return_std=false, *, include_noise=false, agent=None))]
     fn predict<'py>(
         &self,
         py: Python<'py>,
         x: &Bound<'py, PyAny>,
         return_std: bool,
         include_noise: bool,
-        agent: usize,
+        agent: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let f = self.fitted.as_ref().ok_or_else(|| {
             PyValueError::new_err("FleetRegressor is not fitted: call fit(X, y) first")
         })?;
-        let a = f.agents.get(agent).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "agent {agent}: the fleet has {} agents",
-                f.agents.len()
-            ))
-        })?;
+        let chosen = match agent {
+            Some(i) => vec![f.agents.get(i).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "agent {i}: the fleet has {} agents",
+                    f.agents.len()
+                ))
+            })?],
+            None if self.s.local_memory.unwrap_or(0) > 0 => f.agents.iter().collect(),
+            None => f.agents.iter().take(1).collect(),
+        };
         let mut xs = convert::matrix(x, "X", Some(f.scaler.dim()))?;
         f.scaler
             .apply_x(&mut xs)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let p = py.detach(|| {
+        let rule = self.s.fleet_rule;
+        let (mean, var) = py.detach(|| {
             fenced("predict", || {
-                a.predict(xs.as_ref(), View::Fused).map_err(core_err)
+                moments(&chosen, xs.as_ref(), rule, include_noise)
             })
         })?;
         let scaler = &f.scaler;
-        let mean: Vec<f64> = p.mean.iter().map(|&v| scaler.unscale_y(v)).collect();
+        let mean: Vec<f64> = mean.iter().map(|&v| scaler.unscale_y(v)).collect();
         let mean = convert::to_numpy_vec(py, mean);
         if !return_std {
             return Ok(mean.into_any());
         }
-        let var = if include_noise { &p.var_y } else { &p.var_f };
         let std: Vec<f64> = var
             .iter()
             .map(|v| scaler.unscale_std(v.max(0.0).sqrt()))
@@ -364,7 +428,7 @@ impl FleetRegressor {
 
     /// R² of the predictions at X against y (scikit-learn's `score`).
     fn score(&self, py: Python<'_>, x: &Bound<'_, PyAny>, y: &Bound<'_, PyAny>) -> PyResult<f64> {
-        let pred = self.predict(py, x, false, false, 0)?;
+        let pred = self.predict(py, x, false, false, None)?;
         let pred = convert::vector(&pred, "prediction", None)?;
         let y = convert::vector(y, "y", Some(pred.len()))?;
         let mean = y.iter().sum::<f64>() / y.len().max(1) as f64;
@@ -392,6 +456,10 @@ impl FleetRegressor {
         d.set_item("mode", &s.mode)?;
         d.set_item("projection", &s.projection)?;
         d.set_item("site_memory", &s.site_memory)?;
+        d.set_item("local_memory", s.local_memory)?;
+        d.set_item("local_policy", &s.local_policy)?;
+        d.set_item("local_kernel", &s.local_kernel)?;
+        d.set_item("fleet_rule", s.fleet_rule.name())?;
         d.set_item("learn", s.learn)?;
         d.set_item("seed", s.seed)?;
         Ok(d)
@@ -409,6 +477,14 @@ impl FleetRegressor {
         self.fitted
             .as_ref()
             .map(|f| f.agents.iter().map(Agent::n_own).collect())
+    }
+
+    /// Rows in each fitted agent's local memory (None before fit).
+    #[getter]
+    fn local_points_(&self) -> Option<Vec<usize>> {
+        self.fitted
+            .as_ref()
+            .map(|f| f.agents.iter().map(Agent::local_points).collect())
     }
 
     /// Points represented in each agent's fused model (all equal to n after fit on a tree).

@@ -7,7 +7,7 @@
 //! A thin layer over the Rust API: numpy arrays in and out, keyword configuration, exceptions
 //! instead of panics. Each concern has its own module: [`convert`] (array-likes ↔ matrices,
 //! with the checks), [`fence`] (errors and the panic fence), [`vocab`], [`agent`] (the sans-IO
-//! agent and its wire bytes), [`persist`] (the checkpoint format the node writes), [`fleet`]
+//! agent and its wire bytes), [`answers`] (its answers and the fleet rule), [`persist`] (the checkpoint format the node writes), [`fleet`]
 //! (`FleetRegressor`), [`sim`] (`simulate`).
 //!
 //! Not built with PyO3's deprecated `extension-module` feature: maturin tells PyO3 not to link
@@ -16,6 +16,7 @@
 use pyo3::prelude::*;
 
 pub mod agent;
+pub mod answers;
 pub mod config;
 pub mod convert;
 pub mod fence;
@@ -36,6 +37,8 @@ fn _coolgp(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<agent::Agent>()?;
     m.add_class::<fleet::FleetRegressor>()?;
     m.add_function(wrap_pyfunction!(agent::message_info, m)?)?;
+    m.add_function(wrap_pyfunction!(answers::combine_answers, m)?)?;
+    m.add_function(wrap_pyfunction!(agent::_agent_from_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(sim::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(fence::_panic_fence_check, m)?)?;
     Ok(())

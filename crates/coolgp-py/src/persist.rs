@@ -1,4 +1,4 @@
-//! `Agent.save` / `Agent.load` in the checkpoint format of `coolgp node`
+//! `Agent.save` / `Agent.load` (and pickling) in the checkpoint format of `coolgp node`
 //! (`coolgp_store::checkpoint`, documented in docs/NODE.md): the same tensors, metadata and
 //! checksum, so a node's checkpoint loads in Python and `safetensors.numpy.load_file` reads
 //! ours. One metadata key is added, `coolgp_py` = JSON `{jitter, init_seed, projection}`: what
@@ -19,7 +19,7 @@ use safetensors::tensor::TensorView;
 use safetensors::SafeTensors;
 use serde_json::json;
 
-use crate::config::{agent_config, AgentKw};
+use crate::config::{agent_config, AgentKw, LocalKw};
 use crate::fence::{core_err, store_err};
 
 /// The extra metadata key.
@@ -39,11 +39,17 @@ fn bad(path: &Path, reason: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(format!("checkpoint {}: {reason}", path.display()))
 }
 
-/// Writes `agent` to `path` (temporary file, fsync, rename).
+/// The checkpoint bytes of `a` (with our extra metadata), as [`save`] writes them and
+/// pickling carries them.
 ///
 /// # Errors
-/// `OSError` for file-system failures, `ValueError` if serialization fails.
-pub fn save(a: &coolgp::Agent, projection: &str, path: &Path, who: Identity<'_>) -> PyResult<()> {
+/// `ValueError` if serialization fails (`path` names the destination in the message).
+pub fn to_bytes(
+    a: &coolgp::Agent,
+    projection: &str,
+    path: &Path,
+    who: Identity<'_>,
+) -> PyResult<Vec<u8>> {
     let vocab = a.vocabulary();
     let mut meta = NodeMeta {
         model: ModelIdentity {
@@ -70,7 +76,15 @@ pub fn save(a: &coolgp::Agent, projection: &str, path: &Path, who: Identity<'_>)
         "init_seed": vocab.init_seed(),
         "projection": projection,
     });
-    let bytes = with_extra_metadata(&bytes, &extra.to_string()).map_err(|e| bad(path, e))?;
+    with_extra_metadata(&bytes, &extra.to_string()).map_err(|e| bad(path, e))
+}
+
+/// Writes `agent` to `path` (temporary file, fsync, rename).
+///
+/// # Errors
+/// `OSError` for file-system failures, `ValueError` if serialization fails.
+pub fn save(a: &coolgp::Agent, projection: &str, path: &Path, who: Identity<'_>) -> PyResult<()> {
+    let bytes = to_bytes(a, projection, path, who)?;
     let tmp = path.with_extension("safetensors.tmp");
     let io = |what: &str, e: std::io::Error| {
         PyOSError::new_err(format!("{what} {}: {e}", path.display()))
@@ -167,10 +181,23 @@ fn tensor(path: &Path, st: &SafeTensors<'_>, name: &str) -> PyResult<(Vec<usize>
 pub fn load(path: &Path, given: Option<Arc<Vocabulary>>) -> PyResult<(coolgp::Agent, String)> {
     let bytes = std::fs::read(path)
         .map_err(|e| PyOSError::new_err(format!("reading checkpoint {}: {e}", path.display())))?;
-    let (_, md) = SafeTensors::read_metadata(&bytes)
+    from_bytes(path, &bytes, given)
+}
+
+/// Checkpoint bytes (ours or a node's, read from `path`) into an agent and its projection
+/// mode's name.
+///
+/// # Errors
+/// `ValueError` for corrupt or foreign bytes, or a vocabulary mismatch.
+pub fn from_bytes(
+    path: &Path,
+    bytes: &[u8],
+    given: Option<Arc<Vocabulary>>,
+) -> PyResult<(coolgp::Agent, String)> {
+    let (_, md) = SafeTensors::read_metadata(bytes)
         .map_err(|e| bad(path, format!("not a safetensors file: {e}")))?;
     let info = md.metadata().clone().unwrap_or_default();
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(path, format!("corrupt: {e}")))?;
+    let st = SafeTensors::deserialize(bytes).map_err(|e| bad(path, format!("corrupt: {e}")))?;
     let (vocab, projection) = vocabulary_of(path, &st, &info, given)?;
     let (shape, _) = tensor(path, &st, "theta/mu")?;
     let [_, d] = shape[..] else {
@@ -179,7 +206,7 @@ pub fn load(path: &Path, given: Option<Arc<Vocabulary>>) -> PyResult<(coolgp::Ag
             format!("theta/mu: shape {shape:?}, expected [d', d]"),
         ));
     };
-    let cp = checkpoint::from_bytes(path, &bytes, &vocab, d).map_err(store_err)?;
+    let cp = checkpoint::from_bytes(path, bytes, &vocab, d).map_err(store_err)?;
     let mut snap = cp.snapshot;
     // The node's format always restores per-agent q(W); ours records the mode.
     let kw = AgentKw {
@@ -193,6 +220,7 @@ pub fn load(path: &Path, given: Option<Arc<Vocabulary>>) -> PyResult<(coolgp::Ag
         seed: 0,
         projection_group: None,
         site: coolgp::learn::SiteOptions::default(),
+        local: LocalKw::default(),
     };
     snap.config.projection = agent_config(&kw).map_err(|e| bad(path, e))?.projection;
     let inner = coolgp::Agent::restore(vocab, snap).map_err(core_err)?;

@@ -63,7 +63,7 @@ def test_file_is_the_node_checkpoint_format(tmp_path):
     a.save(path, fleet="lab", inputs=["u", "v", "w"], target="t")
     header, _, _ = read_header(path)
     meta = header["__metadata__"]
-    assert meta["format"] == "coolgp-checkpoint" and meta["format_version"] == "1"
+    assert meta["format"] == "coolgp-checkpoint" and meta["format_version"] == "2"
     node = json.loads(meta["coolgp"])
     assert (node["fleet"], node["id"], node["inputs"], node["target"]) == ("lab", 1, ["u", "v", "w"], "t")
     assert node["fingerprint"] == a.vocabulary.fingerprint and node["points"] == 60

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{FuseGroups, FusionChoice, SimConfig, TopologyKind};
 use crate::SimError;
+use coolgp::local::FleetRule;
 
 /// Every run option. All optional so that `--config FILE` can fill what the command line omits.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -40,6 +41,19 @@ pub struct SimArgs {
     /// Route rows to agents by this column (e.g. a station id) instead of at random.
     #[cfg_attr(feature = "clap", arg(long))]
     pub agent_by: Option<String>,
+    /// Route rows to agents by region instead: seeded k-means (k = --agents, seed = --seed)
+    /// over these input columns, standardized, comma-separated (e.g. lon,lat), so that each
+    /// agent patrols one compact region; a test row belongs to the region of its nearest centre.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_delimiter = ',', value_name = "COLS")
+    )]
+    pub regions: Option<Vec<String>>,
+    /// How a fleet-wide query combines the agents' answers at a test row (summary.json's
+    /// `*_fleet_query`): min-variance (the answer with the smallest predictive variance), bcm
+    /// or rbcm (Bayesian committee machines over the agents' local corrections; default).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "NAME"))]
+    pub fleet_rule: Option<String>,
     /// Skip malformed rows (counted and reported) instead of stopping at the first.
     #[cfg_attr(feature = "clap", arg(long))]
     #[serde(default)]
@@ -151,7 +165,7 @@ impl From<ConfigError> for SimError {
 
 impl SimArgs {
     /// The keys of a configuration file besides [`AgentArgs::KEYS`] (the flags' names).
-    pub const KEYS: [&'static str; 29] = [
+    pub const KEYS: [&'static str; 31] = [
         "dataset",
         "data",
         "target",
@@ -159,6 +173,8 @@ impl SimArgs {
         "test",
         "test-fraction",
         "agent-by",
+        "regions",
+        "fleet-rule",
         "skip-bad-rows",
         "agents",
         "inducing",
@@ -227,6 +243,8 @@ impl SimArgs {
             test,
             test_fraction,
             agent_by,
+            regions,
+            fleet_rule,
             agents,
             inducing,
             latent_dim,
@@ -373,8 +391,26 @@ pub fn sim_config(
             FuseGroups::Across
         },
         fuse_warmup: !a.no_fuse_warmup,
+        fleet_rule: fleet_rule(a.fleet_rule.as_deref())?,
+        local: agent.config.local,
         site: agent.config.site,
         ..SimConfig::default()
+    })
+}
+
+/// The fleet rule named `name` (`None`: the default, [`SimConfig::default`]'s).
+///
+/// # Errors
+/// [`SimError::Config`] for an unknown name, listing the known ones.
+fn fleet_rule(name: Option<&str>) -> Result<FleetRule, SimError> {
+    let Some(name) = name else {
+        return Ok(SimConfig::default().fleet_rule);
+    };
+    FleetRule::from_name(name).ok_or_else(|| {
+        SimError::Config(format!(
+            "unknown --fleet-rule '{name}': use {}",
+            crate::fleet::RULES.map(FleetRule::name).join(", ")
+        ))
     })
 }
 
@@ -388,7 +424,8 @@ pub fn sim_config(
 pub fn check_memory(cfg: &SimConfig, d: usize, machine: u64) -> Result<(), SimError> {
     let m = cfg.vocab.as_ref().map_or(cfg.inducing, |v| v.m());
     let window = cfg.site.window_points;
-    let sizes = Sizes::of(cfg.agents, m, cfg.mode, cfg.projection, window, Some(d));
+    let sizes = Sizes::of(cfg.agents, m, cfg.mode, cfg.projection, window, Some(d))
+        .with_local_memory(cfg.local.capacity);
     Ok(coolgp_config::check_memory(
         &sizes,
         machine,

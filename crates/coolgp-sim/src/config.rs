@@ -5,6 +5,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use coolgp::learn::{AdamConfig, SiteConfig};
+use coolgp::local::{FleetRule, LocalConfig};
 use coolgp::{ProjectionMode, Topology, UpdateMode, Vocabulary};
 use serde::Serialize;
 
@@ -236,6 +237,11 @@ pub struct SimConfig {
     pub central_damping: f64,
     /// With projection groups in the workload: fuse q(u) across them or only within each.
     pub fuse_groups: FuseGroups,
+    /// How the fleet-wide query combines the agents' answers (`--fleet-rule`).
+    pub fleet_rule: FleetRule,
+    /// The agents' local memory and residual GP (`--local-memory`; the central learner keeps
+    /// none).
+    pub local: LocalConfig,
 }
 
 impl Default for SimConfig {
@@ -266,6 +272,8 @@ impl Default for SimConfig {
             site: SiteConfig::default(),
             central_damping: 0.01,
             fuse_groups: FuseGroups::Across,
+            fleet_rule: FleetRule::Rbcm,
+            local: LocalConfig::default(),
         }
     }
 }

@@ -86,6 +86,11 @@ pub(crate) fn window(t: &TestSet, k: usize, cap: usize) -> TestSet {
     TestSet {
         x: coolgp::faer::Mat::from_fn(cap, t.x.ncols(), |i, j| t.x[(row(i), j)]),
         y: (0..cap).map(|i| t.y[row(i)]).collect(),
+        groups: if t.groups.is_empty() {
+            Vec::new()
+        } else {
+            (0..cap).map(|i| t.group(row(i))).collect()
+        },
     }
 }
 
@@ -154,11 +159,17 @@ mod tests {
         let t = TestSet {
             x: coolgp::faer::Mat::from_fn(5, 1, |i, _| i as f64),
             y: (0..5).map(|i| 10.0 * i as f64).collect(),
+            groups: (0..5).map(|i| (i % 2 == 0).then_some(i)).collect(),
         };
         assert_eq!(window(&t, 0, 2).y, vec![0.0, 10.0]);
         assert_eq!(window(&t, 1, 2).y, vec![20.0, 30.0]);
         assert_eq!(window(&t, 2, 2).y, vec![40.0, 0.0], "wraps");
         assert_eq!(window(&t, 2, 2).x[(0, 0)], 4.0, "x rows follow y");
+        assert_eq!(
+            window(&t, 2, 2).groups,
+            vec![Some(4), Some(0)],
+            "groups follow y"
+        );
         assert_eq!(window(&t, 7, 9).y.len(), 5, "a small set is used whole");
     }
 }

@@ -31,7 +31,7 @@
 //! let work = Workload {
 //!     d: 2,
 //!     batches,
-//!     tests: vec![TestSet { y: f(&xt), x: xt }],
+//!     tests: vec![TestSet::new(xt.clone(), f(&xt))],
 //!     groups: 0,
 //!     test_by_group: false,
 //!     projection_groups: Vec::new(),
@@ -54,6 +54,7 @@ pub mod fleet;
 mod groups;
 pub mod network;
 pub mod prepare;
+pub mod regions;
 pub mod report;
 pub mod run;
 pub mod summary;
@@ -61,6 +62,7 @@ pub mod workload;
 
 pub use args::{check_memory, sim_config, SimArgs};
 pub use config::{FuseGroups, FusionChoice, Schedule, SimConfig, TopologyKind};
+pub use fleet::QueryScores;
 pub use fleet::{Fleet, Progress};
 pub use network::{run_rounds, run_schedule, run_until_settled, NetStats, Settle};
 pub use prepare::{prepare, Prepared};

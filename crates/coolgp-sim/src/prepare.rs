@@ -11,6 +11,7 @@ use coolgp_data::{
 };
 
 use crate::args::SimArgs;
+use crate::regions::Regions;
 use crate::workload::{Batch, TestSet, Workload};
 use crate::SimError;
 
@@ -31,7 +32,8 @@ pub struct Prepared {
     pub description: String,
     /// Number of routing groups (stations), if routed.
     pub groups: Option<usize>,
-    /// The routing keys in group order (group `g` is `group_names[g]`; empty if not keyed).
+    /// The routing keys in group order (group `g` is `group_names[g]`; `region-g` under
+    /// `--regions`; empty if not routed).
     pub group_names: Vec<String>,
 }
 
@@ -53,6 +55,7 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared, SimError> {
         .as_deref()
         .filter(|c| *c != "none")
         .map(str::to_owned);
+    check_regions(args, group_col.as_deref())?;
     if let (Some(g), Some(k)) = (&group_col, &args.agent_by) {
         if g != k {
             return Err(SimError::Config(format!(
@@ -102,7 +105,9 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared, SimError> {
     st.apply(&mut train)?;
     st.apply(&mut test)?;
     let batch = args.batch.unwrap_or(20).max(1);
-    let (batches, groups, group_names) = batches(&train, batch, file_order);
+    let route = routing(args, &train, &test, seed)?;
+    let batches = batches(&train, &route, batch, file_order);
+    let groups = route.of_train.as_ref().map(|_| route.names.len());
     let description = format!(
         "{desc}: {} training rows in {} batches of ≤{batch}, {} test rows, {} inputs ({}) → {}{}",
         train.len(),
@@ -111,8 +116,9 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared, SimError> {
         train.dim(),
         train.input_names.join(","),
         train.target_name,
-        groups.map_or(String::new(), |g| format!(", {g} routing groups"))
+        groups.map_or(String::new(), |g| format!(", {g} {}", route.what))
     );
+    let group_names = route.names;
     Ok(Prepared {
         work: Workload {
             d: train.dim(),
@@ -120,6 +126,7 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared, SimError> {
             tests: vec![TestSet {
                 x: test.x,
                 y: test.y,
+                groups: route.of_test,
             }],
             groups: groups.unwrap_or(0),
             test_by_group: false,
@@ -136,56 +143,162 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared, SimError> {
     })
 }
 
-/// The training rows cut into batches of `batch` rows: keyed rows (stations) one group per
-/// key, each key's rows in order, the keys one after the other or (`file_order`) on one clock;
-/// else in order. Also the number of groups and the keys in group order.
-fn batches(
+/// How the training rows are routed to groups of agents, and the groups of the test rows.
+struct Routing {
+    /// The group of each training row (`None`: no groups, each batch to a random agent).
+    of_train: Option<Vec<usize>>,
+    /// The groups' names, in group order (the keys, sorted; `region-0`, …).
+    names: Vec<String>,
+    /// The group of each test row where known (empty without groups).
+    of_test: Vec<Option<usize>>,
+    /// What a group is, for the description (`routing groups`, `regions (k-means over …)`).
+    what: String,
+}
+
+/// The routing of the rows: by region (`--regions`, after standardization), by key (each
+/// distinct key one group, in sorted key order; a test row whose key no training row has
+/// belongs to no group), or none.
+fn routing(
+    args: &SimArgs,
     train: &Dataset,
-    batch: usize,
-    file_order: bool,
-) -> (Vec<Batch>, Option<usize>, Vec<String>) {
+    test: &Dataset,
+    seed: u64,
+) -> Result<Routing, SimError> {
+    if let Some(cols) = &args.regions {
+        return region_routing(cols, args.agents.unwrap_or(10), train, test, seed);
+    }
+    let Some(keys) = &train.keys else {
+        return Ok(Routing {
+            of_train: None,
+            names: Vec::new(),
+            of_test: Vec::new(),
+            what: String::new(),
+        });
+    };
+    let index: BTreeMap<&str, usize> = keys
+        .iter()
+        .map(String::as_str)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .enumerate()
+        .map(|(g, k)| (k, g))
+        .collect();
+    Ok(Routing {
+        of_train: Some(keys.iter().map(|k| index[k.as_str()]).collect()),
+        names: index.keys().map(|k| (*k).to_owned()).collect(),
+        of_test: test.keys.as_ref().map_or(Vec::new(), |tk| {
+            tk.iter().map(|k| index.get(k.as_str()).copied()).collect()
+        }),
+        what: "routing groups".into(),
+    })
+}
+
+/// Refuses `--regions` where another routing is asked for (`--agent-by`, a projection-group
+/// column) or given no columns.
+fn check_regions(args: &SimArgs, group_col: Option<&str>) -> Result<(), SimError> {
+    let Some(cols) = &args.regions else {
+        return Ok(());
+    };
+    if cols.is_empty() {
+        return Err(SimError::Config(
+            "--regions needs input columns (e.g. --regions lon,lat)".into(),
+        ));
+    }
+    let other = match (&args.agent_by, group_col) {
+        (Some(k), _) => format!("--agent-by {k}"),
+        (None, Some(g)) => format!("--projection-group {g}"),
+        (None, None) => return Ok(()),
+    };
+    Err(SimError::Config(format!(
+        "--regions {} with {other}: a row is routed either by region or by a column; drop one",
+        cols.join(",")
+    )))
+}
+
+/// Regions over the (standardized) input columns `cols`: k-means with `k` = the agents
+/// ([`Regions::fit`]), every training and test row in the region of its nearest centre.
+fn region_routing(
+    cols: &[String],
+    k: usize,
+    train: &Dataset,
+    test: &Dataset,
+    seed: u64,
+) -> Result<Routing, SimError> {
+    let idx = cols
+        .iter()
+        .map(|c| {
+            train
+                .input_names
+                .iter()
+                .position(|n| n == c)
+                .ok_or_else(|| {
+                    SimError::Config(format!(
+                        "--regions: unknown column '{c}'; the input columns are {}",
+                        train.input_names.join(", ")
+                    ))
+                })
+        })
+        .collect::<Result<Vec<usize>, _>>()?;
+    let points = |d: &Dataset| -> Vec<f64> {
+        (0..d.len())
+            .flat_map(|i| idx.iter().map(move |&j| d.x[(i, j)]))
+            .collect()
+    };
+    let regions = Regions::fit(&points(train), idx.len(), k, seed)?;
+    Ok(Routing {
+        of_train: Some(regions.assign(&points(train))),
+        names: (0..k).map(|r| format!("region-{r}")).collect(),
+        of_test: regions
+            .assign(&points(test))
+            .into_iter()
+            .map(Some)
+            .collect(),
+        what: format!("regions (k-means over {})", cols.join(",")),
+    })
+}
+
+/// The training rows cut into batches of `batch` rows: routed rows (stations, regions) one
+/// group per group of `route`, each group's rows in order, the groups one after the other or
+/// (`file_order`) on one clock; else in order.
+fn batches(train: &Dataset, route: &Routing, batch: usize, file_order: bool) -> Vec<Batch> {
     let mut batches = Vec::new();
-    let mut group_names = Vec::new();
-    let groups = match &train.keys {
-        Some(keys) => {
-            // One group per key; rows of a key keep their order and are cut into batches.
-            let mut by_key: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for (i, k) in keys.iter().enumerate() {
-                by_key.entry(k.as_str()).or_default().push(i);
+    match &route.of_train {
+        Some(of) => {
+            // Rows of a group keep their order and are cut into batches.
+            let mut by_group: Vec<Vec<usize>> = vec![Vec::new(); route.names.len()];
+            for (i, &g) in of.iter().enumerate() {
+                by_group[g].push(i);
             }
-            group_names = by_key.keys().map(|k| (*k).to_owned()).collect();
-            let per_key: Vec<Vec<&[usize]>> = by_key
-                .values()
+            let per_group: Vec<Vec<&[usize]>> = by_group
+                .iter()
                 .map(|rows| rows.chunks(batch).collect())
                 .collect();
             if file_order {
-                // One clock: the k-th batch of every key, then the (k+1)-th.
-                let longest = per_key.iter().map(Vec::len).max().unwrap_or(0);
+                // One clock: the k-th batch of every group, then the (k+1)-th.
+                let longest = per_group.iter().map(Vec::len).max().unwrap_or(0);
                 for k in 0..longest {
-                    for (g, chunks) in per_key.iter().enumerate() {
+                    for (g, chunks) in per_group.iter().enumerate() {
                         if let Some(c) = chunks.get(k) {
                             batches.push(to_batch(train, c, Some(g)));
                         }
                     }
                 }
             } else {
-                for (g, chunks) in per_key.iter().enumerate() {
+                for (g, chunks) in per_group.iter().enumerate() {
                     for c in chunks {
                         batches.push(to_batch(train, c, Some(g)));
                     }
                 }
             }
-            Some(by_key.len())
         }
         None => {
             let idx: Vec<usize> = (0..train.len()).collect();
             for c in idx.chunks(batch) {
                 batches.push(to_batch(train, c, None));
             }
-            None
         }
-    };
-    (batches, groups, group_names)
+    }
+    batches
 }
 
 fn to_batch(d: &Dataset, rows: &[usize], group: Option<usize>) -> Batch {
@@ -252,6 +365,13 @@ fn load_tables(args: &SimArgs, seed: u64) -> Result<(Dataset, Dataset, String), 
 /// The paper's SYNTHETIC domain: two phenomena `u(W_a x)`, `u(W_b x)` in 6-d, routed by
 /// phenomenon (agent i observes phenomenon i mod 2) and tested on its own phenomenon.
 fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared, SimError> {
+    if args.regions.is_some() {
+        return Err(SimError::Config(
+            "--regions: the synthetic dataset routes its rows by phenomenon; give --dataset \
+             wind|air|airline or --data FILE"
+                .into(),
+        ));
+    }
     if args.file_order()? {
         return Err(SimError::Config(
             "--stream-order file: the synthetic dataset is drawn, not read from a file; give \
@@ -321,7 +441,11 @@ fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared, SimError> {
             tests: syn
                 .test
                 .into_iter()
-                .map(|(_, x, y)| TestSet { x, y })
+                .map(|(p, x, y)| TestSet {
+                    groups: vec![Some(p); y.len()],
+                    x,
+                    y,
+                })
                 .collect(),
             groups: cfg.phenomena,
             test_by_group: true,
@@ -393,6 +517,123 @@ mod tests {
         let rg: Vec<usize> = r.work.batches.iter().filter_map(|b| b.group).collect();
         assert!(rg.windows(2).all(|w| w[0] <= w[1]), "{rg:?}");
         assert_ne!(groups, rg);
+    }
+
+    /// Two clusters in (a, b) (around (0, 0) and (10, 10)), a noise column c, target y.
+    fn clustered_csv(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("coolgp-regions-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut s = String::from("a,b,c,y\n");
+        for i in 0..200 {
+            let (o, j) = (10 * (i % 2), (i * 7 % 5) as f64 * 0.1);
+            s.push_str(&format!(
+                "{},{},{},{}\n",
+                o as f64 + j,
+                o as f64 - j,
+                i % 13,
+                i % 2
+            ));
+        }
+        let p = dir.join(name);
+        std::fs::write(&p, s).expect("write csv");
+        p
+    }
+
+    #[test]
+    fn regions_route_each_cluster_to_one_agent_and_test_rows_to_their_region() {
+        let args = SimArgs {
+            data: Some(clustered_csv("regions.csv")),
+            target: Some("y".into()),
+            regions: Some(vec!["a".into(), "b".into()]),
+            agents: Some(2),
+            batch: Some(5),
+            ..SimArgs::default()
+        };
+        let p = prepare(&args).expect("prepared");
+        assert_eq!(p.groups, Some(2));
+        // A region's batches hold one cluster only (y is the cluster here, standardized).
+        for g in 0..2 {
+            let ys: Vec<f64> = p
+                .work
+                .batches
+                .iter()
+                .filter(|b| b.group == Some(g))
+                .flat_map(|b| b.y.iter().copied())
+                .collect();
+            assert!(
+                !ys.is_empty() && ys.iter().all(|&y| y == ys[0]),
+                "{g}: {ys:?}"
+            );
+        }
+        let t = &p.work.tests[0];
+        assert_eq!(t.groups.len(), t.y.len());
+        let region_of_y = |y: f64| {
+            let b = p
+                .work
+                .batches
+                .iter()
+                .find(|b| b.y[0] == y)
+                .expect("a batch");
+            b.group
+        };
+        for (i, &y) in t.y.iter().enumerate() {
+            assert_eq!(t.group(i), region_of_y(y), "test row {i}");
+        }
+        // The same seed routes the same way.
+        let q = prepare(&args).expect("prepared");
+        assert_eq!(q.work.tests[0].groups, t.groups);
+    }
+
+    #[test]
+    fn bad_regions_are_refused_with_a_clear_message() {
+        let base = SimArgs {
+            data: Some(clustered_csv("bad-regions.csv")),
+            target: Some("y".into()),
+            ..SimArgs::default()
+        };
+        let err = |a: SimArgs| prepare(&a).err().map(|e| e.to_string()).unwrap_or_default();
+        let e = err(SimArgs {
+            regions: Some(vec!["lat".into()]),
+            ..base.clone()
+        });
+        assert!(
+            e.contains("unknown column 'lat'") && e.contains("a, b, c"),
+            "{e}"
+        );
+        let e = err(SimArgs {
+            regions: Some(vec!["a".into()]),
+            agents: Some(500),
+            ..base.clone()
+        });
+        assert!(e.contains("500 regions"), "{e}");
+        let e = err(SimArgs {
+            regions: Some(vec!["t".into()]),
+            ..args(keyed_csv("regions-keyed.csv"), None)
+        });
+        assert!(e.contains("--regions t with --agent-by station"), "{e}");
+    }
+
+    #[test]
+    fn keyed_test_rows_keep_their_station() {
+        // Station s{k}'s rows have y = k: a test row's group has batches of its own y.
+        let dir = std::env::temp_dir().join(format!("coolgp-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut s = String::from("station,t,y\n");
+        for t in 0..120 {
+            s.push_str(&format!("s{},{t},{}\n", t % 3, t % 3));
+        }
+        let path = dir.join("keys.csv");
+        std::fs::write(&path, s).expect("write csv");
+        let p = prepare(&args(path, None)).expect("prepared");
+        let t = &p.work.tests[0];
+        assert_eq!(t.groups.len(), t.y.len());
+        for (i, &y) in t.y.iter().enumerate() {
+            let g = t
+                .group(i)
+                .expect("every test station is a training station");
+            let b = p.work.batches.iter().find(|b| b.group == Some(g));
+            assert_eq!(b.map(|b| b.y[0]), Some(y), "test row {i}");
+        }
     }
 
     #[test]

@@ -2,7 +2,10 @@
 
 use serde::Serialize;
 
+use std::collections::BTreeMap;
+
 use crate::baselines::Uploads;
+use crate::fleet::QueryScores;
 use crate::network::NetStats;
 
 /// A point of the learning curves (mean RMSE over evaluated agents, original units).
@@ -80,6 +83,34 @@ pub struct Report {
     pub sigma_s_central: Option<f64>,
     /// The central learner's σ_n (original units).
     pub sigma_n_central: Option<f64>,
+    /// Fleet-wide query (issue 19) under the run's `fleet_rule`: RMSE (original units) of the
+    /// fleet's combined answer on the first 2,000 rows of each test set (a deterministic
+    /// subset: the test set is shuffled), every agent answering with its fused q(u) plus its
+    /// local memory's correction (without memory: the global model alone).
+    pub rmse_fleet_query: f64,
+    /// As `rmse_fleet_query`, the mean Gaussian NLPD (original units) of the combined answer.
+    pub nlpd_fleet_query: f64,
+    /// As `rmse_fleet_query`, the fraction of targets inside `mean ± 1.96·sqrt(var_y)`.
+    pub coverage95_fleet_query: f64,
+    /// The fleet rule of the `*_fleet_query` fields (`--fleet-rule`).
+    pub fleet_rule: String,
+    /// The fleet-wide query's scores under every rule (`min-variance`, `bcm`, `rbcm`), on the
+    /// same rows.
+    pub fleet_query_rules: BTreeMap<String, QueryScores>,
+    /// The oracle's RMSE (original units) on the rows of the fleet query whose routing group
+    /// is known (`--agent-by`, `--regions`, the synthetic phenomena; `None` for random
+    /// routing): the answer of the agent that holds the row's region or station (the
+    /// smallest-variance one if several agents share it).
+    pub rmse_oracle_local: Option<f64>,
+    /// As `rmse_oracle_local`, the NLPD (original units).
+    pub nlpd_oracle_local: Option<f64>,
+    /// As `rmse_oracle_local`, the 95% interval coverage.
+    pub coverage95_oracle_local: Option<f64>,
+    /// Mean rows in the agents' local memories at the end of the stream (`--local-memory`).
+    pub local_points_mean: f64,
+    /// Mean bytes of local state per agent: the memory's rows and targets, the Cholesky
+    /// factor of its residual kernel matrix and its weights (8 bytes per value).
+    pub local_bytes_per_agent: f64,
     /// Agents.
     pub agents: usize,
     /// Inducing inputs m.
@@ -122,6 +153,10 @@ pub struct Report {
     /// Per-agent rows.
     #[serde(skip)]
     pub per_agent: Vec<AgentRow>,
+    /// RMSE of the fleet query (`fleet_rule`, original units) on the rows of each routing
+    /// group (a station, a region; `None` for a group without a row of the query).
+    #[serde(skip)]
+    pub fleet_query_by_group: Vec<Option<f64>>,
 }
 
 /// Wall seconds per phase of a run (the fleet's blocks run alongside the central learner).
@@ -135,4 +170,6 @@ pub struct Phases {
     pub eval_s: f64,
     /// dDTC and dPITC.
     pub baselines_s: f64,
+    /// The fleet-wide queries: every agent's local answers and their combinations.
+    pub local_s: f64,
 }

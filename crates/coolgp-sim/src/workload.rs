@@ -22,6 +22,27 @@ pub struct TestSet {
     pub x: Mat<f64>,
     /// Targets `[n]`.
     pub y: Vec<f64>,
+    /// The routing group of each row where known (its station under `--agent-by`, its region
+    /// under `--regions`, its phenomenon in the synthetic domain): the agents of that group
+    /// are the row's oracle (the fleet-query scores' `*_oracle_local`). Empty when no row's
+    /// group is known (random routing).
+    pub groups: Vec<Option<usize>>,
+}
+
+impl TestSet {
+    /// A test set whose rows' groups are unknown.
+    pub fn new(x: Mat<f64>, y: Vec<f64>) -> Self {
+        Self {
+            x,
+            y,
+            groups: Vec::new(),
+        }
+    }
+
+    /// The routing group of row `i`, if known.
+    pub fn group(&self, i: usize) -> Option<usize> {
+        self.groups.get(i).copied().flatten()
+    }
 }
 
 /// The data of a run.

@@ -217,3 +217,183 @@ fn a_fleet_checkpoint_keeps_the_site_clock_and_older_metadata_still_parses() {
     assert_eq!((parsed.site_clock, parsed.site_fleet_damping), (None, None));
     assert_eq!(parsed.site_memory, None);
 }
+
+/// An agent with a local memory of `capacity` rows (issue 19), trained as [`trained`].
+fn with_memory(capacity: usize, policy: coolgp::local::MemoryPolicy) -> (Arc<Vocabulary>, Agent) {
+    let vocab = Arc::new(Vocabulary::default_design(8, 2, 3).expect("vocab"));
+    let cfg = AgentConfig {
+        local: coolgp::local::LocalConfig {
+            capacity,
+            policy,
+            ..coolgp::local::LocalConfig::default()
+        },
+        ..AgentConfig::default()
+    };
+    let agent = trained(cfg, &vocab);
+    (vocab, agent)
+}
+
+#[test]
+fn local_memory_round_trips_and_answers_the_same() {
+    // Issue 19: the memory (rows, targets, the policy's counter, the residual kernel) is node
+    // state: written as `local/*` and metadata `local`, restored bit for bit.
+    for policy in coolgp::local::MemoryPolicy::ALL {
+        round_trip(AgentConfig {
+            local: coolgp::local::LocalConfig {
+                capacity: 12,
+                policy,
+                ..coolgp::local::LocalConfig::default()
+            },
+            ..AgentConfig::default()
+        });
+    }
+    let (vocab, agent) = with_memory(12, coolgp::local::MemoryPolicy::Recent);
+    assert_eq!(agent.local_points(), 12);
+    let mut m = meta(&vocab, agent.id());
+    let bytes = checkpoint::to_bytes(&agent, &mut m).expect("serialize");
+    let local = m.agent.local.clone().expect("local metadata");
+    assert_eq!(
+        (local.capacity, local.rows, local.policy.as_str()),
+        (12, 12, "recent")
+    );
+    let cp = checkpoint::from_bytes("mem".as_ref(), &bytes, &vocab, 3).expect("load");
+    assert_eq!(cp.snapshot.config.local, agent.config().local);
+    let b = Agent::restore(vocab.clone(), cp.snapshot).expect("restore");
+    let (x, _) = block(11, 5, 3);
+    let want = agent
+        .local_answers(x.as_ref(), View::Fused)
+        .expect("answers");
+    assert_eq!(
+        b.local_answers(x.as_ref(), View::Fused).expect("answers"),
+        want
+    );
+    assert!(
+        want.iter().any(|a| a.residual_mean != 0.0),
+        "the memory corrects"
+    );
+}
+
+/// `bytes` with tensor `name` replaced by `(shape, values)`, re-signed (the checksum of the
+/// module docs), as a writer that got the memory wrong would have written it.
+fn rewritten(bytes: &[u8], name: &str, shape: Vec<usize>, values: &[f64]) -> Vec<u8> {
+    use safetensors::tensor::{Dtype, TensorView};
+    use sha2::{Digest, Sha256};
+    let (_, md) = safetensors::SafeTensors::read_metadata(bytes).expect("metadata");
+    let mut info = md.metadata().clone().expect("metadata map");
+    let st = safetensors::SafeTensors::deserialize(bytes).expect("tensors");
+    let mut tensors: std::collections::BTreeMap<String, (Vec<usize>, Vec<u8>)> = st
+        .tensors()
+        .into_iter()
+        .map(|(k, v)| (k, (v.shape().to_vec(), v.data().to_vec())))
+        .collect();
+    let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    tensors.insert(name.to_owned(), (shape, data));
+    let mut h = Sha256::new();
+    for (k, (shape, data)) in &tensors {
+        h.update(k.as_bytes());
+        h.update([0u8]);
+        for s in shape {
+            h.update((*s as u64).to_le_bytes());
+        }
+        h.update(data);
+    }
+    h.update(info["coolgp"].as_bytes());
+    let sum: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    info.insert("sha256".into(), sum);
+    let views: Vec<(String, TensorView<'_>)> = tensors
+        .iter()
+        .map(|(k, (s, d))| {
+            (
+                k.clone(),
+                TensorView::new(Dtype::F64, s.clone(), d).expect("view"),
+            )
+        })
+        .collect();
+    safetensors::serialize(views, Some(info)).expect("serialize")
+}
+
+#[test]
+fn a_memory_row_of_the_wrong_width_or_not_finite_is_refused_by_name() {
+    let (vocab, agent) = with_memory(6, coolgp::local::MemoryPolicy::Recent);
+    let mut m = meta(&vocab, agent.id());
+    let bytes = checkpoint::to_bytes(&agent, &mut m).expect("serialize");
+    let snap = agent.snapshot();
+    let x = &snap.local.as_ref().expect("memory").x;
+    let n = x.nrows();
+    let load = |b: &[u8]| {
+        checkpoint::from_bytes("st/checkpoint.safetensors".as_ref(), b, &vocab, 3)
+            .map(|_| ())
+            .expect_err("refused")
+            .to_string()
+    };
+    // Rows of 4 inputs for an agent of 3.
+    let wide = rewritten(&bytes, "local/x", vec![n, 4], &vec![0.5; n * 4]);
+    let e = load(&wide);
+    assert!(
+        e.contains("st/checkpoint.safetensors")
+            && e.contains("local memory rows have shape [6, 4]")
+            && e.contains("3 inputs"),
+        "{e}"
+    );
+    // A NaN in row 2, an infinite target.
+    let mut rows: Vec<f64> = (0..n)
+        .flat_map(|i| (0..3).map(move |j| (i, j)))
+        .map(|(i, j)| x[(i, j)])
+        .collect();
+    rows[2 * 3 + 1] = f64::NAN;
+    let e = load(&rewritten(&bytes, "local/x", vec![n, 3], &rows));
+    assert!(e.contains("local memory row 2 is not finite"), "{e}");
+    let mut y = snap.local.as_ref().expect("memory").y.clone();
+    y[0] = f64::INFINITY;
+    let e = load(&rewritten(&bytes, "local/y", vec![n], &y));
+    assert!(e.contains("local memory target 0 is not finite"), "{e}");
+    // More rows than the metadata says.
+    let e = load(&rewritten(
+        &bytes,
+        "local/x",
+        vec![n + 1, 3],
+        &vec![0.5; (n + 1) * 3],
+    ));
+    assert!(e.contains("holds 7 rows, its metadata says 6"), "{e}");
+}
+
+#[test]
+fn a_version_1_checkpoint_without_memory_still_restores() {
+    // `tests/data/checkpoint_v1.safetensors` was written by `coolgp node` before the local
+    // memory existed (format version 1; `--id 1 --fleet old --inducing 4 --batch 3` on
+    // `checkpoint_v1.csv`, stopped by SIGTERM): it restores with the memory off.
+    let bytes = include_bytes!("data/checkpoint_v1.safetensors");
+    let (_, md) = safetensors::SafeTensors::read_metadata(bytes).expect("metadata");
+    let info = md.metadata().clone().expect("metadata map");
+    assert_eq!(info["format_version"], "1");
+    assert_eq!(checkpoint::FORMAT_VERSION, 2);
+    let vocab = Arc::new(Vocabulary::default_design(4, 2, 0).expect("vocab"));
+    let cp = checkpoint::from_bytes("v1".as_ref(), bytes, &vocab, 2).expect("a v1 file reads");
+    assert_eq!((cp.meta.model.fleet.as_str(), cp.meta.points), ("old", 6));
+    assert_eq!(cp.meta.agent.local, None);
+    assert_eq!(cp.snapshot.local, None);
+    assert_eq!(
+        cp.snapshot.config.local,
+        coolgp::local::LocalConfig::default()
+    );
+    let agent = Agent::restore(vocab, cp.snapshot).expect("restore");
+    assert_eq!(agent.local_points(), 0);
+    let x = Mat::from_fn(2, 2, |i, j| (i + j) as f64 * 0.3);
+    let p = agent.predict(x.as_ref(), View::Fused).expect("predict");
+    assert!(p.mean.iter().chain(&p.var_y).all(|v| v.is_finite()));
+    // A version this build does not know is refused by name.
+    let mut info2 = info.clone();
+    info2.insert("format_version".into(), "3".into());
+    let st = safetensors::SafeTensors::deserialize(bytes).expect("tensors");
+    let newer = safetensors::serialize(st.tensors(), Some(info2)).expect("serialize");
+    let e = checkpoint::from_bytes(
+        "v3".as_ref(),
+        &newer,
+        &Vocabulary::default_design(4, 2, 0).expect("v"),
+        2,
+    )
+    .map(|_| ())
+    .expect_err("refused")
+    .to_string();
+    assert!(e.contains("this build reads 1 to 2"), "{e}");
+}

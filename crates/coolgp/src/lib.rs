@@ -100,6 +100,7 @@ mod fingerprint;
 pub mod fuse;
 pub mod learn;
 pub mod linalg;
+pub mod local;
 pub mod model;
 pub mod protocol;
 pub mod rng;
@@ -108,6 +109,7 @@ pub(crate) mod simd;
 pub use error::{Error, Result};
 pub use fuse::Topology;
 pub use learn::UpdateMode;
+pub use local::{combine, FleetRule, LocalAnswer, LocalConfig, MemoryPolicy, ResidualKind};
 pub use model::{
     Excess, Fingerprint, NaturalParams, Posterior, Prediction, Projection, Vocabulary,
 };

@@ -13,6 +13,7 @@ use coolgp::rng::Rng;
 use coolgp_sim::{Batch, Report, Workload};
 
 mod groups;
+mod local;
 mod order;
 mod projection;
 
@@ -49,6 +50,10 @@ pub enum Name {
     /// (`--stream-order file`), per-agent vs the fleet projection under both site memories
     /// (`--site-memory recent|stream`), with learning curves in time order.
     Order,
+    /// Issue 19: local memory and fleet-wide queries. Wind and air stations (one agent per
+    /// station) and airline by regions, RMSE against the memory B (global only, fleet query,
+    /// oracle agent), time per block and bytes of state per agent.
+    Local,
 }
 
 /// Flags of `coolgp experiment`.
@@ -90,6 +95,7 @@ pub fn run(a: &ExperimentArgs) -> Result<()> {
         Name::Scaling => scaling(a, &dir),
         Name::Projection => projection::run(a, &dir),
         Name::Order => order::run(a, &dir),
+        Name::Local => local::run(a, &dir),
     }
 }
 

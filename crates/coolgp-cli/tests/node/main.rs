@@ -4,4 +4,5 @@
 mod common;
 mod dashboard;
 mod node_fleet;
+mod node_local;
 mod node_security;

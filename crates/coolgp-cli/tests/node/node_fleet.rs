@@ -574,6 +574,7 @@ fn fused_predictions(fleet: &Fleet, n: usize, x: &[Vec<f64>]) -> Vec<Option<Vec<
         columns: None,
         x: x.to_vec(),
         view: None,
+        parts: false,
     };
     let client = fleet.client.as_ref().expect("client");
     (0..n)

@@ -438,6 +438,7 @@ fn rounds_keep_running_while_a_100k_row_query_is_computed() {
             columns: None,
             x,
             view: None,
+            parts: false,
         };
         let too_many = c.predict(
             &name,

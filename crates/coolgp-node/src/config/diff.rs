@@ -106,6 +106,17 @@ pub fn setting_differences(
     for ((flag, w), (_, n)) in site(&written.site).into_iter().zip(site(&wanted.site)) {
         value(flag, w, n);
     }
+    // The local memory's flags.
+    let local = |l: &coolgp::local::LocalConfig| {
+        [
+            ("--local-memory", l.capacity.to_string()),
+            ("--local-policy", l.policy.name().to_owned()),
+            ("--local-kernel", l.kernel.name().to_owned()),
+        ]
+    };
+    for ((flag, w), (_, n)) in local(&written.local).into_iter().zip(local(&wanted.local)) {
+        value(flag, w, n);
+    }
     value("--seed", written.seed.to_string(), wanted.seed.to_string());
     value(
         "adam",
@@ -225,5 +236,13 @@ mod tests {
             "{text}"
         );
         assert!(differences(&fleet, &other, None).ends_with("learning (now --no-learn)"));
+        // A checkpoint without a local memory, resumed with one (issue 19).
+        let mut local = fleet.clone();
+        local.local.capacity = 200;
+        local.local.policy = coolgp::local::MemoryPolicy::Spread;
+        assert_eq!(
+            differences(&fleet, &local, None),
+            "--local-memory 0 (now 200) and --local-policy recent (now spread)"
+        );
     }
 }

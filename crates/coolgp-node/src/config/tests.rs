@@ -153,3 +153,45 @@ fn sizes_beyond_the_machine_are_refused_naming_the_memory() {
     assert!(args(20_000, "frozen").resolve_for_memory(machine).is_ok());
     assert!(args(100_000, "frozen").resolve_for_memory(None).is_ok());
 }
+
+#[test]
+fn the_local_memory_comes_from_flags_and_the_file() {
+    // Issue 19: --local-memory/--local-policy/--local-kernel (AgentArgs) and their file keys
+    // reach the node's agent settings; a flag wins over the file.
+    let dir = std::env::temp_dir().join(format!("coolgp-node-local-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join("node.toml");
+    let text = "id = 1\nfleet = \"lab\"\ninputs = [\"a\"]\nlocal-memory = 50\nlocal-policy = \"reservoir\"\nlocal-kernel = \"global\"\n";
+    std::fs::write(&path, text).expect("write");
+    let args = NodeArgs {
+        config: Some(path),
+        agent: AgentArgs {
+            local_policy: Some("spread".into()),
+            ..AgentArgs::default()
+        },
+        ..NodeArgs::default()
+    };
+    let s = args.resolve().expect("valid");
+    assert_eq!(
+        s.agent.local,
+        coolgp::local::LocalConfig {
+            capacity: 50,
+            policy: coolgp::local::MemoryPolicy::Spread,
+            kernel: coolgp::local::ResidualKind::GlobalResidual,
+        }
+    );
+    let bad = NodeArgs {
+        id: Some(1),
+        fleet: Some("lab".into()),
+        inputs: vec!["a".into()],
+        agent: AgentArgs {
+            local_memory: Some(10),
+            local_kernel: Some("rbf".into()),
+            ..AgentArgs::default()
+        },
+        ..NodeArgs::default()
+    };
+    let e = bad.resolve().map(|_| ()).expect_err("refused");
+    assert!(e.to_string().contains("--local-kernel 'rbf'"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -62,6 +62,8 @@ impl Node {
             projection_group: self.s.projection_group.clone(),
             site_memory: (self.s.agent.projection == coolgp::ProjectionMode::Fleet)
                 .then(|| self.s.agent.site.memory.name().to_owned()),
+            local_memory: self.s.agent.local.capacity,
+            local_points: self.agent.local_points(),
             blocks: d.acked_blocks,
             points: d.acked_points,
             rows_skipped: self.intake.committed.rows_skipped,
@@ -131,6 +133,7 @@ impl Node {
             agent: self.agent.clone(),
             inputs: self.inputs.layout.inputs.clone(),
             scaler: self.inputs.scaler.clone(),
+            key: crate::keys::predict(&self.s.fleet, self.s.id),
         }
     }
 }

@@ -19,7 +19,8 @@ exchanging constant-size messages (bytes): no server. This package wraps the Rus
 
 Classes: Vocabulary (the shared inducing inputs), Agent (one agent, sans-IO: you carry the
 bytes), FleetRegressor (a whole fleet, scikit-learn style). Functions: simulate (the
-`coolgp simulate` command in-process), message_info (decode a payload's header).
+`coolgp simulate` command in-process), message_info (decode a payload's header),
+combine_answers (several agents' Agent.local_answers combined by a fleet rule).
 Exceptions: RejectedMessage (a ValueError) for a refused peer message.
 """
 
@@ -29,6 +30,7 @@ from ._coolgp import (
     RejectedMessage,
     Vocabulary,
     __version__,
+    combine_answers,
     message_info,
     simulate,
 )
@@ -39,6 +41,7 @@ __all__ = [
     "RejectedMessage",
     "Vocabulary",
     "__version__",
+    "combine_answers",
     "message_info",
     "simulate",
 ]

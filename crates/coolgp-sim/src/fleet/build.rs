@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use coolgp::local::LocalConfig;
 use coolgp::rng::Rng;
 use coolgp::{Agent, AgentConfig, FusionRule, ProjectionMode, Topology, Vocabulary};
 
@@ -94,6 +95,7 @@ fn agent_config(cfg: &SimConfig, rule: FusionRule, plan: &GroupPlan, i: usize) -
         learn: cfg.learn,
         seed: cfg.seed ^ (0x9E37_79B9 * (i as u64 + 1)),
         site: cfg.site.clone(),
+        local: cfg.local,
     }
 }
 
@@ -136,6 +138,8 @@ fn central(
         ..agent_config(cfg, rule, plan, usize::MAX - 1)
     };
     c.site.damping = cfg.central_damping;
+    // The reference is the global model: it keeps no local memory.
+    c.local = LocalConfig::default();
     // One learner sees every block: its own damping is the whole rule.
     c.site.fleet_damping = 0.0;
     Ok(Agent::new(u64::MAX, vocab.clone(), d, c)?)

@@ -9,6 +9,7 @@ use coolgp::rng::Rng;
 use coolgp::{Agent, Projection, View};
 use rayon::prelude::*;
 
+use super::query::QueryScores;
 use super::{needs_tests, spaced, Fleet};
 use crate::baselines::{replay, Replay, Uploads};
 use crate::eval::{density_scores, eval_both, frob, mean_over, rmse, rmse_with};
@@ -41,7 +42,8 @@ impl Fleet<'_> {
     /// Evaluates the fleet after [`Fleet::stream`]: the largest relative error of the last
     /// fusion against `T_g = T0 + Σ E_i`, each agent's own ("pre") and fused ("post") RMSE on
     /// its whole test set, NLPD and 95% coverage of the fused models, the central learner,
-    /// and dDTC and dPITC replayed over the same stream (spec §8). The last learning-curve
+    /// dDTC and dPITC replayed over the same stream (spec §8), and the fleet-wide queries
+    /// with the agents' local memories (issue 19; [`QueryScores`]). The last learning-curve
     /// point becomes the final evaluation.
     ///
     /// # Errors
@@ -70,6 +72,15 @@ impl Fleet<'_> {
             References::default()
         };
         self.phases.baselines_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let query = self.fleet_query();
+        self.phases.local_s = t.elapsed().as_secs_f64();
+        let rule = query
+            .rules
+            .get(self.cfg.fleet_rule.name())
+            .copied()
+            .unwrap_or(QueryScores::NAN);
+        let oracle = |f: fn(&QueryScores) -> f64| query.oracle.as_ref().map(f);
         // The last curve point is the final evaluation (every agent, the whole test set).
         if let Some(last) = self.curves.last_mut() {
             last.rmse_pre = rmse_pre;
@@ -97,6 +108,17 @@ impl Fleet<'_> {
             sigma_n_post: density.sigma_n_post,
             sigma_s_central: density.sigma_s_central,
             sigma_n_central: density.sigma_n_central,
+            rmse_fleet_query: rule.rmse,
+            nlpd_fleet_query: rule.nlpd,
+            coverage95_fleet_query: rule.coverage95,
+            fleet_rule: cfg.fleet_rule.name().into(),
+            rmse_oracle_local: oracle(|s| s.rmse),
+            nlpd_oracle_local: oracle(|s| s.nlpd),
+            coverage95_oracle_local: oracle(|s| s.coverage95),
+            fleet_query_rules: query.rules,
+            local_points_mean: query.local_points_mean,
+            fleet_query_by_group: query.by_group,
+            local_bytes_per_agent: query.local_bytes_per_agent,
             agents: cfg.agents,
             inducing: self.vocab.m(),
             points: self.points,

@@ -10,7 +10,9 @@
 //! 3. [`Fleet::fuse`] (`fuse.rs`): one fusion of q(u) (tree message passing in rounds or on the
 //!    two-pass schedule, or push-sum), or of the sites alone.
 //! 4. [`Fleet::evaluate`] (`evaluate.rs`): the fused agents and the references (the central
-//!    learner, dDTC and dPITC) on the test sets, as a [`Report`].
+//!    learner, dDTC and dPITC) on the test sets, and the fleet-wide queries (`query.rs`:
+//!    every agent's answer with its local memory, combined by the fleet rules, and the
+//!    oracle's), as a [`Report`].
 //!
 //! [`crate::run`] is these phases in order; the Python `FleetRegressor` drives the same
 //! phases on in-memory arrays and keeps the fused agents instead of evaluating them.
@@ -18,6 +20,7 @@
 mod build;
 mod evaluate;
 mod fuse;
+mod query;
 mod stream;
 
 use std::sync::Arc;
@@ -34,6 +37,7 @@ use crate::workload::{TestSet, Workload};
 use crate::SimError;
 
 use fuse::Fusion;
+pub use query::{local_bytes, QueryScores, QUERY_POINTS, RULES};
 use stream::{Cadence, Dispatch};
 
 /// Progress callback: (batches done, batches total).

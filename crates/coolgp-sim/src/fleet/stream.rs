@@ -67,6 +67,18 @@ impl Dispatch {
     }
 }
 
+/// The agents that receive the batches of routing group `g` (of `groups`) in a fleet of
+/// `agents` ([`Dispatch::new`]): `g, g + groups, g + 2·groups, …`, or with fewer agents than
+/// groups agent `g % agents` alone.
+pub(super) fn members(agents: usize, groups: usize, g: usize) -> Vec<usize> {
+    let g = g % groups.max(1);
+    if agents >= groups {
+        (g..agents).step_by(groups.max(1)).collect()
+    } else {
+        vec![g % agents.max(1)]
+    }
+}
+
 /// When the fleet fuses, in batches of the stream.
 pub(super) struct Cadence {
     /// Batches between two fusions of q(u) (`fuse_every`; 0: the whole stream).

@@ -42,7 +42,7 @@ fn workload(syn: coolgp_data::Synthetic, grouped: bool) -> Workload {
         tests: syn
             .test
             .into_iter()
-            .map(|(_, x, y)| TestSet { x, y })
+            .map(|(_, x, y)| TestSet::new(x, y))
             .collect(),
         groups: if grouped { groups } else { 0 },
         test_by_group: grouped,

@@ -22,7 +22,7 @@ fn workload() -> Workload {
     })
     .expect("valid synthetic configuration");
     let batch = |(_, x, y)| Batch { group: None, x, y };
-    let test = |(_, x, y)| TestSet { x, y };
+    let test = |(_, x, y)| TestSet::new(x, y);
     Workload {
         d: 2,
         batches: syn.train_batches.into_iter().map(batch).collect(),
@@ -120,4 +120,78 @@ fn routing_groups_send_each_batch_to_its_agent() {
         assert_eq!(a.n_own(), 150, "15 batches of 10 points each");
         assert_eq!(a.blocks(), 15);
     }
+}
+
+/// A field with fine structure no m = 6 global model holds, `y = sin(6x) + x/2` on x ∈ [−2, 2],
+/// in 4 regions of x (routing group = region), 800 training and 400 test rows whose groups
+/// are known.
+fn local_field() -> Workload {
+    let f = |x: f64| (6.0 * x).sin() + 0.5 * x;
+    let at = |i: usize, n: usize| -2.0 + 4.0 * ((i * 7919) % n) as f64 / n as f64;
+    let region = |x: f64| (((x + 2.0) / 1.0) as usize).min(3);
+    let xs: Vec<f64> = (0..800).map(|i| at(i, 800)).collect();
+    // Each batch holds rows of one region.
+    let mut by_region: Vec<Batch> = Vec::new();
+    for g in 0..4 {
+        let rows: Vec<f64> = xs.iter().copied().filter(|&x| region(x) == g).collect();
+        for c in rows.chunks(10) {
+            by_region.push(Batch {
+                group: Some(g),
+                x: coolgp::faer::Mat::from_fn(c.len(), 1, |i, _| c[i]),
+                y: c.iter().map(|&x| f(x)).collect(),
+            });
+        }
+    }
+    let xt: Vec<f64> = (0..400).map(|i| at(i, 397) + 0.003).collect();
+    Workload {
+        d: 1,
+        batches: by_region,
+        tests: vec![TestSet {
+            x: coolgp::faer::Mat::from_fn(400, 1, |i, _| xt[i]),
+            y: xt.iter().map(|&x| f(x)).collect(),
+            groups: xt.iter().map(|&x| Some(region(x))).collect(),
+        }],
+        groups: 4,
+        test_by_group: false,
+        projection_groups: Vec::new(),
+        y_scale: 1.0,
+    }
+}
+
+#[test]
+fn local_memories_answer_the_fine_structure_the_global_model_misses() {
+    // Reference: issue 19 (the fleet query and the oracle agent of a region).
+    let w = local_field();
+    let cfg = |capacity| SimConfig {
+        agents: 4,
+        inducing: 6,
+        projection: coolgp::ProjectionMode::Fleet,
+        baselines: false,
+        local: coolgp::local::LocalConfig {
+            capacity,
+            ..coolgp::local::LocalConfig::default()
+        },
+        ..SimConfig::default()
+    };
+    let off = run(&cfg(0), &w, &|_, _| {}).expect("run");
+    let on = run(&cfg(100), &w, &|_, _| {}).expect("run");
+    // The memory leaves the global model as it is.
+    assert_eq!(off.rmse_post.to_bits(), on.rmse_post.to_bits());
+    assert_eq!((off.local_points_mean, on.local_points_mean), (0.0, 100.0));
+    assert!(on.local_bytes_per_agent >= 8.0 * 100.0 * 100.0);
+    for rule in ["min-variance", "bcm", "rbcm"] {
+        let (a, b) = (off.fleet_query_rules[rule], on.fleet_query_rules[rule]);
+        assert!(b.rmse < 0.5 * a.rmse, "{rule}: {} → {}", a.rmse, b.rmse);
+        assert!(
+            b.nlpd.is_finite() && (0.0..=1.0).contains(&b.coverage95),
+            "{rule}"
+        );
+    }
+    let oracle = on.rmse_oracle_local.expect("every test row has a region");
+    assert!(
+        oracle < 0.5 * off.rmse_oracle_local.unwrap_or(f64::NAN),
+        "{oracle}"
+    );
+    assert_eq!(on.fleet_query_by_group.len(), 4);
+    assert!(on.fleet_query_by_group.iter().all(Option::is_some));
 }

@@ -26,7 +26,7 @@ fn gp_stream(noise: f64, seed: u64) -> Workload {
         batches: set(syn.train_batches)
             .map(|(x, y)| Batch { group: None, x, y })
             .collect(),
-        tests: set(syn.test).map(|(x, y)| TestSet { x, y }).collect(),
+        tests: set(syn.test).map(|(x, y)| TestSet::new(x, y)).collect(),
         groups: 0,
         test_by_group: false,
         projection_groups: Vec::new(),

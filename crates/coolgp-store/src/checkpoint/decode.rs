@@ -1,6 +1,7 @@
 //! Checkpoint bytes → agent state: the metadata is verified first (format, version, checksum,
 //! vocabulary), then each part of the state is read by a function of its own (q(W) and Adam,
-//! the learner's caches, the fusion rule, the inbox, push-sum, the fleet site).
+//! the learner's caches, the fusion rule, the inbox, push-sum, the fleet site, the local
+//! memory).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,13 +12,17 @@ use coolgp::learn::{
     Adam, AdamConfig, HyperStats, ImportanceCache, IsNormalization, Learner, Site, SiteConfig,
     SiteMemory, Sites, UNGROUPED,
 };
+use coolgp::local::{LocalConfig, LocalSnapshot, MemoryPolicy, ResidualKind};
 use coolgp::model::psi::UnitStats;
 use coolgp::protocol::{AgentSnapshot, InboundSnapshot, ProjectionShare};
 use coolgp::{AgentConfig, Excess, FusionRule, ProjectionMode, UpdateMode, Vocabulary};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
 
-use super::{checksum, AgentMeta, Checkpoint, NodeMeta, FORMAT, FORMAT_VERSION};
+use super::{
+    checksum, AgentMeta, Checkpoint, LocalMeta, NodeMeta, FORMAT, FORMAT_VERSION,
+    FORMAT_VERSIONS_READ,
+};
 use crate::error::{Result, StoreError};
 
 /// Typed, shape-checked access to the tensors of one checkpoint.
@@ -273,7 +278,72 @@ impl Reader<'_> {
             seed: a.seed,
             site: self.site_config(a)?,
             group: a.group,
+            local: self.local_config(a.local.as_ref())?,
         })
+    }
+
+    /// The local memory's settings (metadata `local`; off if absent).
+    fn local_config(&self, l: Option<&LocalMeta>) -> Result<LocalConfig> {
+        let Some(l) = l else {
+            return Ok(LocalConfig::default());
+        };
+        Ok(LocalConfig {
+            capacity: l.capacity,
+            policy: MemoryPolicy::from_name(&l.policy)
+                .ok_or_else(|| self.err(format!("unknown local memory policy '{}'", l.policy)))?,
+            kernel: ResidualKind::from_name(&l.kernel)
+                .ok_or_else(|| self.err(format!("unknown residual kernel '{}'", l.kernel)))?,
+        })
+    }
+
+    /// `local/*`: the local memory's rows of `d` inputs, targets and kernel parameters
+    /// (metadata `local`; `None` if absent). A row of another width, a count other than the
+    /// metadata's, more rows than the capacity or a value that is not finite is refused.
+    fn local(&self, l: Option<&LocalMeta>, d: usize) -> Result<Option<LocalSnapshot>> {
+        let Some(l) = l else {
+            return Ok(None);
+        };
+        let (shape, _) = self.raw("local/x")?;
+        if shape.len() != 2 || shape[1] != d {
+            return Err(self.err(format!(
+                "local memory rows have shape {shape:?}: each row must hold the agent's {d} \
+                 inputs"
+            )));
+        }
+        if shape[0] != l.rows || l.rows > l.capacity {
+            return Err(self.err(format!(
+                "local memory holds {} rows, its metadata says {} (capacity {})",
+                shape[0], l.rows, l.capacity
+            )));
+        }
+        let x = self.mat("local/x", l.rows, d)?;
+        let y = self.vec("local/y", l.rows)?;
+        let (pshape, params) = self.raw("local/params")?;
+        if pshape.len() != 1 {
+            return Err(self.err(format!("local/params: shape {pshape:?}, expected [p]")));
+        }
+        let finite = |v: &[f64]| v.iter().position(|v| !v.is_finite());
+        let xs: Vec<f64> = (0..l.rows)
+            .flat_map(|i| (0..d).map(move |j| (i, j)))
+            .map(|(i, j)| x[(i, j)])
+            .collect();
+        for (name, at) in [
+            ("row", finite(&xs).map(|k| k / d.max(1))),
+            ("target", finite(&y)),
+            ("kernel parameter", finite(&params)),
+        ] {
+            if let Some(i) = at {
+                return Err(self.err(format!("local memory {name} {i} is not finite")));
+            }
+        }
+        Ok(Some(LocalSnapshot {
+            x,
+            y,
+            seen: l.seen,
+            params,
+            last_fit: l.last_fit,
+            since_fit: l.since_fit,
+        }))
     }
 
     /// `inbox/<j>/*`: the last message accepted from each neighbour.
@@ -376,10 +446,14 @@ fn verified<'a>(
     if info.get("format").map(String::as_str) != Some(FORMAT) {
         return Err(err("not a coolgp checkpoint (metadata 'format')".into()));
     }
-    if info.get("format_version").map(String::as_str) != Some(&FORMAT_VERSION.to_string()) {
+    let version = info.get("format_version");
+    if !version
+        .and_then(|v| v.parse::<u32>().ok())
+        .is_some_and(|v| FORMAT_VERSIONS_READ.contains(&v))
+    {
         return Err(err(format!(
-            "format version {:?}, this build reads {FORMAT_VERSION}",
-            info.get("format_version")
+            "format version {version:?}, this build reads {} to {FORMAT_VERSION}",
+            FORMAT_VERSIONS_READ.start()
         )));
     }
     let meta_json = info
@@ -444,6 +518,7 @@ fn snapshot(r: &Reader<'_>, meta: &NodeMeta, dims: Dims) -> Result<AgentSnapshot
         site_frozen,
         window_term,
         recent,
+        local: r.local(a.local.as_ref(), dims.d)?,
     })
 }
 

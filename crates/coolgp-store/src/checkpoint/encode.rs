@@ -1,6 +1,6 @@
 //! Agent state → checkpoint bytes: one function per part of the state (vocabulary, q(W) and
-//! Adam, the learner's caches, q(u), the fleet site, the inbox, push-sum), then the metadata
-//! and the checksum.
+//! Adam, the learner's caches, q(u), the fleet site, the inbox, push-sum, the local memory),
+//! then the metadata and the checksum.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -12,7 +12,7 @@ use coolgp::protocol::{AgentSnapshot, InboundSnapshot};
 use coolgp::{Agent, Excess, FusionRule, ProjectionMode, UpdateMode, View, Vocabulary};
 use safetensors::tensor::{Dtype, TensorView};
 
-use super::{checksum, AgentMeta, NodeMeta, FORMAT, FORMAT_VERSION};
+use super::{checksum, AgentMeta, LocalMeta, NodeMeta, FORMAT, FORMAT_VERSION};
 use crate::error::{Result, StoreError};
 
 /// Tensors by name (shape, little-endian bytes), and the group ids stored under each grouped
@@ -159,6 +159,25 @@ impl Tensors {
         self.blocks("site/recent", &s.recent);
     }
 
+    /// `local/*`: the local memory's rows, targets and residual kernel parameters. Returns
+    /// the metadata's [`LocalMeta`] (`None` when the memory is off).
+    fn local(&mut self, s: &AgentSnapshot) -> Option<LocalMeta> {
+        let mem = s.local.as_ref()?;
+        self.mat("local/x", &mem.x);
+        self.vec("local/y", &mem.y);
+        self.vec("local/params", &mem.params);
+        let c = &s.config.local;
+        Some(LocalMeta {
+            capacity: c.capacity,
+            policy: c.policy.name().to_owned(),
+            kernel: c.kernel.name().to_owned(),
+            rows: mem.y.len(),
+            seen: mem.seen,
+            last_fit: mem.last_fit,
+            since_fit: mem.since_fit,
+        })
+    }
+
     /// `inbox/<j>/*`: the last message accepted from each neighbour. Returns the neighbours
     /// whose entry carries a projection share and those carrying site sums.
     fn inbox(&mut self, inbox: &BTreeMap<u64, InboundSnapshot>) -> (Vec<u64>, Vec<u64>) {
@@ -235,6 +254,7 @@ struct Written {
     inbox_sites: Vec<u64>,
     fusion: &'static str,
     site_groups: BTreeMap<String, Vec<u64>>,
+    local: Option<LocalMeta>,
 }
 
 fn agent_meta(s: &AgentSnapshot, w: Written) -> AgentMeta {
@@ -274,6 +294,7 @@ fn agent_meta(s: &AgentSnapshot, w: Written) -> AgentMeta {
         inbox_sites: w.inbox_sites,
         group: s.config.group,
         site_groups: w.site_groups,
+        local: w.local,
     }
 }
 
@@ -296,6 +317,7 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
     }
     let (shares, inbox_sites) = t.inbox(&s.inbox);
     let fusion = t.push_sum(&s);
+    let local = t.local(&s);
     let written = Written {
         cache_points,
         cache_len,
@@ -303,6 +325,7 @@ pub fn to_bytes(agent: &Agent, meta: &mut NodeMeta) -> Result<Vec<u8>> {
         inbox_sites,
         fusion,
         site_groups: std::mem::take(&mut t.site_groups),
+        local,
     };
     meta.agent = agent_meta(&s, written);
     t.serialize(meta)

@@ -34,13 +34,20 @@
 //! | `site/frozen/{prec,shift,stats}`, `site/window_term/{prec,shift,stats}` | as `site/*` | fleet projection with `--site-memory stream`: the frozen terms of the blocks that left the window and the last window term (metadata `site_window_term_points`) |
 //! | `inbox/<j>/site_prec`, `_shift`, `_stats` | … | site sums last received from neighbour j    |
 //! | `pushsum/{mass,sent,received/<j>}/site_prec`, `_shift`, `_stats` | … | fleet projection under push-sum: the site part of each push-sum mass (absent otherwise) |
+//! | `local/x`, `local/y`           | `[n, d]`, `[n]` | the local memory's rows and targets, in memory order (`--local-memory`; absent when off) |
+//! | `local/params`                 | `[p]`        | the residual kernel's parameters (`ResidualKernel::params`) |
 //!
 //! With projection groups (`--projection-group`) every site-sum prefix `P` above (`inbox/<j>/site_`,
 //! `pushsum/…/site_`) holds one site per group, `P<g>_prec`, `P<g>_shift`, `P<g>_stats` with `g`
 //! the group id; the ids of each prefix are in the metadata's `site_groups`, and the node's own
 //! group in `group`.
 //!
-//! Metadata (`__metadata__`, strings): `format = "coolgp-checkpoint"`, `format_version = "1"`,
+//! The local memory's settings and the policy's state (rows offered, the kernel's fit
+//! schedule) are in the metadata's `local` ([`LocalMeta`]); a checkpoint without it (every
+//! version 1 file) restores with the memory off.
+//!
+//! Metadata (`__metadata__`, strings): `format = "coolgp-checkpoint"`, `format_version = "2"`
+//! (version 2 added the local memory; version 1 files still read, see [`FORMAT_VERSIONS_READ`]),
 //! `coolgp` = the [`NodeMeta`] JSON (fleet, id, fingerprint, stream offset, counts, settings),
 //! and `sha256` = hex SHA-256 over, for each tensor in name order, `name ‖ 0x00 ‖ shape as
 //! u64 LE ‖ data`, followed by the `coolgp` JSON string.
@@ -63,8 +70,11 @@ pub use encode::to_bytes;
 
 /// Value of the `format` metadata key.
 pub const FORMAT: &str = "coolgp-checkpoint";
-/// The checkpoint format version.
-pub const FORMAT_VERSION: u32 = 1;
+/// The checkpoint format version written (2: the local memory, `local/*`).
+pub const FORMAT_VERSION: u32 = 2;
+/// The format versions this build reads: every version up to [`FORMAT_VERSION`] (a version 1
+/// file has no local memory and restores with it off).
+pub const FORMAT_VERSIONS_READ: std::ops::RangeInclusive<u32> = 1..=FORMAT_VERSION;
 
 /// Where the data stream stands in a checkpoint.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -196,6 +206,30 @@ pub struct AgentMeta {
     /// With projection groups: the group ids stored under each site-sum tensor prefix.
     #[serde(default)]
     pub site_groups: BTreeMap<String, Vec<u64>>,
+    /// The local memory's settings and state (`None`: the memory is off, or the checkpoint
+    /// was written before it existed); its rows are the `local/*` tensors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<LocalMeta>,
+}
+
+/// The local memory in a checkpoint's metadata (issue 19): its settings (`--local-memory`,
+/// `--local-policy`, `--local-kernel`) and the non-matrix part of its state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalMeta {
+    /// Rows kept at most, B.
+    pub capacity: usize,
+    /// Which rows are kept (`MemoryPolicy::name`).
+    pub policy: String,
+    /// The residual kernel (`ResidualKind::name`).
+    pub kernel: String,
+    /// Rows in the memory (`local/x` has this many).
+    pub rows: usize,
+    /// Rows offered to the memory so far (the policy's state).
+    pub seen: u64,
+    /// Memory rows at the residual kernel's last fit (0: none yet).
+    pub last_fit: u64,
+    /// Rows inserted since that fit.
+    pub since_fit: u64,
 }
 
 fn per_agent() -> String {

@@ -30,6 +30,7 @@ use crate::fuse::Mass;
 use crate::learn::elbo::{BlockElbo, BlockPsi};
 use crate::learn::state::{block_rows, keep_block_psi, take_block_psi, LearnState};
 use crate::learn::{FleetSite, IsDiagnostics, Learner, StepCounts, UpdateMode};
+use crate::local::LocalModel;
 use crate::model::predict::predict;
 use crate::model::{Excess, NaturalParams, Posterior, Prediction, Projection, Vocabulary};
 use crate::protocol::event::Event;
@@ -53,6 +54,8 @@ pub struct Agent {
     fusion: Fusion,
     /// The own part of the fleet's q(W) (fleet projection mode; inactive otherwise).
     site: FleetSite,
+    /// The local memory and residual GP (issue 19; empty and unused with capacity 0).
+    local: LocalModel,
     outbox: VecDeque<Message>,
     events: VecDeque<Event>,
 }
@@ -95,6 +98,7 @@ impl Agent {
         };
         let site_part = fleet.then(|| (key, site.own().len()));
         let fusion = Fusion::new(config.fusion, vocab.m(), site_part);
+        let local = LocalModel::new(config.local, &vocab, &proj, config.seed);
         let learning = LearnState::new(&vocab, proj, config.adam.clone(), config.mode, config.seed);
         Ok(Self {
             id,
@@ -103,6 +107,7 @@ impl Agent {
             learning,
             fusion,
             site,
+            local,
             outbox: VecDeque::new(),
             events: VecDeque::new(),
         })
@@ -247,7 +252,8 @@ impl Agent {
         predict(&self.vocab, self.learning.projection(), &post, x)
     }
 
-    fn check_inputs(&self, x: MatRef<'_, f64>, y: Option<&[f64]>) -> Result<()> {
+    /// Checks query or block inputs: width d, finite, within the ψ statistics' range.
+    pub(crate) fn check_inputs(&self, x: MatRef<'_, f64>, y: Option<&[f64]>) -> Result<()> {
         let proj = self.learning.projection();
         if x.ncols() != proj.d() {
             return Err(Error::DimensionMismatch {
@@ -310,6 +316,8 @@ impl Agent {
             }
         }
         keep_block_psi(bp);
+        // Issue 19: the local memory sees the block once it is absorbed.
+        self.offer_local(x, y);
         Ok(())
     }
 
@@ -541,6 +549,16 @@ impl Agent {
     /// The fusion state, to change through its methods.
     pub(crate) fn fusion_mut(&mut self) -> &mut Fusion {
         &mut self.fusion
+    }
+
+    /// The local memory and residual GP.
+    pub fn local(&self) -> &LocalModel {
+        &self.local
+    }
+
+    /// The local memory, to change through its methods.
+    pub(crate) fn local_mut(&mut self) -> &mut LocalModel {
+        &mut self.local
     }
 
     /// The fleet site, to change through its methods.

@@ -2,6 +2,7 @@
 //! online mode and the optimizer, and which q(u) a caller asks for.
 
 use crate::learn::{AdamConfig, GroupId, SiteConfig, UpdateMode};
+use crate::local::LocalConfig;
 
 /// How an agent combines its neighbours' knowledge (spec §7).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -103,6 +104,8 @@ pub struct AgentConfig {
     /// `None`: the whole fleet is one group, and q(u) travels in unit scale. Every agent of
     /// a fleet has a group or none has (messages that mix them are rejected).
     pub group: Option<GroupId>,
+    /// The local memory and residual GP (issue 19; default off, capacity 0).
+    pub local: LocalConfig,
 }
 
 impl Default for AgentConfig {
@@ -116,6 +119,7 @@ impl Default for AgentConfig {
             seed: 0,
             site: SiteConfig::default(),
             group: None,
+            local: LocalConfig::default(),
         }
     }
 }

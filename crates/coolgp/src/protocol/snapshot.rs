@@ -9,6 +9,7 @@ use faer::Mat;
 use crate::error::{Error, Result};
 use crate::fuse::{Mass, PushSum};
 use crate::learn::{Adam, Learner, RecentBlocks, Site, Sites};
+use crate::local::LocalSnapshot;
 use crate::model::{Excess, Projection, Vocabulary};
 use crate::protocol::agent::{Agent, AgentConfig, FusionRule, ProjectionMode};
 use crate::protocol::fusion::Inbound;
@@ -80,6 +81,9 @@ pub struct AgentSnapshot {
     pub site_frozen: Site,
     /// [`crate::learn::SiteMemory::Stream`]: the last window term and its points (0: none).
     pub window_term: (Site, f64),
+    /// The local memory (issue 19; `None` when off): rows, targets, the policy's counter, the
+    /// residual kernel's parameters and fit schedule. Restoring factors it once.
+    pub local: Option<LocalSnapshot>,
 }
 
 impl Agent {
@@ -127,6 +131,7 @@ impl Agent {
             recent: site.recent().blocks().cloned().collect(),
             site_frozen: site.frozen().clone(),
             window_term: site.window_term().clone(),
+            local: self.local().snapshot(),
         }
     }
 
@@ -134,7 +139,7 @@ impl Agent {
     ///
     /// # Errors
     /// [`Error::DimensionMismatch`] when the snapshot's shapes (q(W), excesses, the learner's
-    /// caches, the Adam moments) do not fit the vocabulary, [`Error::NonFinite`] for NaN in θ
+    /// caches, the Adam moments, the local memory's rows) do not fit the vocabulary or d, [`Error::NonFinite`] for NaN in θ
     /// or in a cache, [`Error::InvalidConfig`] for a learner of another update mode.
     pub fn restore(vocab: Arc<Vocabulary>, mut s: AgentSnapshot) -> Result<Self> {
         let (m, dz) = (vocab.m(), vocab.d_latent());
@@ -157,7 +162,9 @@ impl Agent {
                 .chain(s.push_received.values()),
             push_sites.then_some(dz * d),
         )?;
-        let mut agent = Agent::new(s.id, vocab, d, s.config)?;
+        let seed = s.config.seed;
+        let mut agent = Agent::new(s.id, vocab.clone(), d, s.config)?;
+        agent.local_mut().restore_in_place(&vocab, seed, s.local)?;
         let proj = Projection::new(s.mu, s.log_sigma, s.log_sigma_s, s.log_sigma_n);
         let theta = proj.to_flat();
         crate::error::ensure_finite("snapshot θ", &theta)?;

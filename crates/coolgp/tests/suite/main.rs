@@ -7,6 +7,7 @@ mod common;
 mod fleet_sites;
 mod fusion_laws;
 mod hardening;
+mod local;
 mod numerics;
 mod projection_groups;
 mod shared_projection;

@@ -1,0 +1,196 @@
+//! Local memory and fleet queries (issue 19): the built-in wind and air stations (one agent
+//! per station) and the airline stream routed by regions (`--regions`), in the fleet
+//! projection mode, over the memory size B (`--local-memory`). For each B: the global fused
+//! model alone (`rmse_post`), the fleet-wide query (every agent answers with its memory's
+//! correction, combined by `--fleet-rule`) and the oracle agent alone (the station's or
+//! region's own agent); the learning phase's wall time per block and the local state's bytes
+//! per agent.
+
+use std::path::Path;
+
+use anyhow::Result;
+use coolgp_sim::Report;
+use serde_json::json;
+
+use super::{o, write_table, ExperimentArgs};
+use crate::args::SimArgs;
+use crate::plot::{self, Series};
+use coolgp_config::AgentArgs;
+
+/// Memory sizes B of the full experiment.
+const MEMORIES: [usize; 6] = [0, 100, 200, 500, 1_000, 2_000];
+
+/// Memory sizes B of `--quick`.
+const QUICK_MEMORIES: [usize; 3] = [0, 50, 100];
+
+/// The airline columns its regions are drawn over (it has no place columns: the time of day
+/// and the route's length are where a flight "is").
+pub(crate) const AIRLINE_REGIONS: [&str; 2] = ["dep_time", "distance"];
+
+/// One dataset of the experiment: its label and the run's options for memory size `b`.
+struct Case {
+    label: &'static str,
+    args: fn(&ExperimentArgs, usize) -> SimArgs,
+}
+
+/// The stations of `dataset`, one agent each, fleet projection, memory `b`.
+fn stations(dataset: &str, a: &ExperimentArgs, b: usize) -> SimArgs {
+    SimArgs {
+        dataset: Some(dataset.into()),
+        agent_by: Some("station".into()),
+        inducing: Some(if a.quick { 20 } else { 50 }),
+        batch: Some(10),
+        max_train: a.quick.then_some(3_000),
+        max_test: Some(if a.quick { 500 } else { 10_000 }),
+        ..base(a, b)
+    }
+}
+
+/// Options every run shares: the seed, the fleet projection, memory `b`, no references.
+fn base(a: &ExperimentArgs, b: usize) -> SimArgs {
+    SimArgs {
+        seed: Some(a.seed),
+        agent: AgentArgs {
+            projection: Some("fleet".into()),
+            local_memory: Some(b),
+            ..AgentArgs::default()
+        },
+        no_central: true,
+        no_baselines: true,
+        ..SimArgs::default()
+    }
+}
+
+const CASES: [Case; 3] = [
+    Case {
+        label: "wind",
+        args: |a, b| stations("wind", a, b),
+    },
+    Case {
+        label: "air",
+        args: |a, b| stations("air", a, b),
+    },
+    Case {
+        label: "airline-regions",
+        args: |a, b| SimArgs {
+            dataset: Some("airline".into()),
+            regions: Some(AIRLINE_REGIONS.map(String::from).to_vec()),
+            agents: Some(if a.quick { 10 } else { 100 }),
+            inducing: Some(if a.quick { 20 } else { 50 }),
+            batch: Some(20),
+            max_train: Some(if a.quick { 3_000 } else { 50_000 }),
+            max_test: Some(if a.quick { 500 } else { 10_000 }),
+            ..base(a, b)
+        },
+    },
+];
+
+/// Runs every dataset × memory size; writes `local.csv` and `local.json` (one row per run)
+/// and per dataset `local-DATASET.png/.svg` (RMSE against B: global only, global + local by
+/// the fleet query, the oracle agent alone) and `local-cost.png/.svg` (wall time per block).
+pub(super) fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
+    let memories: &[usize] = if a.quick { &QUICK_MEMORIES } else { &MEMORIES };
+    println!("  fleet projection; RMSE of the global model / fleet query / oracle agent");
+    let (mut rows, mut json_rows, mut cost) = (Vec::new(), Vec::new(), Vec::new());
+    for case in &CASES {
+        let mut series: Vec<Series> = [
+            "global only",
+            "global + local (fleet query)",
+            "oracle agent (own memory)",
+        ]
+        .iter()
+        .map(|l| Series {
+            label: (*l).into(),
+            points: Vec::new(),
+        })
+        .collect();
+        let mut per_block = Series {
+            label: case.label.into(),
+            points: Vec::new(),
+        };
+        for &b in memories {
+            let args = (case.args)(a, b);
+            let r = super::sim(&args, a.quiet, &format!("{} B={b}", case.label))?;
+            let ms = 1e3 * r.phases.learn_s / r.batches.max(1) as f64;
+            println!(
+                "    {:<16} B {b:>5}  global {:.4}  fleet query {:.4} ({})  oracle {}  coverage {:.3}  {:.0} points, {:.0} kB/agent, {ms:.3} ms/block",
+                case.label,
+                r.rmse_post,
+                r.rmse_fleet_query,
+                r.fleet_rule,
+                o(r.rmse_oracle_local),
+                r.coverage95_fleet_query,
+                r.local_points_mean,
+                r.local_bytes_per_agent / 1e3,
+            );
+            let x = b as f64;
+            series[0].points.push((x, r.rmse_post));
+            series[1].points.push((x, r.rmse_fleet_query));
+            series[2]
+                .points
+                .push((x, r.rmse_oracle_local.unwrap_or(f64::NAN)));
+            per_block.points.push((x, ms));
+            rows.push(row(case.label, b, &r, ms));
+            json_rows.push(json!({
+                "dataset": case.label,
+                "memory": b,
+                "rmse_global": r.rmse_post,
+                "rmse_fleet_query": r.rmse_fleet_query,
+                "nlpd_fleet_query": r.nlpd_fleet_query,
+                "coverage95_fleet_query": r.coverage95_fleet_query,
+                "fleet_rule": r.fleet_rule,
+                "fleet_query_rules": r.fleet_query_rules,
+                "rmse_oracle_local": r.rmse_oracle_local,
+                "local_points_mean": r.local_points_mean,
+                "local_bytes_per_agent": r.local_bytes_per_agent,
+                "learn_ms_per_block": ms,
+                "query_s": r.phases.local_s,
+                "wall_s": r.wall_s,
+            }));
+        }
+        plot::lines(
+            dir,
+            &format!("local-{}", case.label),
+            &format!("{}: RMSE against the local memory B", case.label),
+            "local memory B (rows per agent)",
+            "RMSE",
+            &series,
+        )?;
+        cost.push(per_block);
+    }
+    plot::lines(
+        dir,
+        "local-cost",
+        "learning time per block against the local memory B",
+        "local memory B (rows per agent)",
+        "ms per block (wall, learning phase)",
+        &cost,
+    )?;
+    std::fs::write(
+        dir.join("local.json"),
+        serde_json::to_string_pretty(&json_rows)? + "\n",
+    )?;
+    write_table(
+        dir,
+        "local.csv",
+        "dataset,memory,rmse_global,rmse_fleet_query,nlpd_fleet_query,coverage95_fleet_query,fleet_rule,rmse_oracle_local,local_points_mean,local_bytes_per_agent,learn_ms_per_block,query_s,wall_s",
+        &rows,
+    )
+}
+
+/// One line of `local.csv`.
+fn row(label: &str, b: usize, r: &Report, ms: f64) -> String {
+    format!(
+        "{label},{b},{},{},{},{},{},{},{},{},{ms},{},{}",
+        r.rmse_post,
+        r.rmse_fleet_query,
+        r.nlpd_fleet_query,
+        r.coverage95_fleet_query,
+        r.fleet_rule,
+        o(r.rmse_oracle_local),
+        r.local_points_mean,
+        r.local_bytes_per_agent,
+        r.phases.local_s,
+        r.wall_s
+    )
+}

@@ -1,0 +1,223 @@
+//! Fleet-wide queries (issue 19): a querier that does not know which agent knows a place asks
+//! every agent and combines their answers by a rule computable from the answers alone
+//! ([`coolgp::local::combine`]); and the oracle, the agents whose region (or station) the
+//! point belongs to. Scored on the first [`QUERY_POINTS`] rows of each test set.
+
+use std::collections::BTreeMap;
+
+use coolgp::local::{combine, FleetRule, LocalAnswer};
+use coolgp::model::predict::Prediction;
+use coolgp::{Agent, View};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::stream::members;
+use super::Fleet;
+use crate::eval::{coverage95, rmse, window};
+use crate::workload::TestSet;
+
+/// Test rows per test set answered by the whole fleet (the first ones of the set, which is
+/// shuffled: a deterministic subset). Every agent answers each of them, so the cost is
+/// agents × rows × (one prediction + one residual solve on the agent's memory).
+pub const QUERY_POINTS: usize = 2_000;
+
+/// The fleet rules every run scores, in the order of `fleet_query_rules`.
+pub const RULES: [FleetRule; 3] = [FleetRule::MinVariance, FleetRule::Bcm, FleetRule::Rbcm];
+
+/// Scores of one way of answering the test rows (original units).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct QueryScores {
+    /// Root mean squared error of the answers' means.
+    pub rmse: f64,
+    /// Mean Gaussian negative log predictive density of the targets under (mean, var_y).
+    pub nlpd: f64,
+    /// Fraction of targets inside `mean ± 1.96·sqrt(var_y)`.
+    pub coverage95: f64,
+}
+
+impl QueryScores {
+    /// All NaN (no answer).
+    pub const NAN: Self = Self {
+        rmse: f64::NAN,
+        nlpd: f64::NAN,
+        coverage95: f64::NAN,
+    };
+
+    /// The scores of `answers` (standardized) against `y`, in original units (`y_scale`).
+    fn of(answers: &[LocalAnswer], y: &[f64], y_scale: f64) -> Self {
+        if y.is_empty() {
+            return Self::NAN;
+        }
+        let p = Prediction {
+            mean: answers.iter().map(LocalAnswer::mean).collect(),
+            var_f: answers.iter().map(LocalAnswer::var_f).collect(),
+            var_y: answers.iter().map(LocalAnswer::var_y).collect(),
+        };
+        Self {
+            rmse: rmse(&p.mean, y) * y_scale,
+            nlpd: p.nlpd(y) + y_scale.ln(),
+            coverage95: coverage95(&p, y),
+        }
+    }
+
+    /// The mean of several test sets' scores (NaN if none).
+    fn mean(all: &[Self]) -> Self {
+        if all.is_empty() {
+            return Self::NAN;
+        }
+        let k = all.len() as f64;
+        let avg = |f: fn(&Self) -> f64| all.iter().map(f).sum::<f64>() / k;
+        Self {
+            rmse: avg(|s| s.rmse),
+            nlpd: avg(|s| s.nlpd),
+            coverage95: avg(|s| s.coverage95),
+        }
+    }
+}
+
+/// What the fleet-wide queries measured.
+pub(super) struct FleetQuery {
+    /// Each rule's scores, by its name.
+    pub rules: BTreeMap<String, QueryScores>,
+    /// The oracle's scores (over the rows whose group is known), if any row's is.
+    pub oracle: Option<QueryScores>,
+    /// The run's rule's RMSE (original units) on the rows of each routing group (`None` for a
+    /// group without a row).
+    pub by_group: Vec<Option<f64>>,
+    /// Mean rows in the agents' local memories.
+    pub local_points_mean: f64,
+    /// Mean bytes of local state per agent ([`local_bytes`]).
+    pub local_bytes_per_agent: f64,
+}
+
+impl Fleet<'_> {
+    /// Every agent answers the first [`QUERY_POINTS`] rows of each test set with its fused
+    /// q(u) and its local memory; the answers are combined under each rule of [`RULES`] and,
+    /// where a row's group is known, by the oracle: the smallest-variance answer among the
+    /// agents of the row's group (its one agent when groups and agents match). Scores are
+    /// means over the test sets. An agent that cannot answer (no factorizable model) is left
+    /// out of the combination.
+    pub(super) fn fleet_query(&self) -> FleetQuery {
+        let y_scale = self.work.y_scale;
+        let mut per_rule: Vec<Vec<QueryScores>> = vec![Vec::new(); RULES.len()];
+        let mut oracle = Vec::new();
+        let mut by_group = GroupErrors::new(self.work.groups);
+        for t in &self.work.tests {
+            let w = window(t, 0, QUERY_POINTS);
+            let answers: Vec<Option<Vec<LocalAnswer>>> = self
+                .agents
+                .par_iter()
+                .map(|a| a.local_answers(w.x.as_ref(), View::Fused).ok())
+                .collect();
+            let at_row = |i: usize, who: &mut dyn Iterator<Item = usize>| -> Vec<LocalAnswer> {
+                who.filter_map(|a| answers[a].as_ref().map(|v| v[i]))
+                    .collect()
+            };
+            let n = w.y.len();
+            for (r, &rule) in RULES.iter().enumerate() {
+                let combined: Vec<LocalAnswer> = (0..n)
+                    .into_par_iter()
+                    .map(|i| combine(rule, &at_row(i, &mut (0..self.agents.len()))))
+                    .collect::<Option<_>>()
+                    .unwrap_or_default();
+                if rule == self.cfg.fleet_rule && combined.len() == n {
+                    by_group.add(&w, &combined);
+                }
+                per_rule[r].push(if combined.len() == n {
+                    QueryScores::of(&combined, &w.y, y_scale)
+                } else {
+                    QueryScores::NAN
+                });
+            }
+            if let Some(s) = self.oracle_scores(&w, &at_row) {
+                oracle.push(s);
+            }
+        }
+        let na = self.agents.len().max(1) as f64;
+        FleetQuery {
+            rules: RULES
+                .iter()
+                .zip(&per_rule)
+                .map(|(rule, s)| (rule.name().to_owned(), QueryScores::mean(s)))
+                .collect(),
+            oracle: (!oracle.is_empty()).then(|| QueryScores::mean(&oracle)),
+            by_group: by_group.rmse(y_scale),
+            local_points_mean: self
+                .agents
+                .iter()
+                .map(|a| a.local_points() as f64)
+                .sum::<f64>()
+                / na,
+            local_bytes_per_agent: self
+                .agents
+                .iter()
+                .map(|a| local_bytes(a) as f64)
+                .sum::<f64>()
+                / na,
+        }
+    }
+
+    /// The oracle's scores on the rows of `w` whose group is known: the smallest-variance
+    /// answer among the agents of the row's group ([`members`]); `None` if no row's group is.
+    fn oracle_scores(
+        &self,
+        w: &TestSet,
+        at_row: &dyn Fn(usize, &mut dyn Iterator<Item = usize>) -> Vec<LocalAnswer>,
+    ) -> Option<QueryScores> {
+        let groups = self.work.groups.max(1);
+        let (mut picked, mut y) = (Vec::new(), Vec::new());
+        for i in 0..w.y.len() {
+            let Some(g) = w.group(i) else { continue };
+            let who = members(self.cfg.agents, groups, g);
+            if let Some(a) = combine(FleetRule::MinVariance, &at_row(i, &mut who.into_iter())) {
+                picked.push(a);
+                y.push(w.y[i]);
+            }
+        }
+        (!y.is_empty()).then(|| QueryScores::of(&picked, &y, self.work.y_scale))
+    }
+}
+
+/// Squared errors of the combined answers summed per routing group.
+struct GroupErrors {
+    /// `(Σ (mean − y)², rows)` per group.
+    sums: Vec<(f64, usize)>,
+}
+
+impl GroupErrors {
+    fn new(groups: usize) -> Self {
+        Self {
+            sums: vec![(0.0, 0); groups],
+        }
+    }
+
+    /// Adds the answers at the rows of `w` whose group is known.
+    fn add(&mut self, w: &TestSet, answers: &[LocalAnswer]) {
+        for (i, a) in answers.iter().enumerate() {
+            if let Some(s) = w.group(i).and_then(|g| self.sums.get_mut(g)) {
+                let e = a.mean() - w.y[i];
+                s.0 += e * e;
+                s.1 += 1;
+            }
+        }
+    }
+
+    /// Each group's RMSE in original units.
+    fn rmse(&self, y_scale: f64) -> Vec<Option<f64>> {
+        self.sums
+            .iter()
+            .map(|&(sse, n)| (n > 0).then(|| (sse / n as f64).sqrt() * y_scale))
+            .collect()
+    }
+}
+
+/// Bytes of agent `a`'s local state, 8 per value: the memory's rows and targets
+/// (`n·(d + 1)`), the rows' residual-kernel features (`n·f`) and the Cholesky factor of
+/// `K_r(B,B) + σ²I` (`n²`), for `n` rows in the memory.
+pub fn local_bytes(a: &Agent) -> usize {
+    let local = a.local();
+    let n = local.len();
+    let rows = local.memory().x().len() + local.memory().y().len();
+    let feats = n * local.kernel().feature_len(a.vocabulary().m());
+    8 * (rows + feats + n * n)
+}

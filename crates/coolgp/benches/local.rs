@@ -1,0 +1,128 @@
+//! The local memory's cost (issue 19's targets: a block update with B = 500 at most 1.5× the
+//! time without memory, a prediction at most 2×), at m = 100, d = d' ∈ {2, 6}:
+//!
+//! - `local_block/{B0,B500}_{recent,reservoir}_m100_n{20,100}_d{d}`: `Agent::handle_block` on a
+//!   block of n rows after the memory is full (800 rows offered before, the last fit at 500:
+//!   no refit in this block), from a clone of that agent (clone not timed).
+//! - `local_refit/B500_m100_n100_d{d}`: the same with a block that triggers the residual
+//!   kernel's refit (L-BFGS on 256 rows + one refactorization of A), once per B rows entered.
+//! - `local_predict/{B0,B500}_m100_q{1,100}_d{d}`: `Agent::predict_local` at q rows (B0 is
+//!   `Agent::predict`, bit for bit).
+//!
+//! `cargo bench -p coolgp --bench local`
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use coolgp::{Agent, AgentConfig, LocalConfig, MemoryPolicy, View, Vocabulary};
+mod common;
+
+use common::block;
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+
+const M: usize = 100;
+const DS: [usize; 2] = [2, 6];
+const B: usize = 500;
+
+/// An agent with memory `cap` (0: off) under `policy` after `rows` rows in blocks of `n`.
+fn agent(
+    vocab: &Arc<Vocabulary>,
+    d: usize,
+    cap: usize,
+    policy: MemoryPolicy,
+    n: usize,
+    rows: usize,
+) -> Agent {
+    let config = AgentConfig {
+        local: LocalConfig {
+            capacity: cap,
+            policy,
+            ..LocalConfig::default()
+        },
+        ..AgentConfig::default()
+    };
+    let mut a = Agent::new(0, vocab.clone(), d, config).expect("agent");
+    for b in 0..rows / n {
+        let (x, y) = block(d, n, b as u64);
+        a.handle_block(x.as_ref(), &y).expect("block");
+    }
+    while a.poll_event().is_some() {}
+    a
+}
+
+fn bench_block(c: &mut Criterion) {
+    let mut g = c.benchmark_group("local_block");
+    for &d in &DS {
+        let vocab = Arc::new(Vocabulary::default_design(M, d, 7).expect("vocabulary"));
+        for n in [20usize, 100] {
+            let (x, y) = block(d, n, 1000);
+            for (cap, policy) in [
+                (0, MemoryPolicy::Recent),
+                (B, MemoryPolicy::Recent),
+                (B, MemoryPolicy::Reservoir),
+            ] {
+                // 800 rows: full, the last fit at 500 rows, 300 entered since (recent): a
+                // block of n ≤ 100 does not refit.
+                let a = agent(&vocab, d, cap, policy, n, 800);
+                let name = format!("B{cap}_{}_m{M}_n{n}_d{d}", policy.name());
+                g.bench_function(BenchmarkId::from_parameter(name), |b| {
+                    b.iter_batched_ref(
+                        || a.clone(),
+                        |a| a.handle_block(black_box(x.as_ref()), black_box(&y)),
+                        BatchSize::LargeInput,
+                    )
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+fn bench_refit(c: &mut Criterion) {
+    let mut g = c.benchmark_group("local_refit");
+    for &d in &DS {
+        let vocab = Arc::new(Vocabulary::default_design(M, d, 7).expect("vocabulary"));
+        let n = 100;
+        // Fits at 16, …, 256, 500 (full) and 1000 rows (500 entered since); after 1400 rows,
+        // 400 have entered since, so the next block of 100 refits.
+        let a = agent(&vocab, d, B, MemoryPolicy::Recent, n, 1400);
+        assert_eq!(a.local().fit_state().1, 400);
+        let (x, y) = block(d, n, 1000);
+        g.bench_function(
+            BenchmarkId::from_parameter(format!("B{B}_m{M}_n{n}_d{d}")),
+            |b| {
+                b.iter_batched_ref(
+                    || a.clone(),
+                    |a| a.handle_block(black_box(x.as_ref()), black_box(&y)),
+                    BatchSize::LargeInput,
+                )
+            },
+        );
+    }
+    g.finish();
+}
+
+fn bench_predict(c: &mut Criterion) {
+    let mut g = c.benchmark_group("local_predict");
+    for &d in &DS {
+        let vocab = Arc::new(Vocabulary::default_design(M, d, 7).expect("vocabulary"));
+        for cap in [0, B] {
+            let a = agent(&vocab, d, cap, MemoryPolicy::Recent, 100, 800);
+            for q in [1usize, 100] {
+                let (x, _) = block(d, q, 2000);
+                let name = format!("B{cap}_m{M}_q{q}_d{d}");
+                g.bench_function(BenchmarkId::from_parameter(name), |b| {
+                    b.iter(|| a.predict_local(black_box(x.as_ref()), View::Fused))
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = common::config(1500);
+    targets = bench_block, bench_refit, bench_predict
+}
+criterion_main!(benches);

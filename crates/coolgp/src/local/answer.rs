@@ -1,0 +1,211 @@
+//! One agent's answer at query points: the global fused model's part and the local
+//! correction by the residual GP on the memory (docs/LOCAL.md derives every line).
+//!
+//! With `c = A⁻¹ k_r(B, x*)`, `Ψ_B = σ_s ψ̄1(B) [n, m]`, `φ* = σ_s ψ̄1(x*)`, `Σ = T1⁻¹` (the
+//! covariance of the q(u) coefficients `K⁻¹u`):
+//!
+//! ```text
+//! mean          = μ_g(x*) + cᵀ (y_B − μ_g(B))
+//! global_var    = [var_f(x*) − ρ(x*)] − 2 cᵀΨ_B Σ φ* + cᵀΨ_B Σ Ψ_Bᵀ c,   ρ = max(σ_s² − tr(K⁻¹ψ2(x*)), 0)
+//! residual_var  = k_r(x*, x*) − k_r(x*, B) A⁻¹ k_r(B, x*)
+//! ```
+//! The memory's part (`G = L⁻¹Ψ̄_B`, `z = L⁻¹(y_B − μ_g(B))`, [`super::cache`]) is computed
+//! once per model version, O(n m d' + n² m); per query point the cost is O(m² d') (the global
+//! part) + O(n f) (kernel) + O(n²) (one triangular solve, batched over the query rows) +
+//! O(n m + m²), since `Ψ_Bᵀ c = σ_s Gᵀ L⁻¹ k_r(B, x*)`.
+
+use faer::{Mat, MatRef};
+
+use super::cache::{Key, MemoryPart};
+use super::LocalModel;
+use crate::error::Result;
+use crate::linalg::{dot, mat_vec, mul};
+use crate::model::psi::{point_upper, psi1_matrix, PsiWorkspace};
+use crate::model::{Posterior, Projection, Vocabulary};
+
+/// What an agent answers at one point x*: the global fused model's part and its local
+/// correction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LocalAnswer {
+    /// `μ_g(x*) = ψ1(x*)α` of the fused (or own) q(u) (= [`crate::Agent::predict`]'s mean).
+    pub global_mean: f64,
+    /// The global part's variance of f (u and W uncertainty, carried through the correction).
+    pub global_var: f64,
+    /// `k_r(x*, B) A⁻¹ (y_B − μ_g(B))`, `A = K_r(B, B) + σ_rn² I` (0 when the memory is off
+    /// or empty).
+    pub residual_mean: f64,
+    /// Posterior variance of the residual at x*: `k_r(x*, x*) − k_r(x*, B) A⁻¹ k_r(B, x*)`
+    /// (0 when the memory is off or empty).
+    pub residual_var: f64,
+    /// Prior variance of the residual at x*, `k_r(x*, x*)`: what the agent would say knowing
+    /// nothing (0 when the memory is off or empty).
+    pub residual_prior: f64,
+    /// Observation noise of y around f (σ_rn² with memory; σ_n² of the global model without).
+    pub noise_var: f64,
+}
+
+impl LocalAnswer {
+    /// The global model's answer alone (memory off or empty): no residual part.
+    pub fn global_only(mean: f64, var_f: f64, noise_var: f64) -> Self {
+        Self {
+            global_mean: mean,
+            global_var: var_f,
+            residual_mean: 0.0,
+            residual_var: 0.0,
+            residual_prior: 0.0,
+            noise_var,
+        }
+    }
+
+    /// Predictive mean of f and y: `global_mean + residual_mean`.
+    pub fn mean(&self) -> f64 {
+        self.global_mean + self.residual_mean
+    }
+
+    /// Variance of f(x*): `global_var + residual_var`.
+    pub fn var_f(&self) -> f64 {
+        self.global_var + self.residual_var
+    }
+
+    /// Variance of y(x*): `var_f + noise_var`.
+    pub fn var_y(&self) -> f64 {
+        self.var_f() + self.noise_var
+    }
+}
+
+/// The global part at each query row: `(mean, var_f − ρ)` per row and the unit `ψ̄1(x*)`
+/// as the columns of `[m, q]`. `var_f` is computed as [`crate::model::predict::predict`]
+/// does (same bits for the mean).
+fn global_part(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    post: &Posterior,
+    x: MatRef<'_, f64>,
+) -> (Vec<f64>, Vec<f64>, Mat<f64>) {
+    let (m, q) = (vocab.m(), x.nrows());
+    let ss = proj.sigma_s();
+    let w_ab = upper_weights(m, |j, k| {
+        post.alpha[j] * post.alpha[k] - 0.5 * (post.b[(j, k)] + post.b[(k, j)])
+    });
+    let kinv = vocab.k_inv();
+    let w_k = upper_weights(m, |j, k| 0.5 * (kinv[(j, k)] + kinv[(k, j)]));
+    let mut ws = PsiWorkspace::default();
+    let (mut psi1, mut upper) = (vec![0.0; m], vec![0.0; m * m]);
+    let mut xr = vec![0.0; x.ncols()];
+    let (mut mean, mut gvar) = (Vec::with_capacity(q), Vec::with_capacity(q));
+    let mut phi = Mat::<f64>::zeros(m, q);
+    for r in 0..q {
+        for (j, v) in xr.iter_mut().enumerate() {
+            *v = x[(r, j)];
+        }
+        point_upper(vocab, proj, &xr, &mut ws, &mut psi1, &mut upper);
+        let mu = ss * dot(&psi1, &post.alpha);
+        let var_f = (ss * ss + upper_dot(&upper, &w_ab, m) * ss * ss - mu * mu).max(0.0);
+        let rho = (ss * ss * (1.0 - upper_dot(&upper, &w_k, m))).max(0.0);
+        mean.push(mu);
+        gvar.push(var_f - rho);
+        phi.col_as_slice_mut(r).copy_from_slice(&psi1);
+    }
+    (mean, gvar, phi)
+}
+
+/// The answers of a model with a non-empty, factored memory at the rows of a checked
+/// `x [q, d]`, under q(W) `proj` and the factored q(u) `post`.
+///
+/// # Errors
+/// [`crate::Error::DimensionMismatch`] when the shapes do not fit together.
+pub(crate) fn answers(
+    model: &LocalModel,
+    vocab: &Vocabulary,
+    proj: &Projection,
+    post: &Posterior,
+    x: MatRef<'_, f64>,
+) -> Result<Vec<LocalAnswer>> {
+    let (n, q) = (model.len(), x.nrows());
+    let ss = proj.sigma_s();
+    let (mean_g, gvar, phi) = global_part(vocab, proj, post, x);
+    let key = Key {
+        version: model.version(),
+        theta: proj.to_flat(),
+        alpha: post.alpha.clone(),
+        t1_inv: post.t1_inv.clone(),
+    };
+    let part = model
+        .cache()
+        .get_or(key, |key| memory_part(model, vocab, proj, post, key))?;
+    let factor = model.factor();
+    // k_r(B, x*) [n, q] and k_r(x*, x*).
+    let kernel = model.kernel();
+    let mut fx = Vec::new();
+    let mut xr = vec![0.0; x.ncols()];
+    let mut kss = Vec::with_capacity(q);
+    let mut v = Mat::<f64>::zeros(n, q);
+    for r in 0..q {
+        for (j, a) in xr.iter_mut().enumerate() {
+            *a = x[(r, j)];
+        }
+        fx.clear();
+        kernel.features(vocab, &xr, &mut fx);
+        kss.push(kernel.cov(&fx, &fx));
+        kernel.cov_column(model.features(), &fx, v.col_as_slice_mut(r));
+    }
+    // V = L⁻¹ k_r(B, x*); c = L⁻ᵀ V = A⁻¹ k_r(B, x*) enters only through
+    // w̄ = Ψ̄_Bᵀ c = Gᵀ V [m, q]; s = Σ w̄.
+    factor.solve_lower_in_place(v.as_mut());
+    let wbar = mul(part.g.transpose(), v.as_ref());
+    let s = mul(post.t1_inv.as_ref(), wbar.as_ref());
+    let zc = &part.z;
+    let noise = kernel.noise_var();
+    Ok((0..q)
+        .map(|r| {
+            let vr = v.col_as_slice(r);
+            let (sr, wr) = (s.col_as_slice(r), wbar.col_as_slice(r));
+            let cross = ss * ss * (dot(sr, wr) - 2.0 * dot(sr, phi.col_as_slice(r)));
+            LocalAnswer {
+                global_mean: mean_g[r],
+                global_var: (gvar[r] + cross).max(0.0),
+                residual_mean: dot(vr, zc),
+                residual_var: (kss[r] - dot(vr, vr)).max(0.0),
+                residual_prior: kss[r],
+                noise_var: noise,
+            }
+        })
+        .collect())
+}
+
+/// The memory's part under `key`: `G = L⁻¹ Ψ̄_B`, `z = L⁻¹ (y_B − σ_s Ψ̄_B α)`.
+fn memory_part(
+    model: &LocalModel,
+    vocab: &Vocabulary,
+    proj: &Projection,
+    post: &Posterior,
+    key: Key,
+) -> Result<MemoryPart> {
+    let n = model.len();
+    let mut g = psi1_matrix(vocab, proj, model.rows().as_ref())?;
+    let y = model.memory().y();
+    let mu_b = mat_vec(g.as_ref(), &post.alpha);
+    let mut z = Mat::from_fn(n, 1, |i, _| y[i] - proj.sigma_s() * mu_b[i]);
+    model.factor().solve_lower_in_place(z.as_mut());
+    model.factor().solve_lower_in_place(g.as_mut());
+    Ok(MemoryPart::new(key, g, z.col_as_slice(0).to_vec()))
+}
+
+/// A symmetric `[m, m]` matrix's upper triangle, row-major, off-diagonal entries doubled, so
+/// that `tr(W P)` for a symmetric P is [`upper_dot`] over P's upper triangle.
+fn upper_weights(m: usize, w: impl Fn(usize, usize) -> f64) -> Vec<f64> {
+    let mut out = vec![0.0; m * m];
+    for j in 0..m {
+        for k in j..m {
+            out[j * m + k] = if k == j { w(j, k) } else { 2.0 * w(j, k) };
+        }
+    }
+    out
+}
+
+/// `Σ_{j ≤ k} a_jk b_jk` over the upper triangles of two row-major `[m, m]` matrices.
+fn upper_dot(a: &[f64], b: &[f64], m: usize) -> f64 {
+    (0..m)
+        .map(|j| dot(&a[j * m + j..(j + 1) * m], &b[j * m + j..(j + 1) * m]))
+        .sum()
+}

@@ -1,0 +1,258 @@
+//! The incremental Cholesky factor of the memory's `A = K_r(B, B) + σ_rn² I`: rows appended on
+//! insert (a forward solve, O(n²) per row, batched over a block's rows), rows and columns
+//! deleted on evict (a rank-one update of the trailing block per row, O(n²), batched as one
+//! rank-r update), a full factorization only when the kernel changes.
+
+use faer::{Mat, MatMut, MatRef, Par};
+
+use crate::error::Result;
+use crate::linalg::Cholesky;
+
+/// A lower factor `A = L Lᵀ` of n ≤ capacity rows, stored column-major in a square buffer that
+/// grows by doubling.
+#[derive(Clone, Debug)]
+pub struct Factor {
+    l: Mat<f64>,
+    n: usize,
+}
+
+impl Default for Factor {
+    fn default() -> Self {
+        Self {
+            l: Mat::zeros(0, 0),
+            n: 0,
+        }
+    }
+}
+
+impl Factor {
+    /// Rows factored.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True with no row.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The lower factor `L [n, n]`.
+    pub fn l(&self) -> MatRef<'_, f64> {
+        self.l.as_ref().submatrix(0, 0, self.n, self.n)
+    }
+
+    /// Empties the factor (keeps the buffer).
+    pub fn clear(&mut self) {
+        self.n = 0;
+    }
+
+    fn reserve(&mut self, n: usize) {
+        if n <= self.l.nrows() {
+            return;
+        }
+        let cap = n.max(2 * self.l.nrows()).max(8);
+        let mut l = Mat::zeros(cap, cap);
+        l.as_mut()
+            .submatrix_mut(0, 0, self.n, self.n)
+            .copy_from(self.l());
+        self.l = l;
+    }
+
+    /// Appends one row (see [`Factor::append`]): `col [n]` = the new point's covariances with
+    /// the rows factored, `diag` its own `A` entry.
+    ///
+    /// # Errors
+    /// As [`Factor::append`].
+    pub fn push(&mut self, col: &[f64], diag: f64) -> Result<()> {
+        let cross = Mat::from_fn(self.n, 1, |i, _| col[i]);
+        self.append(cross.as_ref(), Mat::from_fn(1, 1, |_, _| diag).as_ref())
+    }
+
+    /// Appends k rows: `cross [n, k]` = their covariances with the rows factored, `block [k, k]`
+    /// their own `A` (lower triangle read). The new rows of L are `[L21, L22]` with
+    /// `L21ᵀ = L⁻¹ cross` (one triangular solve, O(n² k)) and `L22 = chol(block − L21 L21ᵀ)`.
+    ///
+    /// # Errors
+    /// [`crate::Error::NotPositiveDefinite`] if the Schur complement cannot be factored (then
+    /// the factor is unchanged; the caller refactors).
+    pub fn append(&mut self, cross: MatRef<'_, f64>, block: MatRef<'_, f64>) -> Result<()> {
+        let (n, k) = (self.n, block.nrows());
+        debug_assert_eq!((cross.nrows(), cross.ncols()), (n, k));
+        if k == 0 {
+            return Ok(());
+        }
+        let mut x = cross.to_owned();
+        self.solve_lower_in_place(x.as_mut());
+        let mut s = block.to_owned();
+        crate::linalg::mul_add(s.as_mut(), x.transpose(), x.as_ref(), -1.0);
+        let chol = Cholesky::new(s.as_ref(), "local memory A (new rows)")?;
+        self.reserve(n + k);
+        let l22 = chol.l();
+        for j in 0..n {
+            for i in 0..k {
+                self.l[(n + i, j)] = x[(j, i)];
+            }
+        }
+        for j in 0..k {
+            let col = self.l.col_as_slice_mut(n + j);
+            col[..n + j].fill(0.0);
+            for i in j..k {
+                col[n + i] = l22[(i, j)];
+            }
+        }
+        self.n = n + k;
+        Ok(())
+    }
+
+    /// Deletes row and column `i` ([`Factor::remove_rows`] of one row).
+    ///
+    /// # Panics
+    /// If `i ≥ len()` (our own misuse).
+    #[track_caller]
+    pub fn remove(&mut self, i: usize) {
+        self.remove_rows(&[i]);
+    }
+
+    /// Deletes the rows and columns `rows` (ascending, distinct). With `i1 = rows[0]`, the
+    /// kept rows' part of L is `[T E]` after dropping the deleted rows: `T` (the kept columns,
+    /// lower triangular) and `E` (the deleted columns), so the new factor is `T` with its block
+    /// from `i1` on updated by the rank-r term `E Eᵀ` (faer's blocked rank-r update, O(r n²)).
+    ///
+    /// # Panics
+    /// If a row is out of range or the rows are not ascending (our own misuse).
+    #[track_caller]
+    pub fn remove_rows(&mut self, rows: &[usize]) {
+        let Some(&i1) = rows.first() else {
+            return;
+        };
+        let n = self.n;
+        assert!(
+            rows.windows(2).all(|w| w[0] < w[1]) && rows[rows.len() - 1] < n,
+            "factor rows {rows:?} of {n}"
+        );
+        let mut gone = vec![false; n];
+        rows.iter().for_each(|&i| gone[i] = true);
+        let keep: Vec<usize> = (0..n).filter(|&i| !gone[i]).collect();
+        let nk = keep.len();
+        // E: the deleted columns at the kept rows from i1 on (rows before i1 are all kept).
+        let mut e = Mat::from_fn(nk - i1, rows.len(), |t, c| self.l[(keep[i1 + t], rows[c])]);
+        // Compact in place: new (ii, jj) ← old (keep[ii], keep[jj]) for ii ≥ jj; every source
+        // lies at or after its destination in column-major order, so none is overwritten first.
+        for jj in 0..nk {
+            let from = jj.max(i1);
+            for ii in from..nk {
+                self.l[(ii, jj)] = self.l[(keep[ii], keep[jj])];
+            }
+        }
+        self.n = nk;
+        if nk > i1 {
+            let t = self.l.as_mut().submatrix_mut(i1, i1, nk - i1, nk - i1);
+            let mut alpha = faer::Col::<f64>::ones(rows.len());
+            // The update of a positive definite factor by a positive semidefinite term never
+            // fails.
+            let _ = faer::linalg::cholesky::llt::update::rank_r_update_clobber(
+                t,
+                e.as_mut(),
+                alpha.as_diagonal_mut(),
+            );
+        }
+    }
+
+    /// Factors `a [n, n]` afresh (lower triangle read), with the bounded jitter schedule.
+    ///
+    /// # Errors
+    /// [`crate::Error::NotPositiveDefinite`] when every try fails; the factor is then empty.
+    pub fn refactor(&mut self, a: MatRef<'_, f64>) -> Result<f64> {
+        let n = a.nrows();
+        self.n = 0;
+        let chol = Cholesky::with_jitter(a, "local memory A", 1e-10, 4)?;
+        self.reserve(n);
+        let l = chol.l();
+        for j in 0..n {
+            for i in 0..n {
+                self.l[(i, j)] = if i >= j { l[(i, j)] } else { 0.0 };
+            }
+        }
+        self.n = n;
+        Ok(chol.jitter)
+    }
+
+    /// `rhs ← L⁻¹ rhs` for `rhs [n, q]`.
+    pub fn solve_lower_in_place(&self, rhs: MatMut<'_, f64>) {
+        faer::linalg::triangular_solve::solve_lower_triangular_in_place(self.l(), rhs, Par::Seq);
+    }
+
+    /// `rhs ← L⁻ᵀ rhs` for `rhs [n, q]`.
+    pub fn solve_upper_in_place(&self, rhs: MatMut<'_, f64>) {
+        faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+            self.l().transpose(),
+            rhs,
+            Par::Seq,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    fn spd(pts: &[f64], noise: f64) -> Mat<f64> {
+        let n = pts.len();
+        Mat::from_fn(n, n, |i, j| {
+            let d = pts[i] - pts[j];
+            (-0.5 * d * d).exp() + if i == j { noise } else { 0.0 }
+        })
+    }
+
+    #[test]
+    fn inserts_and_evicts_equal_a_fresh_factor() {
+        // A random sequence of appends (one row or several) and deletions (one row at a random
+        // position or a random subset); after each step the factor equals a fresh Cholesky of
+        // the remaining points' A (1e-10).
+        let mut rng = Rng::new(5, 9);
+        let mut pts: Vec<f64> = Vec::new();
+        let mut f = Factor::default();
+        let noise = 0.05;
+        let kern = |a: f64, b: f64| (-0.5 * (a - b) * (a - b)).exp();
+        for step in 0..400 {
+            let u = rng.uniform();
+            if pts.len() > 2 && (u < 0.3 || pts.len() >= 40) {
+                let i = rng.below(pts.len());
+                pts.remove(i);
+                f.remove(i);
+            } else if pts.len() > 4 && u < 0.45 {
+                // A random subset of rows at once.
+                let rows: Vec<usize> = (0..pts.len()).filter(|_| rng.uniform() < 0.3).collect();
+                for &i in rows.iter().rev() {
+                    pts.remove(i);
+                }
+                f.remove_rows(&rows);
+            } else if u < 0.7 {
+                let p = 3.0 * rng.normal();
+                let col: Vec<f64> = pts.iter().map(|&q| kern(p, q)).collect();
+                f.push(&col, 1.0 + noise).expect("positive pivot");
+                pts.push(p);
+            } else {
+                let new: Vec<f64> = (0..1 + rng.below(5)).map(|_| 3.0 * rng.normal()).collect();
+                let cross = Mat::from_fn(pts.len(), new.len(), |i, j| kern(pts[i], new[j]));
+                let block = Mat::from_fn(new.len(), new.len(), |i, j| {
+                    kern(new[i], new[j]) + if i == j { noise } else { 0.0 }
+                });
+                f.append(cross.as_ref(), block.as_ref())
+                    .expect("positive definite");
+                pts.extend(new);
+            }
+            let want = Cholesky::new(spd(&pts, noise).as_ref(), "A").expect("spd");
+            let (got, want) = (f.l(), want.l());
+            let mut worst: f64 = 0.0;
+            for j in 0..pts.len() {
+                for i in 0..pts.len() {
+                    let w = if i >= j { want[(i, j)] } else { 0.0 };
+                    worst = worst.max((got[(i, j)] - w).abs());
+                }
+            }
+            assert!(worst < 1e-10, "step {step}: factor off by {worst:e}");
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The residual kernel k_r on the agent's own inputs, and the log marginal likelihood of the
+//! memory's residuals under it (with its gradient, for the fit).
+//!
+//! Two kinds ([`ResidualKind`]):
+//! - `Learned`: an ARD squared exponential `k_r(x, x') = σ_r² exp(−½ Σ_k (x_k − x'_k)²/ℓ_k²)`
+//!   with its own noise σ_rn; parameters `[ln σ_r, ln σ_rn, ln ℓ_1..d]`.
+//! - `GlobalResidual`: the global kernel's own residual at the mean projection W̄,
+//!   `k_r(x, x') = σ_s² (k(W̄x, W̄x') − k_xᵀ K⁻¹ k_x')` with `k_x = k(W̄x, Z)` and noise σ_n;
+//!   parameters `[ln σ_s, ln σ_n, W̄ (d'·d, row-major)]`, taken from the global q(W) at each fit.
+//!
+//! Rows enter through *features* computed once per row (Learned: `x_k/ℓ_k`; GlobalResidual:
+//! `[W̄x (d'), k_x (m), K⁻¹k_x (m)]`), so a covariance is O(d) or O(d' + m).
+
+use faer::Mat;
+
+use super::ResidualKind;
+use crate::error::{Error, Result};
+use faer::linalg::solvers::{DenseSolveCore, Solve};
+
+use crate::linalg::mat_vec;
+use crate::model::kernel::sqdist;
+use crate::model::{Projection, Vocabulary};
+use crate::simd::{dispatch, exp};
+
+/// Bounds of the learned kernel's log parameters (ln σ_r, ln σ_rn, ln ℓ): a fit never leaves them.
+pub const LOG_BOUNDS: (f64, f64) = (-12.0, 12.0);
+
+/// A residual kernel: its kind and parameters (plain data, see the module doc).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResidualKernel {
+    kind: ResidualKind,
+    params: Vec<f64>,
+    d: usize,
+    dz: usize,
+}
+
+impl ResidualKernel {
+    /// The initial kernel from the global q(W) `proj`: Learned takes σ_r = σ_s, σ_rn = σ_n and
+    /// `ℓ_k = ½ / ‖W̄_{:,k}‖` (half the global kernel's effective lengthscale, clamped);
+    /// GlobalResidual takes W̄, σ_s, σ_n.
+    pub fn initial(kind: ResidualKind, proj: &Projection) -> Self {
+        let (d, dz) = (proj.d(), proj.d_latent());
+        let w = proj.mu();
+        let mut params = vec![proj.log_sigma_s(), proj.log_sigma_n()];
+        match kind {
+            ResidualKind::Learned => params.extend((0..d).map(|k| {
+                let norm = (0..dz).map(|i| w[(i, k)] * w[(i, k)]).sum::<f64>().sqrt();
+                (0.5 / norm.max(1e-6))
+                    .ln()
+                    .clamp(LOG_BOUNDS.0, LOG_BOUNDS.1)
+            })),
+            ResidualKind::GlobalResidual => {
+                params.extend((0..dz).flat_map(|i| (0..d).map(move |k| w[(i, k)])))
+            }
+        }
+        Self {
+            kind,
+            params,
+            d,
+            dz,
+        }
+    }
+
+    /// A kernel from stored parameters (a restore).
+    ///
+    /// # Errors
+    /// [`Error::DimensionMismatch`] for a parameter vector of the wrong length,
+    /// [`Error::NonFinite`] for a non-finite parameter.
+    pub fn from_params(kind: ResidualKind, params: Vec<f64>, d: usize, dz: usize) -> Result<Self> {
+        let want = match kind {
+            ResidualKind::Learned => 2 + d,
+            ResidualKind::GlobalResidual => 2 + dz * d,
+        };
+        crate::error::ensure_dim("local residual kernel parameters", want, params.len())?;
+        crate::error::ensure_finite("local residual kernel parameters", &params)?;
+        Ok(Self {
+            kind,
+            params,
+            d,
+            dz,
+        })
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> ResidualKind {
+        self.kind
+    }
+
+    /// The parameters (see the module doc).
+    pub fn params(&self) -> &[f64] {
+        &self.params
+    }
+
+    /// Sets the parameters (same length).
+    pub(crate) fn set_params(&mut self, p: &[f64]) {
+        self.params.copy_from_slice(p);
+    }
+
+    /// `σ_r²` (Learned) or `σ_s²` (GlobalResidual).
+    pub fn signal_var(&self) -> f64 {
+        (2.0 * self.params[0]).exp()
+    }
+
+    /// The observation noise variance of y around f: `σ_rn²` or `σ_n²`.
+    pub fn noise_var(&self) -> f64 {
+        (2.0 * self.params[1]).exp()
+    }
+
+    /// Features per row.
+    pub fn feature_len(&self, m: usize) -> usize {
+        match self.kind {
+            ResidualKind::Learned => self.d,
+            ResidualKind::GlobalResidual => self.dz + 2 * m,
+        }
+    }
+
+    /// Appends the features of `x [d]` to `out`.
+    pub fn features(&self, vocab: &Vocabulary, x: &[f64], out: &mut Vec<f64>) {
+        match self.kind {
+            ResidualKind::Learned => {
+                out.extend(x.iter().zip(&self.params[2..]).map(|(v, l)| v * (-l).exp()))
+            }
+            ResidualKind::GlobalResidual => {
+                let (d, dz, m) = (self.d, self.dz, vocab.m());
+                let w = &self.params[2..];
+                let a: Vec<f64> = (0..dz)
+                    .map(|i| (0..d).map(|k| w[i * d + k] * x[k]).sum())
+                    .collect();
+                let z = vocab.z();
+                let kx: Vec<f64> = (0..m)
+                    .map(|j| {
+                        let s: f64 = (0..dz).map(|i| (a[i] - z[(j, i)]).powi(2)).sum();
+                        (-0.5 * s).exp()
+                    })
+                    .collect();
+                let kinv_k = mat_vec(vocab.k_inv(), &kx);
+                out.extend_from_slice(&a);
+                out.extend_from_slice(&kx);
+                out.extend_from_slice(&kinv_k);
+            }
+        }
+    }
+
+    /// `k_r(a, b)` of two feature rows (exactly symmetric in its arguments).
+    pub fn cov(&self, a: &[f64], b: &[f64]) -> f64 {
+        match self.kind {
+            ResidualKind::Learned => self.signal_var() * (-0.5 * sqdist(a, b)).exp(),
+            ResidualKind::GlobalResidual => {
+                let (dz, m) = (self.dz, (a.len() - self.dz) / 2);
+                let e = (-0.5 * sqdist(&a[..dz], &b[..dz])).exp();
+                let (ka, ia) = (&a[dz..dz + m], &a[dz + m..]);
+                let (kb, ib) = (&b[dz..dz + m], &b[dz + m..]);
+                let q = 0.5 * (dot(ka, ib) + dot(kb, ia));
+                self.signal_var() * (e - q)
+            }
+        }
+    }
+
+    /// `out_i = k_r(row_i, fx)` for the rows of a feature buffer `rows [n, f]` (row-major) and
+    /// one feature row `fx`: the Learned kernel's exponentials in one vectorized pass.
+    pub fn cov_column(&self, rows: &[f64], fx: &[f64], out: &mut [f64]) {
+        let f = fx.len();
+        match self.kind {
+            ResidualKind::Learned => {
+                for (o, r) in out.iter_mut().zip(rows.chunks_exact(f)) {
+                    *o = sqdist(r, fx);
+                }
+                scaled_exp_in_place(out, self.signal_var());
+            }
+            ResidualKind::GlobalResidual => {
+                for (o, r) in out.iter_mut().zip(rows.chunks_exact(f)) {
+                    *o = self.cov(r, fx);
+                }
+            }
+        }
+    }
+
+    /// The log marginal likelihood `−½ rᵀA⁻¹r − ½ ln|A| − (n/2) ln 2π` of residuals `r [n]` at
+    /// raw inputs `x [n·d]` under a Learned kernel with parameters `p`, and its gradient in `p`:
+    /// `½ tr((ααᵀ − A⁻¹) ∂A/∂p)`, `α = A⁻¹r`, with `∂A/∂ln σ_r = 2σ_r² E`,
+    /// `∂A/∂ln σ_rn = 2σ_rn² I`, `∂A/∂ln ℓ_k = σ_r² E ∘ D_k`, `D_k,ij = (x_ik − x_jk)²/ℓ_k²`.
+    ///
+    /// # Errors
+    /// [`Error::NotPositiveDefinite`] if A cannot be factored; [`Error::InvalidConfig`] for
+    /// a GlobalResidual kernel (nothing to learn).
+    pub fn log_marginal(&self, p: &[f64], x: &[f64], r: &[f64]) -> Result<(f64, Vec<f64>)> {
+        if self.kind != ResidualKind::Learned {
+            return Err(Error::InvalidConfig(
+                "the global residual kernel has no parameters to learn".into(),
+            ));
+        }
+        let (d, n) = (self.d, r.len());
+        let (s2, n2) = ((2.0 * p[0]).exp(), (2.0 * p[1]).exp());
+        // Inputs scaled by the lengthscales, so D_k,ij = (xs_ik − xs_jk)².
+        let xs: Vec<f64> = (0..n * d).map(|t| x[t] * (-p[2 + t % d]).exp()).collect();
+        let row = |i: usize| &xs[i * d..(i + 1) * d];
+        let mut e = Mat::<f64>::zeros(n, n);
+        let mut a = Mat::<f64>::zeros(n, n);
+        for j in 0..n {
+            for i in j..n {
+                let v = (-0.5 * sqdist(row(i), row(j))).exp();
+                e[(i, j)] = v;
+                a[(i, j)] = s2 * v + if i == j { n2 } else { 0.0 };
+            }
+        }
+        let llt = faer::linalg::solvers::Llt::new(a.as_ref(), faer::Side::Lower).map_err(|_| {
+            Error::NotPositiveDefinite {
+                what: "local residual A",
+                jitter_tried: 0.0,
+            }
+        })?;
+        let mut alpha = Mat::from_fn(n, 1, |i, _| r[i]);
+        llt.solve_in_place(alpha.as_mut());
+        let alpha = alpha.col_as_slice(0);
+        let l = llt.L();
+        let log_det = 2.0 * (0..n).map(|i| l[(i, i)].ln()).sum::<f64>();
+        let lml = -0.5 * dot(r, alpha)
+            - 0.5 * log_det
+            - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
+        let ainv = llt.inverse();
+        // W = ααᵀ − A⁻¹; gradient entries are ½ Σ_ij W_ij ∂A_ij, over the lower triangle with
+        // the off-diagonal counted twice.
+        let mut g = vec![0.0; 2 + d];
+        for j in 0..n {
+            for i in j..n {
+                let w = alpha[i] * alpha[j] - ainv[(i, j)];
+                let we = if i == j { w } else { 2.0 * w } * e[(i, j)];
+                g[0] += we;
+                if i == j {
+                    g[1] += w;
+                }
+                for (k, (u, v)) in row(i).iter().zip(row(j)).enumerate() {
+                    g[2 + k] += we * (u - v) * (u - v);
+                }
+            }
+        }
+        g[0] *= s2;
+        g[1] *= n2;
+        g[2..].iter_mut().for_each(|v| *v *= 0.5 * s2);
+        Ok((lml, g))
+    }
+}
+
+dispatch! {
+    /// `v_i = s · exp(−½ v_i)` in place.
+    fn scaled_exp_in_place(v: &mut [f64], s: f64) {
+        for x in v.iter_mut() {
+            *x = s * exp(-0.5 * *x);
+        }
+    }
+}
+
+/// `aᵀb`.
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    crate::linalg::dot(a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    #[test]
+    fn the_log_marginal_gradient_matches_finite_differences() {
+        // Reference: docs/LOCAL.md §4 (∂L/∂p = ½ tr((ααᵀ − A⁻¹) ∂A/∂p)).
+        let mut rng = Rng::new(11, 2);
+        let (n, d) = (15, 3);
+        let x: Vec<f64> = (0..n * d).map(|_| rng.normal()).collect();
+        let r: Vec<f64> = (0..n)
+            .map(|i| x[i * d].sin() + 0.3 * rng.normal())
+            .collect();
+        let proj = Projection::new(
+            Mat::from_fn(2, d, |_, _| rng.normal()),
+            Mat::from_fn(2, d, |_, _| -1.0),
+            0.1,
+            -0.5,
+        );
+        let k = ResidualKernel::initial(ResidualKind::Learned, &proj);
+        let p = vec![0.2, -1.1, 0.3, -0.2, 0.5];
+        let (_, g) = k.log_marginal(&p, &x, &r).expect("lml");
+        let h = 1e-5;
+        for i in 0..p.len() {
+            let (mut a, mut b) = (p.clone(), p.clone());
+            a[i] += h;
+            b[i] -= h;
+            let fd = (k.log_marginal(&a, &x, &r).expect("lml").0
+                - k.log_marginal(&b, &x, &r).expect("lml").0)
+                / (2.0 * h);
+            assert!(
+                (fd - g[i]).abs() < 1e-6 * g[i].abs().max(1.0),
+                "parameter {i}: analytic {} vs finite difference {fd}",
+                g[i]
+            );
+        }
+        let global = ResidualKernel::initial(ResidualKind::GlobalResidual, &proj);
+        assert!(global.log_marginal(global.params(), &x, &r).is_err());
+    }
+
+    #[test]
+    fn a_fit_raises_the_log_marginal_likelihood() {
+        let mut rng = Rng::new(12, 2);
+        let (n, d) = (60, 2);
+        let x: Vec<f64> = (0..n * d).map(|_| 2.0 * rng.normal()).collect();
+        let r: Vec<f64> = (0..n)
+            .map(|i| 0.5 * (1.5 * x[i * d]).sin() + 0.05 * rng.normal())
+            .collect();
+        let proj = Projection::point(Mat::from_fn(2, d, |_, _| 0.1), 1.0, 0.5);
+        let k = ResidualKernel::initial(ResidualKind::Learned, &proj);
+        let fitted = super::super::fit::fit_learned(&k, &x, &r, true).expect("fit");
+        let mut start = k.params().to_vec();
+        let var = r.iter().map(|v| v * v).sum::<f64>() / n as f64;
+        start[0] = 0.5 * (0.5 * var).ln();
+        start[1] = start[0];
+        let before = k.log_marginal(&start, &x, &r).expect("lml").0;
+        let after = k.log_marginal(&fitted, &x, &r).expect("lml").0;
+        assert!(after > before + 10.0, "lml {before} → {after}");
+        // At a stationary point: the gradient per row is small; the noise went down toward
+        // 0.05 and the second input (unused) got a longer lengthscale than the first.
+        let (_, g) = k.log_marginal(&fitted, &x, &r).expect("lml");
+        assert!(
+            g.iter().all(|v| v.abs() / (n as f64) < 1e-3),
+            "{g:?} at {fitted:?}"
+        );
+        assert!(
+            fitted[1] < (0.1f64).ln() && fitted[3] > fitted[2],
+            "{fitted:?}"
+        );
+        // Same inputs, same fit.
+        assert_eq!(
+            super::super::fit::fit_learned(&k, &x, &r, true),
+            Some(fitted)
+        );
+    }
+}

@@ -1,0 +1,121 @@
+//! The agent's local memory and residual GP (issue 19; the math: docs/LOCAL.md).
+//!
+//! Each agent keeps up to B of its own raw rows ([`memory`]), an exact GP on their residuals
+//! against the global fused model with its own kernel ([`kernel`]), and the incremental
+//! Cholesky factor of `A = K_r(B, B) + σ_rn² I` ([`factor`]). Its answer at x* is the global
+//! model's plus a local correction ([`LocalAnswer`], [`answer`]):
+//!
+//! ```text
+//! mean(x*) = μ_g(x*) + k_r(x*, B) A⁻¹ (y_B − μ_g(B))
+//! ```
+//!
+//! A querier combines several agents' answers with a [`FleetRule`] ([`combine`]). With
+//! `capacity = 0` ([`LocalConfig::default`]) the memory is off and the agent is today's, bit
+//! for bit.
+
+pub mod answer;
+mod cache;
+pub mod combine;
+pub mod factor;
+pub mod fit;
+mod glue;
+pub mod kernel;
+pub mod memory;
+mod model;
+pub mod snapshot;
+#[cfg(test)]
+mod tests;
+
+pub use answer::LocalAnswer;
+pub use combine::{combine, FleetRule};
+pub use kernel::ResidualKernel;
+pub use model::LocalModel;
+pub use snapshot::LocalSnapshot;
+
+/// The agent's local memory and residual GP (issue 19). `capacity = 0`: off, today's agent
+/// bit for bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalConfig {
+    /// Rows kept, B (0 = off).
+    pub capacity: usize,
+    /// Which rows are kept.
+    pub policy: MemoryPolicy,
+    /// The residual kernel.
+    pub kernel: ResidualKind,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        Self {
+            capacity: 0,
+            policy: MemoryPolicy::Recent,
+            kernel: ResidualKind::Learned,
+        }
+    }
+}
+
+impl LocalConfig {
+    /// True when the memory is on (`capacity > 0`).
+    pub fn is_on(&self) -> bool {
+        self.capacity > 0
+    }
+}
+
+/// Which of the agent's rows the memory keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemoryPolicy {
+    /// The newest B rows.
+    Recent,
+    /// A uniform sample of the whole stream (Algorithm R, seeded by the agent's seed).
+    Reservoir,
+    /// Rows spread over the input space: when full, a new row evicts one point of the closest
+    /// pair.
+    Spread,
+}
+
+impl MemoryPolicy {
+    /// Every policy, in the order of [`MemoryPolicy::name`]'s list.
+    pub const ALL: [Self; 3] = [Self::Recent, Self::Reservoir, Self::Spread];
+
+    /// The command-line name (`recent`, `reservoir`, `spread`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Recent => "recent",
+            Self::Reservoir => "reservoir",
+            Self::Spread => "spread",
+        }
+    }
+
+    /// The policy of a name ([`MemoryPolicy::name`]), `None` for another string.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// The kernel of the residual GP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ResidualKind {
+    /// An ARD squared exponential on the raw inputs with its own scale, lengthscales and
+    /// noise, learned by marginal likelihood on the memory's residuals.
+    Learned,
+    /// The global kernel's residual `K − Q` at the mean projection (its σ_s, σ_n).
+    GlobalResidual,
+}
+
+impl ResidualKind {
+    /// Every kind, in the order of [`ResidualKind::name`]'s list.
+    pub const ALL: [Self; 2] = [Self::Learned, Self::GlobalResidual];
+
+    /// The command-line name (`learned`, `global`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Learned => "learned",
+            Self::GlobalResidual => "global",
+        }
+    }
+
+    /// The kind of a name ([`ResidualKind::name`]), `None` for another string.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+}

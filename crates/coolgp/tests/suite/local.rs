@@ -1,0 +1,473 @@
+//! The local memory and residual GP (issue 19): the policies, the input checks, the agent
+//! with the memory off, and the fleet rule against a brute-force combination.
+
+use std::sync::Arc;
+
+use coolgp::faer::Mat;
+use coolgp::local::memory::Memory;
+use coolgp::rng::Rng;
+use coolgp::{
+    combine, Agent, AgentConfig, FleetRule, LocalAnswer, LocalConfig, MemoryPolicy, ResidualKind,
+    View, Vocabulary,
+};
+
+fn column(v: &[f64]) -> Mat<f64> {
+    Mat::from_fn(v.len(), 1, |i, _| v[i])
+}
+
+/// Offers `stream` to a memory of `capacity` in blocks of the given sizes; checks the size
+/// bound after each block.
+fn fill(
+    policy: MemoryPolicy,
+    capacity: usize,
+    seed: u64,
+    stream: &[f64],
+    blocks: &[usize],
+) -> Memory {
+    let mut mem = Memory::new(policy, capacity, 1, seed);
+    let mut at = 0;
+    for &b in blocks.iter().cycle() {
+        if at >= stream.len() {
+            break;
+        }
+        let b = b.min(stream.len() - at);
+        let x = column(&stream[at..at + b]);
+        let y: Vec<f64> = stream[at..at + b].iter().map(|v| 2.0 * v).collect();
+        mem.offer(x.as_ref(), &y);
+        assert!(
+            mem.len() <= capacity,
+            "{policy:?}: {} rows > {capacity}",
+            mem.len()
+        );
+        assert_eq!(mem.len(), capacity.min(at + b));
+        for (x, y) in mem.x().iter().zip(mem.y()) {
+            assert_eq!(*y, 2.0 * x, "a row's target travels with it");
+        }
+        at += b;
+    }
+    assert_eq!(mem.seen(), stream.len() as u64);
+    mem
+}
+
+#[test]
+fn recent_keeps_the_newest_rows_in_order() {
+    let stream: Vec<f64> = (0..100).map(f64::from).collect();
+    let mem = fill(MemoryPolicy::Recent, 10, 0, &stream, &[3, 7, 1, 25, 14, 50]);
+    assert_eq!(mem.x(), &stream[90..]);
+    let small = fill(MemoryPolicy::Recent, 10, 0, &stream[..6], &[4]);
+    assert_eq!(small.x(), &stream[..6]);
+}
+
+#[test]
+fn reservoir_is_a_deterministic_uniform_sample_of_the_stream() {
+    // Algorithm R: each of N rows is kept with probability B/N, whatever the block sizes.
+    let (n, cap, runs) = (40usize, 10usize, 800u64);
+    let stream: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let mut counts = vec![0usize; n];
+    for seed in 0..runs {
+        let mem = fill(MemoryPolicy::Reservoir, cap, seed, &stream, &[3, 1, 9]);
+        let mut seen = mem.x().to_vec();
+        seen.sort_by(f64::total_cmp);
+        seen.dedup();
+        assert_eq!(seen.len(), cap, "distinct rows of the stream");
+        for v in mem.x() {
+            counts[*v as usize] += 1;
+        }
+        if seed == 0 {
+            let again = fill(MemoryPolicy::Reservoir, cap, 0, &stream, &[3, 1, 9]);
+            assert_eq!(again, mem, "same seed, same memory");
+        }
+    }
+    let p = cap as f64 / n as f64;
+    let (mean, sd) = (runs as f64 * p, (runs as f64 * p * (1.0 - p)).sqrt());
+    for (i, &c) in counts.iter().enumerate() {
+        assert!(
+            (c as f64 - mean).abs() < 5.0 * sd,
+            "row {i} kept {c} times of {runs}, expected {mean} ± {sd:.1}"
+        );
+    }
+}
+
+#[test]
+fn spread_keeps_the_memory_spread_over_the_inputs() {
+    // 30 rows over [0, 30), then 300 rows crowded in [0, 1): recent forgets the range, spread
+    // keeps it (a crowded new row replaces one of the closest pair).
+    let mut rng = Rng::new(3, 3);
+    let mut stream: Vec<f64> = (0..30).map(f64::from).collect();
+    stream.extend((0..300).map(|_| rng.uniform()));
+    let spread = fill(MemoryPolicy::Spread, 10, 0, &stream, &[7, 30]);
+    let recent = fill(MemoryPolicy::Recent, 10, 0, &stream, &[7, 30]);
+    let range = |m: &Memory| {
+        let max = m.x().iter().copied().fold(f64::MIN, f64::max);
+        let min = m.x().iter().copied().fold(f64::MAX, f64::min);
+        max - min
+    };
+    assert!(range(&recent) < 1.0);
+    assert!(range(&spread) > 25.0, "spread range {}", range(&spread));
+    // Its nearest-neighbour bookkeeping matches a rebuild from the rows.
+    let rebuilt = Memory::from_rows(
+        MemoryPolicy::Spread,
+        10,
+        1,
+        0,
+        (spread.x().to_vec(), spread.y().to_vec(), spread.seen()),
+    );
+    assert_eq!(rebuilt, spread);
+}
+
+fn agent(local: LocalConfig, seed: u64) -> Agent {
+    let vocab = Arc::new(Vocabulary::default_design(12, 2, 7).expect("design"));
+    let cfg = AgentConfig {
+        local,
+        seed,
+        ..AgentConfig::default()
+    };
+    Agent::new(0, vocab, 2, cfg).expect("agent")
+}
+
+fn data(n: usize, rng: &mut Rng) -> (Mat<f64>, Vec<f64>) {
+    let x = Mat::from_fn(n, 2, |_, _| 1.5 * rng.normal());
+    let y = (0..n)
+        .map(|i| (3.0 * x[(i, 0)]).sin() + 0.5 * x[(i, 1)] + 0.05 * rng.normal())
+        .collect();
+    (x, y)
+}
+
+#[test]
+fn nan_rows_never_enter_the_memory() {
+    let local = LocalConfig {
+        capacity: 20,
+        ..LocalConfig::default()
+    };
+    let mut a = agent(local, 1);
+    let mut rng = Rng::new(1, 1);
+    let (x, y) = data(8, &mut rng);
+    a.handle_block(x.as_ref(), &y).expect("block");
+    assert_eq!(a.local_points(), 8);
+    let mut bad = x.clone();
+    bad[(3, 1)] = f64::NAN;
+    assert!(a.handle_block(bad.as_ref(), &y).is_err());
+    let mut bad_y = y.clone();
+    bad_y[2] = f64::INFINITY;
+    assert!(a.handle_block(x.as_ref(), &bad_y).is_err());
+    assert_eq!(a.local_points(), 8, "a failing block changes nothing");
+    assert!(a.local().memory().x().iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn with_the_memory_off_the_answers_are_predicts_bit_for_bit() {
+    let mut a = agent(LocalConfig::default(), 0);
+    let mut rng = Rng::new(2, 2);
+    let (x, y) = data(30, &mut rng);
+    a.handle_block(x.as_ref(), &y).expect("block");
+    assert_eq!(a.local_points(), 0);
+    let (xq, _) = data(9, &mut rng);
+    for view in [View::Own, View::Fused] {
+        let p = a.predict(xq.as_ref(), view).expect("predict");
+        assert_eq!(a.predict_local(xq.as_ref(), view).expect("local"), p);
+        let answers = a.local_answers(xq.as_ref(), view).expect("answers");
+        for (i, ans) in answers.iter().enumerate() {
+            assert_eq!(ans.mean().to_bits(), p.mean[i].to_bits());
+            assert_eq!(ans.var_f().to_bits(), p.var_f[i].to_bits());
+            assert_eq!(ans.var_y().to_bits(), p.var_y[i].to_bits());
+            assert_eq!(
+                (ans.residual_mean, ans.residual_var, ans.residual_prior),
+                (0.0, 0.0, 0.0)
+            );
+        }
+    }
+}
+
+#[test]
+fn each_policy_bounds_the_agents_memory_and_the_correction_helps_at_its_rows() {
+    for policy in MemoryPolicy::ALL {
+        for kernel in ResidualKind::ALL {
+            let local = LocalConfig {
+                capacity: 40,
+                policy,
+                kernel,
+            };
+            let mut a = agent(local, 5);
+            let mut rng = Rng::new(5, 5);
+            for b in 0..12 {
+                let (x, y) = data(7 + b, &mut rng);
+                a.handle_block(x.as_ref(), &y).expect("block");
+                assert!(a.local_points() <= 40);
+            }
+            assert_eq!(a.local_points(), 40);
+            let xs = a.local().rows();
+            let ys = a.local().memory().y().to_vec();
+            let global = a
+                .predict(xs.as_ref(), View::Fused)
+                .expect("predict")
+                .rmse(&ys);
+            let local = a.predict_local(xs.as_ref(), View::Fused).expect("local");
+            assert!(local
+                .var_f
+                .iter()
+                .chain(&local.var_y)
+                .all(|v| v.is_finite() && *v >= 0.0));
+            assert!(
+                local.rmse(&ys) < global,
+                "{policy:?} {kernel:?}: local {} vs global {global}",
+                local.rmse(&ys)
+            );
+        }
+    }
+}
+
+/// The fleet rules written out from their definitions (LOCAL_API.md), one agent at a time.
+fn brute(rule: FleetRule, a: &[LocalAnswer]) -> LocalAnswer {
+    if rule == FleetRule::MinVariance {
+        let mut best = 0;
+        for i in 0..a.len() {
+            if a[i].var_y() < a[best].var_y() {
+                best = i;
+            }
+        }
+        return a[best];
+    }
+    let k = a.len() as f64;
+    let mut out = LocalAnswer {
+        global_mean: a.iter().map(|x| x.global_mean).sum::<f64>() / k,
+        global_var: a.iter().map(|x| x.global_var).sum::<f64>() / k,
+        residual_mean: 0.0,
+        residual_var: 0.0,
+        residual_prior: 0.0,
+        noise_var: a.iter().map(|x| x.noise_var).sum::<f64>() / k,
+    };
+    let with: Vec<&LocalAnswer> = a.iter().filter(|x| x.residual_prior > 0.0).collect();
+    if with.is_empty() {
+        return out;
+    }
+    let m = with.len() as f64;
+    let v0: f64 = with.iter().map(|x| x.residual_prior).sum::<f64>() / m;
+    let beta = |x: &LocalAnswer| match rule {
+        FleetRule::Bcm => 1.0,
+        _ => 0.5 * (x.residual_prior / x.residual_var).ln(),
+    };
+    let sum_beta: f64 = with.iter().map(|x| beta(x)).sum();
+    let mut prec: f64 = with.iter().map(|x| beta(x) / x.residual_var).sum::<f64>();
+    prec += (1.0 - sum_beta) / v0;
+    let v0_max = with.iter().map(|x| x.residual_prior).fold(0.0, f64::max);
+    let var = 1.0 / prec.max(1.0 / v0_max);
+    out.residual_var = var;
+    out.residual_mean = var
+        * with
+            .iter()
+            .map(|x| beta(x) * x.residual_mean / x.residual_var)
+            .sum::<f64>();
+    out.residual_prior = v0;
+    out
+}
+
+#[test]
+fn the_fleet_rules_equal_a_brute_force_combination() {
+    assert!(combine(FleetRule::Bcm, &[]).is_none());
+    let mut rng = Rng::new(8, 8);
+    for trial in 0..200 {
+        let k = 1 + rng.below(6);
+        let answers: Vec<LocalAnswer> = (0..k)
+            .map(|_| {
+                let prior = if rng.uniform() < 0.2 {
+                    0.0
+                } else {
+                    0.1 + rng.uniform()
+                };
+                LocalAnswer {
+                    global_mean: rng.normal(),
+                    global_var: rng.uniform(),
+                    residual_mean: if prior > 0.0 { rng.normal() } else { 0.0 },
+                    residual_var: prior * (0.05 + 0.95 * rng.uniform()),
+                    residual_prior: prior,
+                    noise_var: 0.01 + rng.uniform(),
+                }
+            })
+            .collect();
+        for rule in FleetRule::ALL {
+            assert_eq!(FleetRule::from_name(rule.name()), Some(rule));
+            let got = combine(rule, &answers).expect("non-empty");
+            let want = brute(rule, &answers);
+            for (g, w) in [
+                (got.global_mean, want.global_mean),
+                (got.global_var, want.global_var),
+                (got.residual_mean, want.residual_mean),
+                (got.residual_var, want.residual_var),
+                (got.residual_prior, want.residual_prior),
+                (got.noise_var, want.noise_var),
+            ] {
+                assert!(
+                    (g - w).abs() <= 1e-12 * w.abs().max(1.0),
+                    "trial {trial} {rule:?}: {g} vs {w}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_snapshot_with_memory_restores_an_agent_that_answers_the_same() {
+    for policy in MemoryPolicy::ALL {
+        for kernel in ResidualKind::ALL {
+            let local = LocalConfig {
+                capacity: 25,
+                policy,
+                kernel,
+            };
+            let mut a = agent(local, 9);
+            let mut rng = Rng::new(9, 9);
+            for b in 0..6 {
+                let (x, y) = data(5 + 3 * b, &mut rng);
+                a.handle_block(x.as_ref(), &y).expect("block");
+            }
+            let snap = a.snapshot();
+            assert!(snap.local.is_some());
+            let mut r = Agent::restore(a.vocabulary().clone(), snap.clone()).expect("restore");
+            assert_eq!(
+                r.snapshot(),
+                snap,
+                "{policy:?} {kernel:?}: snapshot round trip"
+            );
+            let close = |a: &Agent, r: &Agent, xq: &Mat<f64>| {
+                let (pa, pr) = (
+                    a.local_answers(xq.as_ref(), View::Fused).expect("a"),
+                    r.local_answers(xq.as_ref(), View::Fused).expect("r"),
+                );
+                for (u, v) in pa.iter().zip(&pr) {
+                    for (g, w) in [
+                        (u.mean(), v.mean()),
+                        (u.var_f(), v.var_f()),
+                        (u.var_y(), v.var_y()),
+                    ] {
+                        assert!(
+                            (g - w).abs() <= 1e-12 * w.abs().max(1.0),
+                            "{policy:?} {kernel:?}: {g} vs {w}"
+                        );
+                    }
+                }
+            };
+            let (xq, _) = data(7, &mut rng);
+            close(&a, &r, &xq);
+            // Both go on with the same blocks: same memory, same answers.
+            for b in 0..4 {
+                let (x, y) = data(9 + b, &mut rng);
+                a.handle_block(x.as_ref(), &y).expect("block");
+                r.handle_block(x.as_ref(), &y).expect("block");
+            }
+            assert_eq!(a.local().memory(), r.local().memory());
+            close(&a, &r, &xq);
+        }
+    }
+}
+
+#[test]
+fn a_snapshot_with_a_memory_row_of_the_wrong_width_is_refused() {
+    let local = LocalConfig {
+        capacity: 10,
+        ..LocalConfig::default()
+    };
+    let mut a = agent(local, 2);
+    let mut rng = Rng::new(2, 4);
+    let (x, y) = data(6, &mut rng);
+    a.handle_block(x.as_ref(), &y).expect("block");
+    let snap = a.snapshot();
+    let mut wide = snap.clone();
+    if let Some(l) = wide.local.as_mut() {
+        l.x = Mat::from_fn(6, 3, |i, j| i as f64 + j as f64);
+    }
+    let e = Agent::restore(a.vocabulary().clone(), wide).expect_err("wrong width");
+    assert_eq!(
+        e.to_string(),
+        "dimension mismatch in snapshot local memory row width (d): expected 2, found 3"
+    );
+    let mut nan = snap.clone();
+    if let Some(l) = nan.local.as_mut() {
+        l.y[1] = f64::NAN;
+    }
+    assert!(Agent::restore(a.vocabulary().clone(), nan).is_err());
+    let mut off = snap;
+    off.config.local.capacity = 0;
+    let e = Agent::restore(a.vocabulary().clone(), off).expect_err("memory off");
+    assert!(e.to_string().contains("local memory is off"), "{e}");
+}
+
+#[test]
+fn the_kernel_is_refit_when_the_memory_doubles_and_then_every_capacity_rows() {
+    let local = LocalConfig {
+        capacity: 100,
+        ..LocalConfig::default()
+    };
+    let mut a = agent(local, 4);
+    let mut rng = Rng::new(4, 4);
+    let mut fits = Vec::new();
+    let initial = a.local().kernel().params().to_vec();
+    for step in 1..=330 {
+        let (x, y) = data(1, &mut rng);
+        a.handle_block(x.as_ref(), &y).expect("block");
+        let (last, since) = a.local().fit_state();
+        if since == 0 {
+            fits.push((step, last));
+        }
+    }
+    assert_eq!(
+        fits,
+        [
+            (16, 16),
+            (32, 32),
+            (64, 64),
+            (100, 100),
+            (200, 100),
+            (300, 100)
+        ]
+    );
+    assert_ne!(
+        a.local().kernel().params(),
+        &initial[..],
+        "the fit moved the kernel"
+    );
+}
+
+#[test]
+fn the_learned_correction_helps_near_the_memory() {
+    // A field with structure finer than 12 inducing inputs can hold: held-out points from the
+    // region of the memory are predicted better with the correction, and no worse far away.
+    let field = |a: f64, b: f64| (4.0 * a).sin() * (3.0 * b).cos() + 0.3 * a;
+    let local = LocalConfig {
+        capacity: 300,
+        ..LocalConfig::default()
+    };
+    let mut a = agent(local, 6);
+    let mut rng = Rng::new(6, 6);
+    let sample = |n: usize, rng: &mut Rng, scale: f64| {
+        let x = Mat::from_fn(n, 2, |_, _| scale * rng.normal());
+        let y: Vec<f64> = (0..n)
+            .map(|i| field(x[(i, 0)], x[(i, 1)]) + 0.05 * rng.normal())
+            .collect();
+        (x, y)
+    };
+    for _ in 0..30 {
+        let (x, y) = sample(20, &mut rng, 1.0);
+        a.handle_block(x.as_ref(), &y).expect("block");
+    }
+    let (xq, yq) = sample(200, &mut rng, 1.0);
+    let global = a.predict(xq.as_ref(), View::Fused).expect("global");
+    let local = a.predict_local(xq.as_ref(), View::Fused).expect("local");
+    let (g, l) = (global.rmse(&yq), local.rmse(&yq));
+    assert!(l < 0.5 * g, "near: local {l} vs global {g}");
+    let nlpd = (global.nlpd(&yq), local.nlpd(&yq));
+    assert!(nlpd.1 < nlpd.0, "near nlpd: {nlpd:?}");
+    // Far away (inputs shifted by 8 in the first column), the correction vanishes.
+    let (mut xf, _) = sample(100, &mut rng, 1.0);
+    for i in 0..100 {
+        xf[(i, 0)] += 8.0;
+    }
+    let gf = a.predict(xf.as_ref(), View::Fused).expect("global");
+    let lf = a.local_answers(xf.as_ref(), View::Fused).expect("local");
+    for (i, ans) in lf.iter().enumerate() {
+        assert!((ans.mean() - gf.mean[i]).abs() < 1e-6, "far mean");
+        assert!(
+            ans.residual_var > 0.99 * ans.residual_prior,
+            "far residual var"
+        );
+    }
+}
