@@ -456,6 +456,14 @@ fn the_learned_correction_helps_near_the_memory() {
     assert!(l < 0.5 * g, "near: local {l} vs global {g}");
     let nlpd = (global.nlpd(&yq), local.nlpd(&yq));
     assert!(nlpd.1 < nlpd.0, "near nlpd: {nlpd:?}");
+    let inside = (0..yq.len())
+        .filter(|&i| (yq[i] - local.mean[i]).abs() < 1.96 * local.var_y[i].sqrt())
+        .count() as f64
+        / yq.len() as f64;
+    assert!(
+        (0.85..=1.0).contains(&inside),
+        "coverage of the 95% interval: {inside}"
+    );
     // Far away (inputs shifted by 8 in the first column), the correction vanishes.
     let (mut xf, _) = sample(100, &mut rng, 1.0);
     for i in 0..100 {
