@@ -18,6 +18,9 @@
 //!   agent's own part of it is its [`learn::FleetSite`]).
 //! - [`fuse`]: pairwise fusion, [`Topology`], tree message passing, push-sum.
 //! - [`baselines`]: dDTC and dPITC (spec §8).
+//! - [`local`]: an agent's local memory of its own rows and the exact residual GP on them
+//!   (issue 19, docs/LOCAL.md): [`LocalAnswer`], and the fleet rule [`combine`] that merges
+//!   several agents' answers.
 //! - [`protocol`]: the [`Agent`], its [`Message`]s and [`Event`]s. The agent owns three parts:
 //!   its learning state (q(W), Adam, caches), its fusion state (`E_i`, neighbours, inbox,
 //!   push-sum) and its [`learn::FleetSite`].

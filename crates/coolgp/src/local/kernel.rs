@@ -106,6 +106,26 @@ impl ResidualKernel {
         (2.0 * self.params[1]).exp()
     }
 
+    /// The kernel's inverse lengthscale per input, `[d]`: `1/ℓ_k` (Learned) or `‖W̄_{:,k}‖`
+    /// (GlobalResidual), the metric of the spread policy.
+    pub fn input_scale(&self) -> Vec<f64> {
+        let d = self.d;
+        match self.kind {
+            ResidualKind::Learned => self.params[2..].iter().map(|l| (-l).exp()).collect(),
+            ResidualKind::GlobalResidual => {
+                let w = &self.params[2..];
+                (0..d)
+                    .map(|k| {
+                        (0..self.dz)
+                            .map(|i| w[i * d + k].powi(2))
+                            .sum::<f64>()
+                            .sqrt()
+                    })
+                    .collect()
+            }
+        }
+    }
+
     /// Features per row.
     pub fn feature_len(&self, m: usize) -> usize {
         match self.kind {

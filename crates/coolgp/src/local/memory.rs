@@ -6,7 +6,6 @@
 use faer::MatRef;
 
 use super::MemoryPolicy;
-use crate::model::kernel::sqdist;
 use crate::rng::Rng;
 
 /// Stream of the reservoir's draws: draw t uses `Rng::new(seed, RESERVOIR_STREAM + t)`, so the
@@ -40,8 +39,12 @@ pub struct Memory {
     x: Vec<f64>,
     y: Vec<f64>,
     seen: u64,
-    /// Spread: `(‖x_i − x_nn‖², nn)` per row (empty for the other policies).
+    /// Spread: `(‖x_i − x_nn‖², nn)` per row in the metric of `scale` (empty for the other
+    /// policies).
     nn: Vec<(f64, usize)>,
+    /// Spread: the metric's scale per input, `‖a − b‖² = Σ_k ((a_k − b_k) s_k)²` (the residual
+    /// kernel's inverse lengthscales; ones until set).
+    scale: Vec<f64>,
 }
 
 impl Memory {
@@ -56,6 +59,7 @@ impl Memory {
             y: Vec::new(),
             seen: 0,
             nn: Vec::new(),
+            scale: vec![1.0; d],
         }
     }
 
@@ -78,6 +82,18 @@ impl Memory {
             m.nn = (0..m.len()).map(|i| m.nearest(m.row(i), Some(i))).collect();
         }
         m
+    }
+
+    /// Sets the spread policy's metric (`scale [d]`, see [`Memory::offer`]) and recomputes
+    /// every row's nearest neighbour in it, O(n² d) (at a fit or a restore).
+    pub fn set_scale(&mut self, scale: Vec<f64>) {
+        debug_assert_eq!(scale.len(), self.d);
+        self.scale = scale;
+        if self.policy == MemoryPolicy::Spread {
+            self.nn = (0..self.len())
+                .map(|i| self.nearest(self.row(i), Some(i)))
+                .collect();
+        }
     }
 
     /// Rows held (≤ capacity).
@@ -158,7 +174,8 @@ impl Memory {
         plan_of(&slots, self.len())
     }
 
-    /// Spread: each row enters; when full, one point of the closest pair among the
+    /// Spread: each row enters; when full, one point of the closest pair (in the metric set by
+    /// [`Memory::set_scale`]) among the
     /// `capacity + 1` candidates leaves: the old one (the first in memory order when both are
     /// old), so a new row close to an old one replaces it. O(capacity·d) per row, plus a rescan of the rows whose nearest
     /// neighbour left.
@@ -177,7 +194,8 @@ impl Memory {
         };
         for r in 0..y.len() {
             let p = &block[r * d..(r + 1) * d];
-            let dp: Vec<f64> = slots.iter().map(|&s| sqdist(point(s), p)).collect();
+            let dist = |a: &[f64], b: &[f64]| scaled_sqdist(a, b, &self.scale);
+            let dp: Vec<f64> = slots.iter().map(|&s| dist(point(s), p)).collect();
             let (best, nn_p) = argmin(&dp, None);
             if slots.len() < self.capacity {
                 for (e, &dv) in nn.iter_mut().zip(&dp) {
@@ -201,7 +219,7 @@ impl Memory {
                 }
                 if nn[i].1 == e {
                     let pi = point(slots[i]);
-                    let dists: Vec<f64> = slots.iter().map(|&s| sqdist(point(s), pi)).collect();
+                    let dists: Vec<f64> = slots.iter().map(|&s| dist(point(s), pi)).collect();
                     nn[i] = argmin(&dists, Some(i));
                 } else if dp[i] < nn[i].0 {
                     nn[i] = (dp[i], e);
@@ -242,7 +260,9 @@ impl Memory {
 
     /// `(‖p − x_j‖², j)` of the nearest row `j ≠ skip` (`(∞, 0)` with none).
     fn nearest(&self, p: &[f64], skip: Option<usize>) -> (f64, usize) {
-        let dists: Vec<f64> = (0..self.len()).map(|j| sqdist(self.row(j), p)).collect();
+        let dists: Vec<f64> = (0..self.len())
+            .map(|j| scaled_sqdist(self.row(j), p, &self.scale))
+            .collect();
         argmin(&dists, skip)
     }
 }
@@ -282,6 +302,15 @@ fn plan_of(slots: &[Src], old: usize) -> Plan {
         remove: (0..old).filter(|&i| !kept[i]).collect(),
         add,
     }
+}
+
+/// `Σ_k ((a_k − b_k) s_k)²`.
+fn scaled_sqdist(a: &[f64], b: &[f64], s: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .zip(s)
+        .map(|((x, y), w)| ((x - y) * w) * ((x - y) * w))
+        .sum()
 }
 
 /// `(min, first index)` of `v` skipping `skip` (`(∞, 0)` when nothing is left).

@@ -40,9 +40,11 @@ impl LocalModel {
     pub fn new(config: LocalConfig, vocab: &Vocabulary, proj: &Projection, seed: u64) -> Self {
         let kernel = ResidualKernel::initial(config.kernel, proj);
         let flen = kernel.feature_len(vocab.m());
+        let mut memory = Memory::new(config.policy, config.capacity, proj.d(), seed);
+        memory.set_scale(kernel.input_scale());
         Self {
             config,
-            memory: Memory::new(config.policy, config.capacity, proj.d(), seed),
+            memory,
             kernel,
             feats: Vec::new(),
             flen,
@@ -61,11 +63,12 @@ impl LocalModel {
     pub(crate) fn from_parts(
         config: LocalConfig,
         vocab: &Vocabulary,
-        memory: Memory,
+        mut memory: Memory,
         kernel: ResidualKernel,
         (last_fit, since_fit): (usize, u64),
     ) -> Result<Self> {
         let flen = kernel.feature_len(vocab.m());
+        memory.set_scale(kernel.input_scale());
         let mut m = Self {
             config,
             memory,
@@ -211,6 +214,7 @@ impl LocalModel {
     /// unused until the next fit).
     pub fn set_kernel_params(&mut self, vocab: &Vocabulary, params: &[f64]) -> Result<()> {
         self.kernel.set_params(params);
+        self.memory.set_scale(self.kernel.input_scale());
         self.last_fit = self.len();
         self.since_fit = 0;
         self.refactor(vocab)

@@ -115,6 +115,39 @@ fn spread_keeps_the_memory_spread_over_the_inputs() {
     assert_eq!(rebuilt, spread);
 }
 
+#[test]
+fn spread_measures_distance_in_the_kernels_metric() {
+    // Column 0 as above; column 1 is loud noise on a scale the kernel ignores (scale 1e-6):
+    // in raw distance the noise decides, in the kernel's metric column 0 does.
+    let mut rng = Rng::new(4, 3);
+    let mut c0: Vec<f64> = (0..30).map(f64::from).collect();
+    c0.extend((0..300).map(|_| rng.uniform()));
+    let c1: Vec<f64> = (0..c0.len()).map(|_| 1e3 * rng.normal()).collect();
+    let run = |scale: Option<Vec<f64>>| {
+        let mut mem = Memory::new(MemoryPolicy::Spread, 10, 2, 0);
+        if let Some(s) = scale {
+            mem.set_scale(s);
+        }
+        for start in (0..c0.len()).step_by(30) {
+            let end = (start + 30).min(c0.len());
+            let x = Mat::from_fn(end - start, 2, |i, j| {
+                if j == 0 {
+                    c0[start + i]
+                } else {
+                    c1[start + i]
+                }
+            });
+            let y = vec![0.0; end - start];
+            mem.offer(x.as_ref(), &y);
+        }
+        let col0: Vec<f64> = (0..mem.len()).map(|i| mem.row(i)[0]).collect();
+        col0.iter().copied().fold(f64::MIN, f64::max)
+            - col0.iter().copied().fold(f64::MAX, f64::min)
+    };
+    assert!(run(Some(vec![1.0, 1e-6])) > 25.0);
+    assert!(run(None) < 25.0);
+}
+
 fn agent(local: LocalConfig, seed: u64) -> Agent {
     let vocab = Arc::new(Vocabulary::default_design(12, 2, 7).expect("design"));
     let cfg = AgentConfig {
@@ -456,6 +489,14 @@ fn the_learned_correction_helps_near_the_memory() {
     assert!(l < 0.5 * g, "near: local {l} vs global {g}");
     let nlpd = (global.nlpd(&yq), local.nlpd(&yq));
     assert!(nlpd.1 < nlpd.0, "near nlpd: {nlpd:?}");
+    let inside = (0..yq.len())
+        .filter(|&i| (yq[i] - local.mean[i]).abs() < 1.96 * local.var_y[i].sqrt())
+        .count() as f64
+        / yq.len() as f64;
+    assert!(
+        (0.85..=1.0).contains(&inside),
+        "coverage of the 95% interval: {inside}"
+    );
     // Far away (inputs shifted by 8 in the first column), the correction vanishes.
     let (mut xf, _) = sample(100, &mut rng, 1.0);
     for i in 0..100 {
