@@ -16,18 +16,24 @@ pub enum FleetRule {
     /// Robust BCM (Deisenroth & Ng 2015): each agent weighted by its information relative to
     /// the prior, `β_i = ½ (ln v0_i − ln v_i)`.
     Rbcm,
+    /// The answer of the agent that knows most about the point relative to what it would say
+    /// knowing nothing: the largest information gain `½ (ln v0_i − ln v_i)` of its residual
+    /// (ties and no memory anywhere: the first). Unlike [`FleetRule::MinVariance`] it is not
+    /// drawn to an agent whose whole region is quiet (small prior) but that knows nothing here.
+    MostInformed,
 }
 
 impl FleetRule {
     /// Every rule, in the order of [`FleetRule::name`]'s list.
-    pub const ALL: [Self; 3] = [Self::MinVariance, Self::Bcm, Self::Rbcm];
+    pub const ALL: [Self; 4] = [Self::MinVariance, Self::Bcm, Self::Rbcm, Self::MostInformed];
 
-    /// The command-line name (`min-variance`, `bcm`, `rbcm`).
+    /// The command-line name (`min-variance`, `bcm`, `rbcm`, `most-informed`).
     pub fn name(self) -> &'static str {
         match self {
             Self::MinVariance => "min-variance",
             Self::Bcm => "bcm",
             Self::Rbcm => "rbcm",
+            Self::MostInformed => "most-informed",
         }
     }
 
@@ -40,6 +46,9 @@ impl FleetRule {
 /// Combines the answers of several agents at one point; `None` for an empty slice.
 ///
 /// - [`FleetRule::MinVariance`]: the answer with the smallest `var_y()` (ties: the first),
+///   unchanged.
+/// - [`FleetRule::MostInformed`]: the answer whose residual has the largest information gain
+///   `½ (ln residual_prior − ln residual_var)` (0 without a residual part; ties: the first),
 ///   unchanged.
 /// - [`FleetRule::Bcm`] / [`FleetRule::Rbcm`] combine only the residual parts (the agents share
 ///   the global model). Over the M agents with a residual part (`residual_prior > 0`; agents
@@ -62,6 +71,16 @@ pub fn combine(rule: FleetRule, answers: &[LocalAnswer]) -> Option<LocalAnswer> 
             }
         }
         return Some(*best);
+    }
+    if rule == FleetRule::MostInformed {
+        let mut best = (first, gain(first));
+        for a in &answers[1..] {
+            let g = gain(a);
+            if g > best.1 {
+                best = (a, g);
+            }
+        }
+        return Some(*best.0);
     }
     let k = answers.len() as f64;
     let mean_of = |f: fn(&LocalAnswer) -> f64| answers.iter().map(f).sum::<f64>() / k;
@@ -94,4 +113,14 @@ pub fn combine(rule: FleetRule, answers: &[LocalAnswer]) -> Option<LocalAnswer> 
     out.residual_mean = var * num;
     out.residual_prior = v0_mean;
     Some(out)
+}
+
+/// The information `½ (ln v0 − ln v)` an answer's residual carries about its point (0 without
+/// a residual part).
+fn gain(a: &LocalAnswer) -> f64 {
+    if a.residual_prior > 0.0 {
+        0.5 * (a.residual_prior.ln() - a.residual_var.max(MIN_VAR).ln())
+    } else {
+        0.0
+    }
 }

@@ -108,22 +108,33 @@ pub fn fit_learned(kernel: &ResidualKernel, x: &[f64], r: &[f64], first: bool) -
     Some(p)
 }
 
+/// Spread (standard deviation) below which an input does not vary in the memory.
+pub const FLAT_SPREAD: f64 = 1e-6;
+
 /// The first fit's start: `p` with the lengthscales `c · sd(x_k)` of the best `c` in
 /// [`FIRST_SCALES`] (`p` itself if none can be evaluated).
+///
+/// An input the memory does not vary in (`sd(x_k) <` [`FLAT_SPREAD`]: a station's own
+/// coordinates) leaves its lengthscale unidentified — the likelihood and its gradient do not
+/// depend on it, so the fit never moves it. It starts (and stays) at 1, the unit of the
+/// standardized inputs, the fleet's spread: the agent's knowledge then reaches about one
+/// standard deviation of the fleet's inputs along it, instead of nowhere (a lengthscale of
+/// `c · 1e-6`, which made every other station's query a prior answer).
 fn first_start(kernel: &ResidualKernel, p: Vec<f64>, x: &[f64], r: &[f64]) -> Vec<f64> {
     let (n, d) = (r.len(), p.len() - 2);
-    let sd: Vec<f64> = (0..d)
+    let sd: Vec<Option<f64>> = (0..d)
         .map(|k| {
             let mean = (0..n).map(|i| x[i * d + k]).sum::<f64>() / n as f64;
             let var = (0..n).map(|i| (x[i * d + k] - mean).powi(2)).sum::<f64>() / n as f64;
-            var.sqrt().max(1e-6)
+            (var.sqrt() >= FLAT_SPREAD).then(|| var.sqrt())
         })
         .collect();
     let mut best: Option<(f64, Vec<f64>)> = None;
     for c in FIRST_SCALES {
         let mut q = p.clone();
         for (k, s) in sd.iter().enumerate() {
-            q[2 + k] = (c * s).ln().clamp(LOG_BOUNDS.0, LOG_BOUNDS.1);
+            let l = s.map_or(1.0, |s| c * s);
+            q[2 + k] = l.ln().clamp(LOG_BOUNDS.0, LOG_BOUNDS.1);
         }
         if let Ok((l, _)) = kernel.log_marginal(&q, x, r) {
             if l.is_finite() && best.as_ref().is_none_or(|b| l > b.0) {

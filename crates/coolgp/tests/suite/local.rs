@@ -260,6 +260,22 @@ fn brute(rule: FleetRule, a: &[LocalAnswer]) -> LocalAnswer {
         }
         return a[best];
     }
+    if rule == FleetRule::MostInformed {
+        let info = |x: &LocalAnswer| {
+            if x.residual_prior > 0.0 {
+                0.5 * (x.residual_prior / x.residual_var).ln()
+            } else {
+                0.0
+            }
+        };
+        let mut best = 0;
+        for i in 0..a.len() {
+            if info(&a[i]) > info(&a[best]) {
+                best = i;
+            }
+        }
+        return a[best];
+    }
     let k = a.len() as f64;
     let mut out = LocalAnswer {
         global_mean: a.iter().map(|x| x.global_mean).sum::<f64>() / k,
@@ -511,4 +527,35 @@ fn the_learned_correction_helps_near_the_memory() {
             "far residual var"
         );
     }
+}
+
+/// An input the memory does not vary in (a station's own coordinates) keeps the unit
+/// lengthscale of the standardized inputs through the fit; the varying one is fitted.
+#[test]
+fn a_constant_input_keeps_the_unit_lengthscale() {
+    use coolgp::local::fit::fit_learned;
+    use coolgp::local::{ResidualKernel, ResidualKind};
+    let mut rng = Rng::new(21, 3);
+    let n = 60;
+    // Column 0 varies (a time), column 1 is one station's coordinate.
+    let mut x = Vec::with_capacity(2 * n);
+    let mut r = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = i as f64 / 10.0;
+        x.extend([t, 0.7]);
+        r.push((2.0 * t).sin() + 0.1 * rng.normal());
+    }
+    let kernel =
+        ResidualKernel::from_params(ResidualKind::Learned, vec![0.0, -1.0, 0.0, -9.0], 2, 2)
+            .expect("kernel");
+    let p = fit_learned(&kernel, &x, &r, true).expect("fit");
+    assert!(
+        p[3].abs() < 1e-12,
+        "constant input's log lengthscale {}",
+        p[3]
+    );
+    assert!(
+        (p[2] - 0.0).abs() > 1e-3,
+        "the varying input's lengthscale was fitted"
+    );
 }
