@@ -22,7 +22,7 @@ use crate::workload::TestSet;
 pub const QUERY_POINTS: usize = 2_000;
 
 /// The fleet rules every run scores, in the order of `fleet_query_rules`.
-pub const RULES: [FleetRule; 3] = [FleetRule::MinVariance, FleetRule::Bcm, FleetRule::Rbcm];
+pub const RULES: [FleetRule; 4] = FleetRule::ALL;
 
 /// Scores of one way of answering the test rows (original units).
 #[derive(Clone, Copy, Debug, Serialize, PartialEq)]
