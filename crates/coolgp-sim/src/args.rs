@@ -411,7 +411,11 @@ fn fleet_rule(name: Option<&str>) -> Result<FleetRule, SimError> {
     FleetRule::from_name(name).ok_or_else(|| {
         SimError::Config(format!(
             "unknown --fleet-rule '{name}': use {}",
-            crate::fleet::RULES.map(FleetRule::name).join(", ")
+            crate::fleet::RULES
+                .iter()
+                .map(|r| r.name())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
     })
 }
