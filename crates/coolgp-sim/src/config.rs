@@ -237,7 +237,8 @@ pub struct SimConfig {
     pub central_damping: f64,
     /// With projection groups in the workload: fuse q(u) across them or only within each.
     pub fuse_groups: FuseGroups,
-    /// How the fleet-wide query combines the agents' answers (`--fleet-rule`).
+    /// How the fleet-wide query combines the agents' answers (`--fleet-rule`; default rBCM,
+    /// the best RMSE and the best-calibrated coverage measured, EXPERIMENTS.md issue 19).
     pub fleet_rule: FleetRule,
     /// The agents' local memory and residual GP (`--local-memory`; the central learner keeps
     /// none).

@@ -94,8 +94,8 @@ pub struct Report {
     pub coverage95_fleet_query: f64,
     /// The fleet rule of the `*_fleet_query` fields (`--fleet-rule`).
     pub fleet_rule: String,
-    /// The fleet-wide query's scores under every rule (`min-variance`, `bcm`, `rbcm`), on the
-    /// same rows.
+    /// The fleet-wide query's scores under every rule of the core (`min-variance`, `bcm`,
+    /// `rbcm`, …: [`coolgp::local::FleetRule::ALL`]), on the same rows.
     pub fleet_query_rules: BTreeMap<String, QueryScores>,
     /// The oracle's RMSE (original units) on the rows of the fleet query whose routing group
     /// is known (`--agent-by`, `--regions`, the synthetic phenomena; `None` for random
