@@ -5,7 +5,7 @@
 //!   block of n rows after the memory is full (800 rows offered before, the last fit at 500:
 //!   no refit in this block), from a clone of that agent (clone not timed).
 //! - `local_refit/B500_m100_n100_d{d}`: the same with a block that triggers the residual
-//!   kernel's refit (L-BFGS on 256 rows + one refactorization of A), once per B rows entered.
+//!   kernel's refit (60 Adam steps on ≤ 256 rows + one refactorization of A), once per B rows entered.
 //! - `local_predict/{B0,B500}_m100_q{1,100}_d{d}`: `Agent::predict_local` at q rows (B0 is
 //!   `Agent::predict`, bit for bit).
 //!

