@@ -57,8 +57,8 @@ pub struct AgentArgs {
     pub site_fleet_damping: Option<f64>,
     /// Fleet projection only: each site step's target is the data term over the agent's
     /// newest blocks holding at least POINTS points, re-evaluated under the current q(W) and
-    /// q(u) (kept in memory and in a node's checkpoint) (default 80, at most 100000; 0: the
-    /// newest block alone, spec §14 as written).
+    /// q(u) (kept in memory and in a node's checkpoint) (default 320 under --site-memory
+    /// stream, 80 under recent; at most 100000; 0: the newest block alone, spec §14 as written).
     #[cfg_attr(
         feature = "clap",
         arg(long, allow_negative_numbers = true, value_name = "POINTS")

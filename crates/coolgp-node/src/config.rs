@@ -193,7 +193,8 @@ pub struct QueryArgs {
     pub all: bool,
     /// With --all: how the agents' answers at a point are combined: min-variance (the answer
     /// with the smallest predictive variance), bcm or rbcm (the agents' residual corrections
-    /// by a (robust) Bayesian committee machine) [default: min-variance].
+    /// by a (robust) Bayesian committee machine), most-informed [default: rbcm, the best
+    /// measured: EXPERIMENTS.md].
     #[arg(long, value_name = "NAME", requires = "all")]
     pub fleet_rule: Option<String>,
     /// Also print each answer's parts: global_mean, global_var (the fused global model),

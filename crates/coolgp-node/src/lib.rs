@@ -172,7 +172,7 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
 }
 
 /// The fleet rule of `coolgp query --all` without `--fleet-rule`.
-pub const DEFAULT_FLEET_RULE: FleetRule = FleetRule::MinVariance;
+pub const DEFAULT_FLEET_RULE: FleetRule = FleetRule::Rbcm;
 
 /// `coolgp query --all`: every agent's answers, combined by `rule`, as one reply; who
 /// answered, who was dropped and who stayed silent go to stderr.

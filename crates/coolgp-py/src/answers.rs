@@ -110,13 +110,13 @@ pub fn combined(rule: FleetRule, per_agent: &[Vec<LocalAnswer>]) -> PyResult<Vec
 }
 
 /// Combines several agents' answers at the same points (a list of `Agent.local_answers`
-/// dicts) by a fleet rule, point by point: "min-variance" (default: the answer with the
-/// smallest var_y), "bcm" or "rbcm" (a Bayesian committee machine over the agents' residual
-/// corrections). Returns a dict of the same keys.
+/// dicts) by a fleet rule, point by point: "min-variance" (the answer with the smallest
+/// var_y), "bcm" or "rbcm" (default; a (robust) Bayesian committee machine over the agents'
+/// residual corrections) or "most-informed". Returns a dict of the same keys.
 ///
 /// Raises ValueError for an unknown rule, an empty list, or answers of different lengths.
 #[pyfunction]
-#[pyo3(signature = (answers, rule="min-variance"))]
+#[pyo3(signature = (answers, rule="rbcm"))]
 pub fn combine_answers<'py>(
     py: Python<'py>,
     answers: Vec<Bound<'py, PyAny>>,

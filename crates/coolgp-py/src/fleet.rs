@@ -53,11 +53,11 @@ struct Settings {
 /// FleetRegressor(agents=4, inducing=30, *, latent_dim=None, batch=20, fuse_every=10,
 ///                topology="path", mode="frozen", projection="per-agent", site_memory=None,
 ///                local_memory=None, local_policy=None, local_kernel=None,
-///                fleet_rule="min-variance", learn=True, seed=0)
+///                fleet_rule="rbcm", learn=True, seed=0)
 ///
-/// site_memory: with projection="fleet", "recent" (the default) or "stream"; use "stream"
-/// when the rows of X come in time order (a site then sums every block's term rather than
-/// extrapolating from the newest ones; the node's --site-memory).
+/// site_memory: with projection="fleet", "stream" (the default: a site sums every block's
+/// term, right in random and in time order) or "recent" (extrapolates from the newest
+/// blocks; assumes randomly ordered rows); the node's --site-memory.
 ///
 /// fit(X, y, groups=None) splits the rows among `agents` agents at random (or one agent per
 /// distinct `groups` label) and runs the simulator's fleet on them: each agent streams its
@@ -70,7 +70,8 @@ struct Settings {
 /// local_memory=B (issue 19): each agent keeps up to B of its own rows (local_policy,
 /// local_kernel as Agent's) and predict answers with the fleet rule: every agent answers with
 /// the global model plus its memory's correction, and the answers are combined point by
-/// point by fleet_rule ("min-variance", "bcm" or "rbcm"; `coolgp.combine_answers`).
+/// point by fleet_rule ("rbcm", the default, "bcm", "min-variance" or "most-informed";
+/// `coolgp.combine_answers`).
 #[pyclass(module = "coolgp._coolgp")]
 pub struct FleetRegressor {
     s: Settings,
@@ -281,7 +282,7 @@ impl FleetRegressor {
     #[new]
     #[pyo3(signature = (agents=4, inducing=30, *, latent_dim=None, batch=20, fuse_every=10,
         topology="path", mode="frozen", projection="per-agent", site_memory=None,
-        local_memory=None, local_policy=None, local_kernel=None, fleet_rule="min-variance",
+        local_memory=None, local_policy=None, local_kernel=None, fleet_rule="rbcm",
         learn=true, seed=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(

@@ -91,7 +91,7 @@ def test_combine_answers_is_the_fleet_rule_point_by_point():
     agents = [agent_with_memory(25, seed=s)[0] for s in range(3)]
     x, _ = block(rng, 12, 2)
     answers = [a.local_answers(x) for a in agents]
-    mv = coolgp.combine_answers(answers)
+    mv = coolgp.combine_answers(answers, rule="min-variance")
     var_y = np.stack([a["var_y"] for a in answers])
     pick = np.argmin(var_y, axis=0)  # ties: the first, as the rule
     for k in PARTS + ("mean", "var_y"):

@@ -39,11 +39,13 @@
 //! (EXPERIMENTS.md; how each was chosen: docs/HISTORY.md): the shared initial q0(W) is a
 //! pseudo-site counted once whose weight fades as exp(−N/N0) (`prior_points`), with a fixed
 //! prior on σ_s, σ_n (`scale_prior_points`), instead of the spec's 1/s share per agent; a step's
-//! target is taken over a window of the agent's newest ≥ 80 points (`window_points`,
+//! target is taken over a window of the agent's newest ≥ 320 points (`window_points`,
 //! [`learn::RecentBlocks`]); and sites forget old targets in fleet time (`fleet_damping`). The
 //! simulator adds warm-up q(u) fusions for tree fleets (`coolgp_sim::SimConfig::fuse_warmup`).
-//! The site memory [`learn::SiteMemory::Recent`] (the spec's estimator) is the default;
-//! [`learn::SiteMemory::Stream`] is for time-ordered rows. The fleet site is one type,
+//! The site memory [`learn::SiteMemory::Stream`] (every block's term once, the window
+//! re-evaluated when the fused q(u) has grown by 5%) is the default, right in random and in
+//! time order; [`learn::SiteMemory::Recent`] (the spec's estimator, window 80) assumes
+//! randomly ordered rows. The fleet site is one type,
 //! [`learn::FleetSite`].
 //!
 //! ## Which mode to use

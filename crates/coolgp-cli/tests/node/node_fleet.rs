@@ -936,7 +936,7 @@ fn a_mixed_fleet_rejects_misconfigured_peers_as_bad_site_not_oversize() {
         [("per-agent", None), ("fleet", None), ("fleet", Some("g"))]
     );
     let memories: Vec<Option<&str>> = sts.iter().map(|s| s.site_memory.as_deref()).collect();
-    assert_eq!(memories, [None, Some("recent"), Some("recent")]);
+    assert_eq!(memories, [None, Some("stream"), Some("stream")]);
     for s in &sts {
         let ok = |v: Option<f64>| v.is_some_and(|v| v.is_finite() && v > 0.0);
         assert!(

@@ -141,7 +141,7 @@ class FleetRegressor:
         local_memory: Optional[int] = None,
         local_policy: Optional[str] = None,
         local_kernel: Optional[str] = None,
-        fleet_rule: str = "min-variance",
+        fleet_rule: str = "rbcm",
         learn: bool = True,
         seed: int = 0,
     ) -> None: ...
@@ -173,8 +173,8 @@ def message_info(payload: bytes) -> Dict[str, Any]:
     ...
 def simulate(**flags: Any) -> Dict[str, Any]: ...
 def combine_answers(
-    answers: Sequence[Dict[str, npt.ArrayLike]], rule: str = "min-variance"
+    answers: Sequence[Dict[str, npt.ArrayLike]], rule: str = "rbcm"
 ) -> Dict[str, _F64]:
     """Several agents' local_answers combined point by point by a fleet rule
-    ('min-variance', 'bcm', 'rbcm')."""
+    ('rbcm', the default, 'bcm', 'min-variance', 'most-informed')."""
     ...
