@@ -315,7 +315,7 @@ def test_site_settings(tmp_path):
         coolgp.Agent(2, v, input_dim=2, projection="fleet", site={"window": 10**30})
     with pytest.raises(TypeError, match="'window' must be a number, got str"):
         coolgp.Agent(2, v, input_dim=2, projection="fleet", site={"window": "abc"})
-    assert s["memory"] == "recent"
+    assert s["memory"] == "stream"  # the default (issue 18)
     st = coolgp.Agent(3, v, input_dim=2, projection="fleet", site={"memory": "stream"})
     assert st.config["site"]["memory"] == "stream"
     for _ in range(3):

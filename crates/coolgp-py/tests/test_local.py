@@ -122,7 +122,10 @@ def test_fleet_regressor_with_memory_answers_with_the_fleet_rule():
     xt = rng.uniform(-3, 3, size=(50, 2))
     plain = coolgp.FleetRegressor(agents=4, inducing=15, seed=0).fit(x, y, groups=groups)
     assert plain.local_points_ == [0, 0, 0, 0]
-    f = coolgp.FleetRegressor(agents=4, inducing=15, local_memory=60, seed=0).fit(x, y, groups=groups)
+    assert coolgp.FleetRegressor().get_params()["fleet_rule"] == "rbcm"  # the default
+    f = coolgp.FleetRegressor(
+        agents=4, inducing=15, local_memory=60, fleet_rule="min-variance", seed=0
+    ).fit(x, y, groups=groups)
     assert all(0 < p <= 60 for p in f.local_points_)
     assert f.get_params()["fleet_rule"] == "min-variance"
     mean, std = f.predict(xt, return_std=True, include_noise=True)
