@@ -39,21 +39,8 @@ impl LocalModel {
     /// q(W) `proj` ([`ResidualKernel::initial`]); `seed` drives the reservoir.
     pub fn new(config: LocalConfig, vocab: &Vocabulary, proj: &Projection, seed: u64) -> Self {
         let kernel = ResidualKernel::initial(config.kernel, proj);
-        let flen = kernel.feature_len(vocab.m());
-        let mut memory = Memory::new(config.policy, config.capacity, proj.d(), seed);
-        memory.set_scale(kernel.input_scale());
-        Self {
-            config,
-            memory,
-            kernel,
-            feats: Vec::new(),
-            flen,
-            factor: Factor::default(),
-            last_fit: 0,
-            since_fit: 0,
-            version: 0,
-            cache: Cache::default(),
-        }
+        let memory = Memory::new(config.policy, config.capacity, proj.d(), seed);
+        Self::unfactored(config, vocab, memory, kernel, (0, 0))
     }
 
     /// A model holding a restored memory, kernel and fit schedule, factored once.
@@ -63,13 +50,26 @@ impl LocalModel {
     pub(crate) fn from_parts(
         config: LocalConfig,
         vocab: &Vocabulary,
+        memory: Memory,
+        kernel: ResidualKernel,
+        schedule: (usize, u64),
+    ) -> Result<Self> {
+        let mut m = Self::unfactored(config, vocab, memory, kernel, schedule);
+        m.refactor(vocab)?;
+        Ok(m)
+    }
+
+    /// The model of these parts with an empty factor (exact for an empty memory).
+    fn unfactored(
+        config: LocalConfig,
+        vocab: &Vocabulary,
         mut memory: Memory,
         kernel: ResidualKernel,
         (last_fit, since_fit): (usize, u64),
-    ) -> Result<Self> {
+    ) -> Self {
         let flen = kernel.feature_len(vocab.m());
         memory.set_scale(kernel.input_scale());
-        let mut m = Self {
+        Self {
             config,
             memory,
             kernel,
@@ -80,9 +80,7 @@ impl LocalModel {
             since_fit,
             version: 0,
             cache: Cache::default(),
-        };
-        m.refactor(vocab)?;
-        Ok(m)
+        }
     }
 
     /// The settings.
