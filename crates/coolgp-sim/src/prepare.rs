@@ -488,6 +488,16 @@ mod tests {
         }
     }
 
+    /// The targets of routing group `g`'s batches, in stream order.
+    fn group_targets(p: &Prepared, g: usize) -> Vec<f64> {
+        p.work
+            .batches
+            .iter()
+            .filter(|b| b.group == Some(g))
+            .flat_map(|b| b.y.iter().copied())
+            .collect()
+    }
+
     #[test]
     fn file_order_gives_every_key_one_clock() {
         let p = prepare(&args(keyed_csv("file.csv"), Some("file"))).expect("prepared");
@@ -503,13 +513,7 @@ mod tests {
         }
         // Inside a key, time (the standardized target here) only moves forward.
         for g in 0..3 {
-            let ys: Vec<f64> = p
-                .work
-                .batches
-                .iter()
-                .filter(|b| b.group == Some(g))
-                .flat_map(|b| b.y.iter().copied())
-                .collect();
+            let ys = group_targets(&p, g);
             assert!(ys.windows(2).all(|w| w[0] < w[1]), "key {g}: {ys:?}");
         }
         // The random order (the default) keeps the key-by-key layout the simulator shuffles.
@@ -553,13 +557,7 @@ mod tests {
         assert_eq!(p.groups, Some(2));
         // A region's batches hold one cluster only (y is the cluster here, standardized).
         for g in 0..2 {
-            let ys: Vec<f64> = p
-                .work
-                .batches
-                .iter()
-                .filter(|b| b.group == Some(g))
-                .flat_map(|b| b.y.iter().copied())
-                .collect();
+            let ys = group_targets(&p, g);
             assert!(
                 !ys.is_empty() && ys.iter().all(|&y| y == ys[0]),
                 "{g}: {ys:?}"
