@@ -141,6 +141,7 @@ fn check(kind: ResidualKind, point: bool, seed: u64) {
         capacity: n,
         policy: MemoryPolicy::Recent,
         kernel: kind,
+        ..LocalConfig::default()
     };
     let mut model = LocalModel::new(config, &vocab, &proj, 1);
     let x = Mat::from_fn(n + 5, d, |_, _| rng.normal());
