@@ -17,6 +17,7 @@
 use faer::{Mat, MatRef};
 
 use super::cache::{Key, MemoryPart};
+use super::factor::Factor;
 use super::LocalModel;
 use crate::error::Result;
 use crate::linalg::{dot, mat_vec, mul};
@@ -109,11 +110,12 @@ fn global_part(
     (mean, gvar, phi)
 }
 
-/// The answers of a model with a non-empty, factored memory at the rows of a checked
-/// `x [q, d]`, under q(W) `proj` and the factored q(u) `post`.
+/// The answers of a model with a non-empty memory at the rows of a checked `x [q, d]`, under
+/// q(W) `proj` and the factored q(u) `post` (brings the memory's factor up to date).
 ///
 /// # Errors
-/// [`crate::Error::DimensionMismatch`] when the shapes do not fit together.
+/// [`crate::Error::DimensionMismatch`] when the shapes do not fit together;
+/// [`crate::Error::NotPositiveDefinite`] when the memory's A cannot be factored.
 pub(crate) fn answers(
     model: &LocalModel,
     vocab: &Vocabulary,
@@ -123,6 +125,7 @@ pub(crate) fn answers(
 ) -> Result<Vec<LocalAnswer>> {
     let (n, q) = (model.len(), x.nrows());
     let ss = proj.sigma_s();
+    let factor = model.factor()?;
     let (mean_g, gvar, phi) = global_part(vocab, proj, post, x);
     let key = Key {
         version: model.version(),
@@ -130,10 +133,9 @@ pub(crate) fn answers(
         alpha: post.alpha.clone(),
         t1_inv: post.t1_inv.clone(),
     };
-    let part = model
-        .cache()
-        .get_or(key, |key| memory_part(model, vocab, proj, post, key))?;
-    let factor = model.factor();
+    let part = model.cache().get_or(key, |key| {
+        memory_part(model, &factor, vocab, proj, post, key)
+    })?;
     // k_r(B, x*) [n, q] and k_r(x*, x*).
     let kernel = model.kernel();
     let mut fx = Vec::new();
@@ -176,6 +178,7 @@ pub(crate) fn answers(
 /// The memory's part under `key`: `G = L⁻¹ Ψ̄_B`, `z = L⁻¹ (y_B − σ_s Ψ̄_B α)`.
 fn memory_part(
     model: &LocalModel,
+    factor: &Factor,
     vocab: &Vocabulary,
     proj: &Projection,
     post: &Posterior,
@@ -186,8 +189,8 @@ fn memory_part(
     let y = model.memory().y();
     let mu_b = mat_vec(g.as_ref(), &post.alpha);
     let mut z = Mat::from_fn(n, 1, |i, _| y[i] - proj.sigma_s() * mu_b[i]);
-    model.factor().solve_lower_in_place(z.as_mut());
-    model.factor().solve_lower_in_place(g.as_mut());
+    factor.solve_lower_in_place(z.as_mut());
+    factor.solve_lower_in_place(g.as_mut());
     Ok(MemoryPart::new(key, g, z.col_as_slice(0).to_vec()))
 }
 

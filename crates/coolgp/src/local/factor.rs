@@ -2,10 +2,18 @@
 //! insert (a forward solve, O(n²) per row, batched over a block's rows), rows and columns
 //! deleted on evict (a rank-one update of the trailing block per row, O(n²), batched as one
 //! rank-r update), a full factorization only when the kernel changes.
+//!
+//! The factor is maintained lazily ([`LazyFactor`]): learning only records the memory's rows;
+//! the factor is brought up to date when an answer needs it, by the incremental operations
+//! when fewer than half the rows are new since the last update, by one factorization
+//! otherwise (docs/LOCAL.md §8).
+
+use std::sync::{Arc, Mutex, PoisonError};
 
 use faer::{Mat, MatMut, MatRef, Par};
 
-use crate::error::Result;
+use super::kernel::ResidualKernel;
+use crate::error::{Error, Result};
 use crate::linalg::Cholesky;
 
 /// A lower factor `A = L Lᵀ` of n ≤ capacity rows, stored column-major in a square buffer that
@@ -190,6 +198,188 @@ impl Factor {
             Par::Seq,
         );
     }
+}
+
+/// The memory's rows as a [`LazyFactor`] must factor them: each row's id (ascending: rows
+/// enter at the end of the memory and get ever larger ids), its kernel features `feats [n, f]`
+/// (row-major), the kernel and the model's version.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rows<'a> {
+    /// Row ids, ascending.
+    pub ids: &'a [u64],
+    /// Features `[n, f]`, row-major.
+    pub feats: &'a [f64],
+    /// The residual kernel.
+    pub kernel: &'a ResidualKernel,
+    /// The model's version (a failed factorization is not retried at the same version).
+    pub version: u64,
+}
+
+impl Rows<'_> {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn feature(&self, i: usize) -> &[f64] {
+        let f = self.feats.len() / self.len().max(1);
+        &self.feats[i * f..(i + 1) * f]
+    }
+}
+
+/// The factor of the rows last brought up to date, their ids, and counters.
+#[derive(Clone, Debug, Default)]
+struct Synced {
+    factor: Arc<Factor>,
+    /// Ids of the rows factored, ascending (the factor's row order).
+    ids: Vec<u64>,
+    /// The version at which the last factorization failed (not retried before a change).
+    failed: Option<u64>,
+    /// Full factorizations so far (a test counter).
+    refactors: u64,
+    /// Incremental updates so far (a test counter).
+    updates: u64,
+}
+
+/// A [`Factor`] of the memory's rows brought up to date on demand (interior mutability:
+/// answers take `&self`; a [`Mutex`], so the model stays `Send + Sync`).
+///
+/// The rule (docs/LOCAL.md §8): with `n` rows now, of which `k` entered since the last update,
+/// the factor follows by row deletions and one batched append when `2k < n`, and is factored
+/// afresh otherwise (most of the memory turned over: one O(n³/3) factorization is cheaper
+/// than `k` appends and deletions of O(n²) each). With an answer after every block of fewer
+/// than n/2 rows the incremental path is always the one taken; a row that enters and leaves
+/// between two answers costs nothing.
+#[derive(Debug, Default)]
+pub(crate) struct LazyFactor(Mutex<Synced>);
+
+impl Clone for LazyFactor {
+    fn clone(&self) -> Self {
+        let s = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        Self(Mutex::new(s.clone()))
+    }
+}
+
+impl LazyFactor {
+    /// Forgets every row (the kernel changed: the next update factors afresh).
+    pub fn invalidate(&mut self) {
+        let s = self.0.get_mut().unwrap_or_else(PoisonError::into_inner);
+        s.ids.clear();
+        s.failed = None;
+        Arc::make_mut(&mut s.factor).clear();
+    }
+
+    /// `(full factorizations, incremental updates)` so far.
+    pub fn counts(&self) -> (u64, u64) {
+        let s = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        (s.refactors, s.updates)
+    }
+
+    /// The factor of `rows`, brought up to date by the rule of [`LazyFactor`].
+    ///
+    /// # Errors
+    /// [`Error::NotPositiveDefinite`] if A cannot be factored (the factor is then empty, and
+    /// not tried again before the version changes).
+    pub fn current(&self, rows: Rows<'_>) -> Result<Arc<Factor>> {
+        let mut s = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        sync(&mut s, rows)?;
+        Ok(s.factor.clone())
+    }
+
+    /// [`LazyFactor::current`] without locking (`&mut self`).
+    ///
+    /// # Errors
+    /// As [`LazyFactor::current`].
+    pub fn current_mut(&mut self, rows: Rows<'_>) -> Result<Arc<Factor>> {
+        let s = self.0.get_mut().unwrap_or_else(PoisonError::into_inner);
+        sync(s, rows)?;
+        Ok(s.factor.clone())
+    }
+}
+
+/// Brings `s` up to date with `rows` (see [`LazyFactor`]).
+fn sync(s: &mut Synced, rows: Rows<'_>) -> Result<()> {
+    let not_pd = Error::NotPositiveDefinite {
+        what: "local memory A",
+        jitter_tried: 0.0,
+    };
+    if s.ids == rows.ids {
+        return match s.failed {
+            Some(v) if v == rows.version => Err(not_pd),
+            _ => Ok(()),
+        };
+    }
+    if s.failed == Some(rows.version) {
+        return Err(not_pd);
+    }
+    // Both id lists ascend and rows enter with larger ids than any factored: the factored rows
+    // still present are a prefix of `rows`, the rest entered since.
+    let mut remove = Vec::new();
+    let mut kept = 0;
+    for (i, id) in s.ids.iter().enumerate() {
+        if rows.ids.get(kept) == Some(id) {
+            kept += 1;
+        } else {
+            remove.push(i);
+        }
+    }
+    let n = rows.len();
+    let k = n - kept;
+    if s.failed.is_none() && kept > 0 && 2 * k < n && s.ids.len() == s.factor.len() {
+        let f = Arc::make_mut(&mut s.factor);
+        f.remove_rows(&remove);
+        if append_rows(f, rows, kept).is_ok() {
+            s.ids = rows.ids.to_vec();
+            s.updates += 1;
+            return Ok(());
+        }
+    }
+    s.refactors += 1;
+    s.ids.clear();
+    match refactor_rows(Arc::make_mut(&mut s.factor), rows) {
+        Ok(()) => {
+            s.ids = rows.ids.to_vec();
+            s.failed = None;
+            Ok(())
+        }
+        Err(e) => {
+            s.failed = Some(rows.version);
+            Err(e)
+        }
+    }
+}
+
+/// Appends rows `kept..` of `rows` to a factor of rows `..kept`.
+fn append_rows(f: &mut Factor, rows: Rows<'_>, kept: usize) -> Result<()> {
+    let (n, kernel) = (rows.len(), rows.kernel);
+    let k = n - kept;
+    let width = rows.feats.len() / n.max(1);
+    let old = &rows.feats[..kept * width];
+    let mut cross = Mat::<f64>::zeros(kept, k);
+    for j in 0..k {
+        kernel.cov_column(old, rows.feature(kept + j), cross.col_as_slice_mut(j));
+    }
+    let noise = kernel.noise_var();
+    let block = Mat::from_fn(k, k, |i, j| {
+        kernel.cov(rows.feature(kept + i), rows.feature(kept + j))
+            + if i == j { noise } else { 0.0 }
+    });
+    f.append(cross.as_ref(), block.as_ref())
+}
+
+/// Factors A of `rows` afresh.
+fn refactor_rows(f: &mut Factor, rows: Rows<'_>) -> Result<()> {
+    let n = rows.len();
+    let width = rows.feats.len() / n.max(1);
+    let noise = rows.kernel.noise_var();
+    let mut a = Mat::<f64>::zeros(n, n);
+    for j in 0..n {
+        // The lower triangle is read: rows j.. of column j.
+        let col = &mut a.col_as_slice_mut(j)[j..];
+        rows.kernel
+            .cov_column(&rows.feats[j * width..], rows.feature(j), col);
+        col[0] += noise;
+    }
+    f.refactor(a.as_ref()).map(drop)
 }
 
 #[cfg(test)]

@@ -1,10 +1,13 @@
-//! [`LocalModel`]: the memory, the residual kernel, the rows' features and the factor of
-//! `A = K_r(B, B) + σ_rn² I`, kept in step, and the schedule of the kernel's fits.
+//! [`LocalModel`]: the memory, the residual kernel and the rows' features, kept in step; the
+//! factor of `A = K_r(B, B) + σ_rn² I`, brought up to date when an answer needs it
+//! ([`LazyFactor`]); and the schedule of the kernel's fits.
+
+use std::sync::Arc;
 
 use faer::{Mat, MatRef};
 
 use super::cache::Cache;
-use super::factor::Factor;
+use super::factor::{Factor, LazyFactor, Rows};
 use super::kernel::ResidualKernel;
 use super::memory::{retain_rows, Memory};
 use super::LocalConfig;
@@ -23,7 +26,12 @@ pub struct LocalModel {
     /// The rows' kernel features, `[n, flen]` row-major.
     feats: Vec<f64>,
     flen: usize,
-    factor: Factor,
+    /// Each row's id (ascending: rows enter at the end with the next id).
+    ids: Vec<u64>,
+    /// The id of the next row to enter.
+    next_id: u64,
+    /// The factor of A, brought up to date on demand.
+    lazy: LazyFactor,
     /// Memory rows at the last fit (0: none yet).
     last_fit: usize,
     /// Rows inserted since the last fit.
@@ -55,11 +63,14 @@ impl LocalModel {
         schedule: (usize, u64),
     ) -> Result<Self> {
         let mut m = Self::unfactored(config, vocab, memory, kernel, schedule);
-        m.refactor(vocab)?;
+        m.recompute_features(vocab);
+        m.ids = (0..m.len() as u64).collect();
+        m.next_id = m.len() as u64;
+        m.update_factor()?;
         Ok(m)
     }
 
-    /// The model of these parts with an empty factor (exact for an empty memory).
+    /// The model of these parts without features or factor (exact for an empty memory).
     fn unfactored(
         config: LocalConfig,
         vocab: &Vocabulary,
@@ -75,7 +86,9 @@ impl LocalModel {
             kernel,
             feats: Vec::new(),
             flen,
-            factor: Factor::default(),
+            ids: Vec::new(),
+            next_id: 0,
+            lazy: LazyFactor::default(),
             last_fit,
             since_fit,
             version: 0,
@@ -108,9 +121,29 @@ impl LocalModel {
         &self.kernel
     }
 
-    /// The factor of A.
-    pub fn factor(&self) -> &Factor {
-        &self.factor
+    /// The factor of A, brought up to date (see [`LazyFactor`]: incremental when fewer than
+    /// half the rows are new since the last update, one factorization otherwise).
+    ///
+    /// # Errors
+    /// [`crate::Error::NotPositiveDefinite`] if A cannot be factored (the memory is then
+    /// unused until its rows or kernel change).
+    pub fn factor(&self) -> Result<Arc<Factor>> {
+        self.lazy.current(self.factor_rows())
+    }
+
+    /// [`LocalModel::factor`] through `&mut self` (no lock): the explicit "bring up to date"
+    /// step for a caller that holds the model mutably.
+    ///
+    /// # Errors
+    /// As [`LocalModel::factor`].
+    pub fn update_factor(&mut self) -> Result<Arc<Factor>> {
+        let rows = Rows {
+            ids: &self.ids,
+            feats: &self.feats,
+            kernel: &self.kernel,
+            version: self.version,
+        };
+        self.lazy.current_mut(rows)
     }
 
     /// `(rows at the last fit, rows inserted since)`.
@@ -125,9 +158,10 @@ impl LocalModel {
         Mat::from_fn(self.len(), d, |i, j| x[i * d + j])
     }
 
-    /// True when the factor holds every row (false only after a failed factorization).
+    /// True when A of every row can be factored (brings the factor up to date; false only
+    /// when the factorization fails).
     pub fn is_factored(&self) -> bool {
-        self.factor.len() == self.memory.len()
+        self.factor().is_ok()
     }
 
     /// The version of rows and kernel (bumped by every change).
@@ -145,56 +179,30 @@ impl LocalModel {
         &self.feats
     }
 
-    /// Features of row `i`.
-    pub(crate) fn feature(&self, i: usize) -> &[f64] {
-        &self.feats[i * self.flen..(i + 1) * self.flen]
-    }
-
     /// Offers a checked block `(x [b, d], y [b])`: the memory keeps what its policy says and
-    /// the factor follows by row deletions and appends. Returns true when the kernel is due
-    /// for a fit: the memory reached [`FIRST_FIT_ROWS`] rows, doubled since the last fit or
-    /// became full, or `capacity` rows entered since the last fit.
+    /// the rows' features follow; the factor is left behind ([`LocalModel::factor`] brings it
+    /// up to date). Returns true when the kernel is due for a fit ([`LocalModel::fit_due`]).
     pub fn offer(&mut self, vocab: &Vocabulary, x: MatRef<'_, f64>, y: &[f64]) -> bool {
-        let in_step = self.factor.len() == self.memory.len();
         let plan = self.memory.offer(x, y);
         self.version += 1;
         self.since_fit += plan.add.len() as u64;
-        if !in_step {
-            // A failed factorization left the factor empty: try afresh with the new rows.
-            let _ = self.refactor(vocab);
-            return self.fit_due();
-        }
-        let f = self.flen;
-        self.factor.remove_rows(&plan.remove);
-        retain_rows(&mut self.feats, f, &plan.remove);
-        let n = self.factor.len();
+        retain_rows(&mut self.feats, self.flen, &plan.remove);
+        retain_ids(&mut self.ids, &plan.remove);
         let mut xr = vec![0.0; x.ncols()];
         for &r in &plan.add {
             for (j, v) in xr.iter_mut().enumerate() {
                 *v = x[(r, j)];
             }
             self.kernel.features(vocab, &xr, &mut self.feats);
-        }
-        let k = plan.add.len();
-        let (old, new) = self.feats.split_at(n * f);
-        let mut cross = Mat::<f64>::zeros(n, k);
-        for j in 0..k {
-            self.kernel
-                .cov_column(old, feature_row(new, f, j), cross.col_as_slice_mut(j));
-        }
-        let noise = self.kernel.noise_var();
-        let block = Mat::from_fn(k, k, |i, j| {
-            self.kernel
-                .cov(feature_row(new, f, i), feature_row(new, f, j))
-                + if i == j { noise } else { 0.0 }
-        });
-        if self.factor.append(cross.as_ref(), block.as_ref()).is_err() {
-            let _ = self.refactor(vocab);
+            self.ids.push(self.next_id);
+            self.next_id += 1;
         }
         self.fit_due()
     }
 
-    /// True when the kernel is due for a fit (see [`LocalModel::offer`]).
+    /// True when the kernel is due for a fit: the memory reached [`FIRST_FIT_ROWS`] rows,
+    /// doubled since the last fit or became full, or `capacity` rows entered since the last
+    /// fit.
     pub fn fit_due(&self) -> bool {
         let (n, cap) = (self.len(), self.config.capacity);
         n >= FIRST_FIT_ROWS.min(cap).max(1)
@@ -204,44 +212,58 @@ impl LocalModel {
                 || self.since_fit >= cap as u64)
     }
 
-    /// Sets the kernel's parameters, recomputes the rows' features and refactors A (the only
-    /// full factorization besides a restore); the fit schedule restarts from here.
+    /// Sets the kernel's parameters and recomputes the rows' features; the factor is redone
+    /// (one full factorization) when next needed; the fit schedule restarts from here.
     ///
     /// # Errors
-    /// [`crate::Error::NotPositiveDefinite`] if A cannot be factored (the memory is then
-    /// unused until the next fit).
+    /// None today (a factorization failure shows when the factor is next needed: the memory
+    /// is then unused until its rows or kernel change); kept for callers that refactor.
     pub fn set_kernel_params(&mut self, vocab: &Vocabulary, params: &[f64]) -> Result<()> {
         self.kernel.set_params(params);
         self.memory.set_scale(self.kernel.input_scale());
         self.last_fit = self.len();
         self.since_fit = 0;
-        self.refactor(vocab)
+        self.recompute_features(vocab);
+        Ok(())
     }
 
-    /// Recomputes every row's features and factors A afresh.
-    fn refactor(&mut self, vocab: &Vocabulary) -> Result<()> {
+    /// Recomputes every row's features under the current kernel; the factor starts afresh.
+    fn recompute_features(&mut self, vocab: &Vocabulary) {
         self.version += 1;
-        let n = self.len();
         self.feats.clear();
-        for i in 0..n {
+        for i in 0..self.len() {
             self.kernel
                 .features(vocab, self.memory.row(i), &mut self.feats);
         }
-        let noise = self.kernel.noise_var();
-        let mut a = Mat::<f64>::zeros(n, n);
-        for j in 0..n {
-            // The lower triangle is read: rows j.. of column j.
-            let f = self.flen;
-            let col = &mut a.col_as_slice_mut(j)[j..];
-            self.kernel
-                .cov_column(&self.feats[j * f..], self.feature(j), col);
-            col[0] += noise;
+        self.lazy.invalidate();
+    }
+
+    /// The rows as the lazy factor sees them.
+    fn factor_rows(&self) -> Rows<'_> {
+        Rows {
+            ids: &self.ids,
+            feats: &self.feats,
+            kernel: &self.kernel,
+            version: self.version,
         }
-        self.factor.refactor(a.as_ref()).map(drop)
+    }
+
+    /// `(full factorizations, incremental updates)` of A so far (a test counter).
+    pub fn factor_counts(&self) -> (u64, u64) {
+        self.lazy.counts()
     }
 }
 
-/// Row `i` of a row-major buffer of width `f`.
-fn feature_row(rows: &[f64], f: usize, i: usize) -> &[f64] {
-    &rows[i * f..(i + 1) * f]
+/// Deletes entries `remove` (ascending) of `ids`.
+fn retain_ids(ids: &mut Vec<u64>, remove: &[usize]) {
+    let mut next = remove.iter().peekable();
+    let mut i = 0;
+    ids.retain(|_| {
+        let gone = next.peek() == Some(&&i);
+        if gone {
+            next.next();
+        }
+        i += 1;
+        !gone
+    });
 }
