@@ -4,6 +4,11 @@
 //! - `local_block/{B0,B500}_{recent,reservoir}_m100_n{20,100}_d{d}`: `Agent::handle_block` on a
 //!   block of n rows after the memory is full (800 rows offered before, the last fit at 500:
 //!   no refit in this block), from a clone of that agent (clone not timed).
+//! - `local_stream/{B0,B500}_{recent,reservoir}_m100_n{20,100}_d{d}`: the amortized block
+//!   update: a stream of [`STREAM_ROWS`] rows in blocks of n through a full memory (from the
+//!   same agent after 800 rows), residual kernel refits included (recent: one every B rows;
+//!   reservoir: about B ln(2800/800) ≈ 630 rows enter, one refit); the time is per stream,
+//!   so the ratio to B0 is the per-block ratio.
 //! - `local_refit/B500_m100_n100_d{d}`: the same with a block that triggers the residual
 //!   kernel's refit (60 Adam steps on ≤ 256 rows + one refactorization of A), once per B rows entered.
 //! - `local_predict/{B0,B500}_m100_q{1,100}_d{d}`: `Agent::predict_local` at q rows (B0 is
@@ -23,6 +28,8 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 const M: usize = 100;
 const DS: [usize; 2] = [2, 6];
 const B: usize = 500;
+/// Rows per stream of `local_stream`.
+const STREAM_ROWS: usize = 2000;
 
 /// An agent with memory `cap` (0: off) under `policy` after `rows` rows in blocks of `n`.
 fn agent(
@@ -78,6 +85,38 @@ fn bench_block(c: &mut Criterion) {
     g.finish();
 }
 
+fn bench_stream(c: &mut Criterion) {
+    let mut g = c.benchmark_group("local_stream");
+    for &d in &DS {
+        let vocab = Arc::new(Vocabulary::default_design(M, d, 7).expect("vocabulary"));
+        for n in [20usize, 100] {
+            let blocks: Vec<_> = (0..STREAM_ROWS / n)
+                .map(|b| block(d, n, 3000 + b as u64))
+                .collect();
+            for (cap, policy) in [
+                (0, MemoryPolicy::Recent),
+                (B, MemoryPolicy::Recent),
+                (B, MemoryPolicy::Reservoir),
+            ] {
+                let a = agent(&vocab, d, cap, policy, n, 800);
+                let name = format!("B{cap}_{}_m{M}_n{n}_d{d}", policy.name());
+                g.bench_function(BenchmarkId::from_parameter(name), |b| {
+                    b.iter_batched_ref(
+                        || a.clone(),
+                        |a| {
+                            for (x, y) in &blocks {
+                                let _ = a.handle_block(black_box(x.as_ref()), black_box(y));
+                            }
+                        },
+                        BatchSize::LargeInput,
+                    )
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
 fn bench_refit(c: &mut Criterion) {
     let mut g = c.benchmark_group("local_refit");
     for &d in &DS {
@@ -123,6 +162,6 @@ fn bench_predict(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = common::config(1500);
-    targets = bench_block, bench_refit, bench_predict
+    targets = bench_block, bench_stream, bench_refit, bench_predict
 }
 criterion_main!(benches);

@@ -7,8 +7,14 @@ use super::kernel::{ResidualKernel, LOG_BOUNDS};
 /// Most memory rows a fit looks at (evenly spaced over the memory).
 pub const FIT_ROWS: usize = 256;
 
-/// Adam steps per fit.
+/// Adam steps of the first fit (from the initial kernel).
 pub const FIT_STEPS: usize = 60;
+
+/// Adam steps of a refit, warm-started from the kernel's fitted parameters. As many as the
+/// first fit: the early stop is the fit's regularizer (docs/LOCAL.md §4), and fewer steps
+/// (20, also at step size 0.15) or fewer rows (128) cost 0.8–1.2% RMSE on the air stations
+/// (docs/LOCAL.md §8).
+pub const WARM_STEPS: usize = 60;
 
 /// Adam's step size on the log parameters.
 const LEARNING_RATE: f64 = 0.05;
@@ -23,9 +29,10 @@ pub fn fit_rows(n: usize) -> Vec<usize> {
 }
 
 /// The fitted parameters of a learned kernel from raw rows `x [n·d]` and residuals `r [n]`:
-/// the best (largest log marginal likelihood) of [`FIT_STEPS`] Adam steps from the kernel's
-/// parameters, or, at the first fit (`first`), from `σ_r² = σ_rn² = var(r)/2` and the kernel's
-/// lengthscales. `None` when no step could be evaluated.
+/// the best (largest log marginal likelihood) of [`WARM_STEPS`] Adam steps from the kernel's
+/// parameters, or, at the first fit (`first`), of [`FIT_STEPS`] steps from
+/// `σ_r² = σ_rn² = var(r)/2` and the kernel's lengthscales. `None` when no step could be
+/// evaluated.
 pub fn fit_learned(kernel: &ResidualKernel, x: &[f64], r: &[f64], first: bool) -> Option<Vec<f64>> {
     let n = r.len();
     if n < 2 {
@@ -41,7 +48,8 @@ pub fn fit_learned(kernel: &ResidualKernel, x: &[f64], r: &[f64], first: bool) -
     }
     let (mut m1, mut m2) = (vec![0.0; p.len()], vec![0.0; p.len()]);
     let mut best: Option<(f64, Vec<f64>)> = None;
-    for t in 1..=FIT_STEPS {
+    let steps = if first { FIT_STEPS } else { WARM_STEPS };
+    for t in 1..=steps {
         let Ok((lml, g)) = kernel.log_marginal(&p, x, r) else {
             break;
         };

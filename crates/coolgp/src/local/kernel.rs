@@ -11,11 +11,11 @@
 //! Rows enter through *features* computed once per row (Learned: `x_k/ℓ_k`; GlobalResidual:
 //! `[W̄x (d'), k_x (m), K⁻¹k_x (m)]`), so a covariance is O(d) or O(d' + m).
 
-use faer::Mat;
+use faer::reborrow::{Reborrow, ReborrowMut};
+use faer::{Mat, MatMut, Par};
 
 use super::ResidualKind;
 use crate::error::{Error, Result};
-use faer::linalg::solvers::{DenseSolveCore, Solve};
 
 use crate::linalg::mat_vec;
 use crate::model::kernel::sqdist;
@@ -211,47 +211,61 @@ impl ResidualKernel {
         }
         let (d, n) = (self.d, r.len());
         let (s2, n2) = ((2.0 * p[0]).exp(), (2.0 * p[1]).exp());
-        // Inputs scaled by the lengthscales, so D_k,ij = (xs_ik − xs_jk)².
-        let xs: Vec<f64> = (0..n * d).map(|t| x[t] * (-p[2 + t % d]).exp()).collect();
-        let row = |i: usize| &xs[i * d..(i + 1) * d];
+        // Inputs scaled by the lengthscales, one column per input (D_k,ij = (xs_ik − xs_jk)²).
+        let xs: Vec<Vec<f64>> = (0..d)
+            .map(|k| {
+                let s = (-p[2 + k]).exp();
+                (0..n).map(|i| x[i * d + k] * s).collect()
+            })
+            .collect();
+        // E's lower triangle column by column (vectorized exponentials), A = σ_r² E + σ_rn² I.
         let mut e = Mat::<f64>::zeros(n, n);
-        let mut a = Mat::<f64>::zeros(n, n);
         for j in 0..n {
-            for i in j..n {
-                let v = (-0.5 * sqdist(row(i), row(j))).exp();
-                e[(i, j)] = v;
-                a[(i, j)] = s2 * v + if i == j { n2 } else { 0.0 };
+            let col = &mut e.col_as_slice_mut(j)[j..];
+            for xk in &xs {
+                let (c, xk) = (xk[j], &xk[j..]);
+                for (v, u) in col.iter_mut().zip(xk) {
+                    *v += (u - c) * (u - c);
+                }
             }
+            scaled_exp_in_place(col, 1.0);
         }
-        let llt = faer::linalg::solvers::Llt::new(a.as_ref(), faer::Side::Lower).map_err(|_| {
-            Error::NotPositiveDefinite {
-                what: "local residual A",
-                jitter_tried: 0.0,
+        let mut l = Mat::from_fn(n, n, |i, j| {
+            if i < j {
+                0.0
+            } else {
+                s2 * e[(i, j)] + if i == j { n2 } else { 0.0 }
             }
-        })?;
-        let mut alpha = Mat::from_fn(n, 1, |i, _| r[i]);
-        llt.solve_in_place(alpha.as_mut());
-        let alpha = alpha.col_as_slice(0);
-        let l = llt.L();
-        let log_det = 2.0 * (0..n).map(|i| l[(i, i)].ln()).sum::<f64>();
+        });
+        let (lml_parts, ainv) = factor_seq(l.as_mut(), r)?;
+        let (alpha, log_det) = (&lml_parts.0, lml_parts.1);
         let lml = -0.5 * dot(r, alpha)
             - 0.5 * log_det
             - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
-        let ainv = llt.inverse();
         // W = ααᵀ − A⁻¹; gradient entries are ½ Σ_ij W_ij ∂A_ij, over the lower triangle with
-        // the off-diagonal counted twice.
+        // the off-diagonal counted twice (column j: we_i = 2 W_ij E_ij, i > j; W_jj E_jj).
         let mut g = vec![0.0; 2 + d];
+        let mut we = vec![0.0; n];
         for j in 0..n {
-            for i in j..n {
-                let w = alpha[i] * alpha[j] - ainv[(i, j)];
-                let we = if i == j { w } else { 2.0 * w } * e[(i, j)];
-                g[0] += we;
-                if i == j {
-                    g[1] += w;
-                }
-                for (k, (u, v)) in row(i).iter().zip(row(j)).enumerate() {
-                    g[2 + k] += we * (u - v) * (u - v);
-                }
+            let (ac, ec, al) = (
+                &ainv.col_as_slice(j)[j..],
+                &e.col_as_slice(j)[j..],
+                &alpha[j..],
+            );
+            let we = &mut we[..n - j];
+            for (((o, a), ei), ai) in we.iter_mut().zip(ac).zip(ec).zip(al) {
+                *o = 2.0 * (ai * alpha[j] - a) * ei;
+            }
+            we[0] *= 0.5;
+            g[1] += alpha[j] * alpha[j] - ac[0];
+            g[0] += we.iter().sum::<f64>();
+            for (gk, xk) in g[2..].iter_mut().zip(&xs) {
+                let (c, xk) = (xk[j], &xk[j..]);
+                *gk += we
+                    .iter()
+                    .zip(xk)
+                    .map(|(w, u)| w * (u - c) * (u - c))
+                    .sum::<f64>();
             }
         }
         g[0] *= s2;
@@ -259,6 +273,45 @@ impl ResidualKernel {
         g[2..].iter_mut().for_each(|v| *v *= 0.5 * s2);
         Ok((lml, g))
     }
+}
+
+/// Factors `a [n, n]` (lower triangle) in place into L and returns `((A⁻¹r, ln|A|), A⁻¹)`
+/// (`A⁻¹`'s lower triangle), all sequential (`Par::Seq`: the fit runs inside an agent).
+///
+/// # Errors
+/// [`Error::NotPositiveDefinite`] if A cannot be factored.
+#[allow(clippy::type_complexity)]
+fn factor_seq(mut a: MatMut<'_, f64>, r: &[f64]) -> Result<((Vec<f64>, f64), Mat<f64>)> {
+    use faer::dyn_stack::{MemBuffer, MemStack};
+    use faer::linalg::cholesky::llt;
+    let n = a.nrows();
+    let scratch = llt::factor::cholesky_in_place_scratch::<f64>(n, Par::Seq, Default::default())
+        .or(llt::inverse::inverse_scratch::<f64>(n, Par::Seq));
+    let mut mem = MemBuffer::new(scratch);
+    let stack = MemStack::new(&mut mem);
+    llt::factor::cholesky_in_place(
+        a.rb_mut(),
+        Default::default(),
+        Par::Seq,
+        stack,
+        Default::default(),
+    )
+    .map_err(|_| Error::NotPositiveDefinite {
+        what: "local residual A",
+        jitter_tried: 0.0,
+    })?;
+    let l = a.rb();
+    let mut alpha = Mat::from_fn(n, 1, |i, _| r[i]);
+    faer::linalg::triangular_solve::solve_lower_triangular_in_place(l, alpha.as_mut(), Par::Seq);
+    faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+        l.transpose(),
+        alpha.as_mut(),
+        Par::Seq,
+    );
+    let log_det = 2.0 * (0..n).map(|i| l[(i, i)].ln()).sum::<f64>();
+    let mut ainv = Mat::<f64>::zeros(n, n);
+    llt::inverse::inverse(ainv.as_mut(), l, Par::Seq, stack);
+    Ok(((alpha.col_as_slice(0).to_vec(), log_det), ainv))
 }
 
 dispatch! {

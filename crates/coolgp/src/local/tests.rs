@@ -121,6 +121,8 @@ fn dense(
     )
 }
 
+// `..LocalConfig::default()`: LocalConfig gains fields (helper `pool`'s `fit`).
+#[allow(clippy::needless_update)]
 fn check(kind: ResidualKind, point: bool, seed: u64) {
     let mut rng = Rng::new(seed, 77);
     let (m, dz, d, n) = (7, 2, 3, 12);
@@ -211,4 +213,82 @@ fn a_point_projection_has_no_w_part() {
         pred.var_f[0],
         ss * ss * q
     );
+}
+
+/// Offers a random stream to a model under `policy`, answering after a block with
+/// probability `p_answer` and moving the kernel when a fit is due; after every block the
+/// lazily kept answers equal those of a model factored afresh (1e-10).
+#[allow(clippy::needless_update)]
+fn lazy_equals_fresh(policy: MemoryPolicy, kind: ResidualKind, p_answer: f64, seed: u64) {
+    // Reference: docs/LOCAL.md §8 (the lazy factor: same A, another order of operations).
+    let mut rng = Rng::new(seed, 31);
+    let (m, dz, d, cap) = (6, 2, 2, 30);
+    let vocab = Vocabulary::default_design(m, dz, 3).expect("design");
+    let proj = Projection::point(Mat::from_fn(dz, d, |_, _| 0.6 * rng.normal()), 1.1, 0.3);
+    let post = posterior(&vocab, &mut rng);
+    let config = LocalConfig {
+        capacity: cap,
+        policy,
+        kernel: kind,
+        ..LocalConfig::default()
+    };
+    let mut model = LocalModel::new(config, &vocab, &proj, seed);
+    let xq = Mat::from_fn(4, d, |_, _| rng.normal());
+    for step in 0..60 {
+        let b = 1 + rng.below(12);
+        let x = Mat::from_fn(b, d, |_, _| 1.5 * rng.normal());
+        let y: Vec<f64> = (0..b)
+            .map(|i| x[(i, 0)].sin() + 0.1 * rng.normal())
+            .collect();
+        if model.offer(&vocab, x.as_ref(), &y) {
+            // A fit: move the kernel's parameters a little.
+            let p: Vec<f64> = model
+                .kernel()
+                .params()
+                .iter()
+                .map(|v| v + 0.05 * rng.normal())
+                .collect();
+            model.set_kernel_params(&vocab, &p).expect("kernel");
+        }
+        assert!(model.len() <= cap);
+        if rng.uniform() >= p_answer {
+            continue;
+        }
+        let got = answers(&model, &vocab, &proj, &post, xq.as_ref()).expect("answers");
+        let fresh = LocalModel::from_parts(
+            config,
+            &vocab,
+            model.memory().clone(),
+            model.kernel().clone(),
+            model.fit_state(),
+        )
+        .expect("factor");
+        let want = answers(&fresh, &vocab, &proj, &post, xq.as_ref()).expect("answers");
+        for (a, w) in got.iter().zip(&want) {
+            let worst = [
+                a.global_mean - w.global_mean,
+                a.global_var - w.global_var,
+                a.residual_mean - w.residual_mean,
+                a.residual_var - w.residual_var,
+                a.residual_prior - w.residual_prior,
+            ]
+            .iter()
+            .fold(0.0f64, |s, v| s.max(v.abs()));
+            assert!(
+                worst < 1e-10,
+                "{policy:?} {kind:?} step {step}: off by {worst:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn answers_after_lazy_updates_equal_a_fresh_factor() {
+    for policy in MemoryPolicy::ALL {
+        for kind in [ResidualKind::Learned, ResidualKind::GlobalResidual] {
+            for (p_answer, seed) in [(1.0, 1), (0.3, 2), (0.05, 3)] {
+                lazy_equals_fresh(policy, kind, p_answer, seed);
+            }
+        }
+    }
 }

@@ -8,6 +8,7 @@ mod fleet_sites;
 mod fusion_laws;
 mod hardening;
 mod local;
+mod local_cost;
 mod numerics;
 mod projection_groups;
 mod shared_projection;
