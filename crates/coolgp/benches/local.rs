@@ -23,11 +23,20 @@ use coolgp::{Agent, AgentConfig, LocalConfig, MemoryPolicy, View, Vocabulary};
 mod common;
 
 use common::block;
-use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion,
+};
 
 const M: usize = 100;
 const DS: [usize; 2] = [2, 6];
 const B: usize = 500;
+/// The agents compared: without memory, and with B rows under `recent` and `reservoir`.
+const CASES: [(usize, MemoryPolicy); 3] = [
+    (0, MemoryPolicy::Recent),
+    (B, MemoryPolicy::Recent),
+    (B, MemoryPolicy::Reservoir),
+];
 /// Rows per stream of `local_stream`.
 const STREAM_ROWS: usize = 2000;
 
@@ -57,27 +66,31 @@ fn agent(
     a
 }
 
+/// Times `run` on a fresh clone of `a` per iteration (the clone not timed).
+fn on_clone(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: String,
+    a: &Agent,
+    run: impl Fn(&mut Agent),
+) {
+    g.bench_function(BenchmarkId::from_parameter(name), |b| {
+        b.iter_batched_ref(|| a.clone(), &run, BatchSize::LargeInput)
+    });
+}
+
 fn bench_block(c: &mut Criterion) {
     let mut g = c.benchmark_group("local_block");
     for &d in &DS {
         let vocab = Arc::new(Vocabulary::default_design(M, d, 7).expect("vocabulary"));
         for n in [20usize, 100] {
             let (x, y) = block(d, n, 1000);
-            for (cap, policy) in [
-                (0, MemoryPolicy::Recent),
-                (B, MemoryPolicy::Recent),
-                (B, MemoryPolicy::Reservoir),
-            ] {
+            for (cap, policy) in CASES {
                 // 800 rows: full, the last fit at 500 rows, 300 entered since (recent): a
                 // block of n ≤ 100 does not refit.
                 let a = agent(&vocab, d, cap, policy, n, 800);
                 let name = format!("B{cap}_{}_m{M}_n{n}_d{d}", policy.name());
-                g.bench_function(BenchmarkId::from_parameter(name), |b| {
-                    b.iter_batched_ref(
-                        || a.clone(),
-                        |a| a.handle_block(black_box(x.as_ref()), black_box(&y)),
-                        BatchSize::LargeInput,
-                    )
+                on_clone(&mut g, name, &a, |a| {
+                    let _ = a.handle_block(black_box(x.as_ref()), black_box(&y));
                 });
             }
         }
@@ -93,23 +106,13 @@ fn bench_stream(c: &mut Criterion) {
             let blocks: Vec<_> = (0..STREAM_ROWS / n)
                 .map(|b| block(d, n, 3000 + b as u64))
                 .collect();
-            for (cap, policy) in [
-                (0, MemoryPolicy::Recent),
-                (B, MemoryPolicy::Recent),
-                (B, MemoryPolicy::Reservoir),
-            ] {
+            for (cap, policy) in CASES {
                 let a = agent(&vocab, d, cap, policy, n, 800);
                 let name = format!("B{cap}_{}_m{M}_n{n}_d{d}", policy.name());
-                g.bench_function(BenchmarkId::from_parameter(name), |b| {
-                    b.iter_batched_ref(
-                        || a.clone(),
-                        |a| {
-                            for (x, y) in &blocks {
-                                let _ = a.handle_block(black_box(x.as_ref()), black_box(y));
-                            }
-                        },
-                        BatchSize::LargeInput,
-                    )
+                on_clone(&mut g, name, &a, |a| {
+                    for (x, y) in &blocks {
+                        let _ = a.handle_block(black_box(x.as_ref()), black_box(y));
+                    }
                 });
             }
         }
@@ -127,16 +130,9 @@ fn bench_refit(c: &mut Criterion) {
         let a = agent(&vocab, d, B, MemoryPolicy::Recent, n, 1400);
         assert_eq!(a.local().fit_state().1, 400);
         let (x, y) = block(d, n, 1000);
-        g.bench_function(
-            BenchmarkId::from_parameter(format!("B{B}_m{M}_n{n}_d{d}")),
-            |b| {
-                b.iter_batched_ref(
-                    || a.clone(),
-                    |a| a.handle_block(black_box(x.as_ref()), black_box(&y)),
-                    BatchSize::LargeInput,
-                )
-            },
-        );
+        on_clone(&mut g, format!("B{B}_m{M}_n{n}_d{d}"), &a, |a| {
+            let _ = a.handle_block(black_box(x.as_ref()), black_box(&y));
+        });
     }
     g.finish();
 }

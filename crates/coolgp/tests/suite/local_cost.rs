@@ -106,3 +106,10 @@ fn the_memory_never_exceeds_its_capacity() {
         assert_eq!(a.local_points(), 25, "{policy:?}");
     }
 }
+
+#[test]
+fn the_agent_with_a_lazy_factor_stays_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Agent>();
+    send_sync::<coolgp::local::LocalModel>();
+}
