@@ -10,7 +10,8 @@
 //!   reservoir: about B ln(2800/800) ≈ 630 rows enter, one refit); the time is per stream,
 //!   so the ratio to B0 is the per-block ratio.
 //! - `local_refit/B500_m100_n100_d{d}`: the same with a block that triggers the residual
-//!   kernel's refit (60 Adam steps on ≤ 256 rows + one refactorization of A), once per B rows entered.
+//!   kernel's refit (60 Adam steps on ≤ 256 rows; A is factored at the next answer), once per
+//!   B rows entered.
 //! - `local_predict/{B0,B500}_m100_q{1,100}_d{d}`: `Agent::predict_local` at q rows (B0 is
 //!   `Agent::predict`, bit for bit).
 //!

@@ -4,7 +4,9 @@
 
 use super::kernel::{ResidualKernel, LOG_BOUNDS};
 
-/// Most memory rows a fit looks at (evenly spaced over the memory).
+/// Most memory rows a fit looks at (evenly spaced over the memory). Fewer were measured
+/// (docs/LOCAL.md §8): 192 rows cost +0.1% (wind) and +0.4% (air) at B = 500 but +1.7% on wind
+/// at B = 2,000; 128 rows +1.0% on air.
 pub const FIT_ROWS: usize = 256;
 
 /// Adam steps of the first fit (from the initial kernel).
@@ -12,8 +14,7 @@ pub const FIT_STEPS: usize = 60;
 
 /// Adam steps of a refit, warm-started from the kernel's fitted parameters. As many as the
 /// first fit: the early stop is the fit's regularizer (docs/LOCAL.md §4), and fewer steps
-/// (20, also at step size 0.15) or fewer rows (128) cost 0.8–1.2% RMSE on the air stations
-/// (docs/LOCAL.md §8).
+/// (40; 20, also at step size 0.15) cost 0.7–1.2% RMSE on the air stations (docs/LOCAL.md §8).
 pub const WARM_STEPS: usize = 60;
 
 /// Adam's step size on the log parameters.
