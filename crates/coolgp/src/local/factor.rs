@@ -10,6 +10,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use faer::reborrow::ReborrowMut;
 use faer::{Mat, MatMut, MatRef, Par};
 
 use super::kernel::ResidualKernel;
@@ -166,23 +167,35 @@ impl Factor {
         }
     }
 
-    /// Factors `a [n, n]` afresh (lower triangle read), with the bounded jitter schedule.
+    /// Factors `a [n, n]` afresh (lower triangle read), sequentially, with the bounded jitter
+    /// schedule of [`Cholesky::with_jitter`] (`a`, then `a + τ I`, `τ = 1e-10 · mean(diag a)
+    /// · 10^t`, `t < 4`); returns the jitter used.
     ///
     /// # Errors
     /// [`crate::Error::NotPositiveDefinite`] when every try fails; the factor is then empty.
     pub fn refactor(&mut self, a: MatRef<'_, f64>) -> Result<f64> {
         let n = a.nrows();
         self.n = 0;
-        let chol = Cholesky::with_jitter(a, "local memory A", 1e-10, 4)?;
         self.reserve(n);
-        let l = chol.l();
-        for j in 0..n {
-            for i in 0..n {
-                self.l[(i, j)] = if i >= j { l[(i, j)] } else { 0.0 };
+        let mean_diag = (0..n).map(|i| a[(i, i)]).sum::<f64>() / n.max(1) as f64;
+        let (mut tau, mut next) = (0.0, 1e-10 * mean_diag.abs().max(f64::MIN_POSITIVE));
+        for _ in 0..=4 {
+            for j in 0..n {
+                for i in 0..n {
+                    self.l[(i, j)] = if i >= j { a[(i, j)] } else { 0.0 };
+                }
+                self.l[(j, j)] += tau;
             }
+            if cholesky_seq_in_place(self.l.as_mut().submatrix_mut(0, 0, n, n)) {
+                self.n = n;
+                return Ok(tau);
+            }
+            (tau, next) = (next, 10.0 * next);
         }
-        self.n = n;
-        Ok(chol.jitter)
+        Err(Error::NotPositiveDefinite {
+            what: "local memory A",
+            jitter_tried: tau,
+        })
     }
 
     /// `rhs ← L⁻¹ rhs` for `rhs [n, q]`.
@@ -198,6 +211,33 @@ impl Factor {
             Par::Seq,
         );
     }
+}
+
+/// Factors a symmetric positive definite `a` (lower triangle) in place into its lower
+/// Cholesky factor, sequentially (`Par::Seq`: inside an agent); false if a pivot is not
+/// positive.
+pub(crate) fn cholesky_seq_in_place(mut a: MatMut<'_, f64>) -> bool {
+    use faer::dyn_stack::{MemBuffer, MemStack};
+    use faer::linalg::cholesky::llt::factor;
+    let n = a.nrows();
+    let scratch = factor::cholesky_in_place_scratch::<f64>(n, Par::Seq, Default::default());
+    let mut mem = MemBuffer::new(scratch);
+    let ok = factor::cholesky_in_place(
+        a.rb_mut(),
+        Default::default(),
+        Par::Seq,
+        MemStack::new(&mut mem),
+        Default::default(),
+    )
+    .is_ok();
+    // The factorization uses the strict upper triangle as workspace (faer's `Llt::new` zeroes
+    // it too).
+    for j in 1..n {
+        for i in 0..j {
+            a[(i, j)] = 0.0;
+        }
+    }
+    ok
 }
 
 /// The memory's rows as a [`LazyFactor`] must factor them: each row's id (ascending: rows

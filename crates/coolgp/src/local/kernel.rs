@@ -285,21 +285,12 @@ fn factor_seq(mut a: MatMut<'_, f64>, r: &[f64]) -> Result<((Vec<f64>, f64), Mat
     use faer::dyn_stack::{MemBuffer, MemStack};
     use faer::linalg::cholesky::llt;
     let n = a.nrows();
-    let scratch = llt::factor::cholesky_in_place_scratch::<f64>(n, Par::Seq, Default::default())
-        .or(llt::inverse::inverse_scratch::<f64>(n, Par::Seq));
-    let mut mem = MemBuffer::new(scratch);
-    let stack = MemStack::new(&mut mem);
-    llt::factor::cholesky_in_place(
-        a.rb_mut(),
-        Default::default(),
-        Par::Seq,
-        stack,
-        Default::default(),
-    )
-    .map_err(|_| Error::NotPositiveDefinite {
-        what: "local residual A",
-        jitter_tried: 0.0,
-    })?;
+    if !super::factor::cholesky_seq_in_place(a.rb_mut()) {
+        return Err(Error::NotPositiveDefinite {
+            what: "local residual A",
+            jitter_tried: 0.0,
+        });
+    }
     let l = a.rb();
     let mut alpha = Mat::from_fn(n, 1, |i, _| r[i]);
     faer::linalg::triangular_solve::solve_lower_triangular_in_place(l, alpha.as_mut(), Par::Seq);
@@ -310,7 +301,8 @@ fn factor_seq(mut a: MatMut<'_, f64>, r: &[f64]) -> Result<((Vec<f64>, f64), Mat
     );
     let log_det = 2.0 * (0..n).map(|i| l[(i, i)].ln()).sum::<f64>();
     let mut ainv = Mat::<f64>::zeros(n, n);
-    llt::inverse::inverse(ainv.as_mut(), l, Par::Seq, stack);
+    let mut mem = MemBuffer::new(llt::inverse::inverse_scratch::<f64>(n, Par::Seq));
+    llt::inverse::inverse(ainv.as_mut(), l, Par::Seq, MemStack::new(&mut mem));
     Ok(((alpha.col_as_slice(0).to_vec(), log_det), ainv))
 }
 
