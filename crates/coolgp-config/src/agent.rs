@@ -100,7 +100,8 @@ pub struct AgentArgs {
     /// only choice, since a node cannot pool rows over the network) or fleet (once per fusion
     /// on a pooled sample of every agent's memory, ≤ 512 raw rows in all, which every agent
     /// then takes: the only fit that can learn how residuals at different agents' places
-    /// co-vary; simulate and Python; docs/LOCAL.md §9) (default: agent).
+    /// co-vary; simulate and Python; docs/LOCAL.md §9) (default: fleet in simulate and
+    /// Python, agent on a node).
     #[cfg_attr(feature = "clap", arg(long, value_name = "agent|fleet"))]
     pub local_fit: Option<String>,
     /// Do not learn q(W), σ_s, σ_n (keep the shared initial values).
@@ -121,11 +122,14 @@ fn unknown(driver: Driver, key: &str, name: &str, known: &[&str]) -> ConfigError
     ))
 }
 
-/// The default of `--local-fit` for `driver`: [`LocalFit::Agent`] everywhere (a node can
-/// pool no rows over the network).
+/// The default of `--local-fit` for `driver`: [`LocalFit::Fleet`] where the driver holds every
+/// agent (simulate, Python's `FleetRegressor`: the pooled fit measured better on every station
+/// set, EXPERIMENTS.md issue 19), [`LocalFit::Agent`] on a node (it can pool no rows over the
+/// network).
 pub fn default_fit(driver: Driver) -> LocalFit {
     match driver {
-        Driver::Node | Driver::Simulate | Driver::Python => LocalFit::Agent,
+        Driver::Simulate | Driver::Python => LocalFit::Fleet,
+        Driver::Node => LocalFit::Agent,
     }
 }
 
@@ -504,6 +508,38 @@ mod tests {
     }
 
     #[test]
+    fn the_local_fit_is_read_and_a_node_keeps_its_own() {
+        let fit = |name: Option<&str>, d| {
+            AgentArgs {
+                local_memory: Some(100),
+                local_fit: name.map(str::to_owned),
+                ..AgentArgs::default()
+            }
+            .validate(d)
+            .map(|v| v.config.local.fit)
+            .map_err(|e| e.to_string())
+        };
+        for d in [Driver::Simulate, Driver::Python, Driver::Node] {
+            assert_eq!(fit(None, d), Ok(default_fit(d)));
+            assert_eq!(fit(Some("agent"), d), Ok(LocalFit::Agent));
+        }
+        assert_eq!(default_fit(Driver::Node), LocalFit::Agent);
+        assert_eq!(fit(Some("fleet"), Driver::Simulate), Ok(LocalFit::Fleet));
+        assert_eq!(fit(Some("fleet"), Driver::Python), Ok(LocalFit::Fleet));
+        let node = fit(Some("fleet"), Driver::Node).expect_err("a node pools no rows");
+        assert!(
+            node.starts_with("--local-fit fleet needs a driver that pools"),
+            "{node}"
+        );
+        assert_eq!(
+            fit(Some("pooled"), Driver::Python),
+            Err("unknown local_fit 'pooled': use agent, fleet".to_owned())
+        );
+        let file: AgentArgs = toml::from_str("local-fit = \"fleet\"\n").expect("valid key");
+        assert_eq!(file.local_fit.as_deref(), Some("fleet"));
+    }
+
+    #[test]
     fn local_memory_options_validate_with_clear_errors() {
         let args = AgentArgs {
             local_memory: Some(300),
@@ -517,14 +553,21 @@ mod tests {
             LocalConfig {
                 capacity: 300,
                 policy: MemoryPolicy::Spread,
-                kernel: ResidualKind::GlobalResidual
+                kernel: ResidualKind::GlobalResidual,
+                fit: LocalFit::Agent,
             }
         );
-        // Default: off; a policy without memory is fine.
+        // Default: off (simulate's fit is the fleet's); a policy without memory is fine.
         let off = AgentArgs::default()
             .validate(Driver::Simulate)
             .expect("valid");
-        assert_eq!(off.config.local, LocalConfig::default());
+        assert_eq!(
+            off.config.local,
+            LocalConfig {
+                fit: LocalFit::Fleet,
+                ..LocalConfig::default()
+            }
+        );
         let policy_only = AgentArgs {
             local_policy: Some("reservoir".into()),
             ..AgentArgs::default()

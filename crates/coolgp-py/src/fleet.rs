@@ -72,9 +72,10 @@ struct Settings {
 /// local_kernel as Agent's) and predict answers with the fleet rule: every agent answers with
 /// the global model plus its memory's correction, and the answers are combined point by
 /// point by fleet_rule ("rbcm", the default, "bcm", "min-variance" or "most-informed";
-/// `coolgp.combine_answers`). local_fit: who fits the learned residual kernel, "agent" (each
-/// agent on its own memory) or "fleet" (after each fusion, once on a pooled sample of every
-/// agent's memory, which every agent then takes; `coolgp simulate --local-fit`).
+/// `coolgp.combine_answers`). local_fit: who fits the learned residual kernel, "fleet" (the
+/// default: after each fusion, once on a pooled sample of every agent's memory, raw rows,
+/// which every agent then takes) or "agent" (each agent on its own memory); `coolgp simulate
+/// --local-fit`.
 #[pyclass(module = "coolgp._coolgp")]
 pub struct FleetRegressor {
     s: Settings,

@@ -118,7 +118,12 @@ impl Agent {
         let alpha = self
             .mean_weights(View::Fused)
             .or_else(|_| self.mean_weights(View::Own))?;
-        let mu = predict_mean(self.vocabulary(), self.learning().projection(), &alpha, xm.as_ref())?;
+        let mu = predict_mean(
+            self.vocabulary(),
+            self.learning().projection(),
+            &alpha,
+            xm.as_ref(),
+        )?;
         let r = rows.iter().zip(&mu).map(|(&i, m)| mem.y()[i] - m).collect();
         Ok((x, r))
     }
