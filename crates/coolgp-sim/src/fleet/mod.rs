@@ -89,6 +89,9 @@ pub struct Fleet<'a> {
     curves: Vec<CurvePoint>,
     /// A fleet-wide fit of the residual kernel has been made (`--local-fit fleet`).
     local_pooled: bool,
+    /// The agents' residual kernel before the first fleet-wide fit (where fits without a
+    /// warm start begin, [`coolgp::local::PoolOptions::warm_start`]).
+    local_initial: Option<coolgp::local::ResidualKernel>,
 }
 
 impl<'a> Fleet<'a> {

@@ -60,8 +60,9 @@ fn the_pooled_fit_is_deterministic_and_every_agent_takes_it() {
     // Under the fleet fit no agent refits on its own: every kernel is still the initial one.
     assert!(agents.iter().all(|a| a.local().fit_state().0 == 0));
     let mut again = agents.clone();
-    let p = fit_agents_pooled(&mut agents, &opts, true).expect("a fit");
-    let q = fit_agents_pooled(&mut again, &opts, true).expect("a fit");
+    let start = agents[0].local().kernel().clone();
+    let p = fit_agents_pooled(&mut agents, &opts, &start, true).expect("a fit");
+    let q = fit_agents_pooled(&mut again, &opts, &start, true).expect("a fit");
     assert_eq!(p, q, "same samples, same fit");
     for a in &agents {
         assert_eq!(a.local().kernel().params(), &p[..]);
@@ -88,7 +89,8 @@ fn only_the_pooled_fit_learns_the_lengthscale_of_the_agents_places() {
         rows: 240,
         ..PoolOptions::default()
     };
-    fit_agents_pooled(&mut pooled, &opts, true).expect("a fit");
+    let initial = pooled[0].local().kernel().clone();
+    fit_agents_pooled(&mut pooled, &opts, &initial, true).expect("a fit");
     let moved = log_lengthscale(&pooled[0], 0) - start;
     // The shared anomaly makes residuals of one day co-vary across every place: the
     // lengthscale over places grows.

@@ -27,9 +27,13 @@ pub struct PoolOptions {
     /// Rounds of [`super::fit::fit_learned`] per start, each from the previous round's best
     /// (so `rounds · FIT_STEPS` Adam steps).
     pub rounds: usize,
-    /// Factors on the kernel's lengthscales to start from (at the first fit); each start is
-    /// fitted and the largest log marginal likelihood kept. Later fits start from the kernel.
+    /// Factors on the kernel's lengthscales to start from (at a first fit); each start is
+    /// fitted and the largest log marginal likelihood kept.
     pub starts: Vec<f64>,
+    /// Each fit after the first starts from the previous pooled parameters (`true`), or every
+    /// fit is a first fit from the agents' initial kernel (`false`), so that the bounded
+    /// number of Adam steps stays the regularizer it is for one fit (§4 of docs/LOCAL.md).
+    pub warm_start: bool,
 }
 
 impl Default for PoolOptions {
@@ -38,6 +42,7 @@ impl Default for PoolOptions {
             rows: POOL_ROWS,
             rounds: 1,
             starts: vec![1.0],
+            warm_start: true,
         }
     }
 }

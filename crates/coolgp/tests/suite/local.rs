@@ -586,10 +586,10 @@ fn a_fleet_fitted_agent_offers_a_sample_and_takes_the_fleets_parameters() {
     let mem = a.local().memory();
     let xs = Mat::from_fn(10, 2, |i, j| s.x()[2 * i + j]);
     let mean = a.predict(xs.as_ref(), View::Fused).expect("predict").mean;
-    for i in 0..10 {
+    for (i, m) in mean.iter().enumerate() {
         let row = 4 * i;
         assert_eq!(&s.x()[2 * i..2 * i + 2], mem.row(row));
-        let want = mem.y()[row] - mean[i];
+        let want = mem.y()[row] - m;
         assert!((s.r()[i] - want).abs() < 1e-10, "{} vs {want}", s.r()[i]);
     }
     assert_eq!(a.local_fit_sample(100).expect("sample").len(), 40);
