@@ -2,6 +2,7 @@
 //! validation into a [`coolgp::AgentConfig`].
 
 use coolgp::learn::{group_id, SiteConfig, SiteMemory, SiteOptions};
+use coolgp::local::LocalFit;
 use coolgp::{AgentConfig, LocalConfig, MemoryPolicy, ProjectionMode, ResidualKind, UpdateMode};
 use serde::{Deserialize, Serialize};
 
@@ -95,6 +96,14 @@ pub struct AgentArgs {
     /// residuals) or global (the global kernel's own residual K − Q at the mean projection).
     #[cfg_attr(feature = "clap", arg(long, value_name = "learned|global"))]
     pub local_kernel: Option<String>,
+    /// Who fits the learned residual kernel: agent (each agent on its own memory; the node's
+    /// only choice, since a node cannot pool rows over the network) or fleet (once per fusion
+    /// on a pooled sample of every agent's memory, ≤ 512 raw rows in all, which every agent
+    /// then takes: the only fit that can learn how residuals at different agents' places
+    /// co-vary; simulate and Python; docs/LOCAL.md §9) (default: fleet in simulate and
+    /// Python, agent on a node).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "agent|fleet"))]
+    pub local_fit: Option<String>,
     /// Do not learn q(W), σ_s, σ_n (keep the shared initial values).
     #[cfg_attr(feature = "clap", arg(long))]
     #[serde(default)]
@@ -111,6 +120,17 @@ fn unknown(driver: Driver, key: &str, name: &str, known: &[&str]) -> ConfigError
         "unknown {option} '{name}': use {}",
         known.join(", ")
     ))
+}
+
+/// The default of `--local-fit` for `driver`: [`LocalFit::Fleet`] where the driver holds every
+/// agent (simulate, Python's `FleetRegressor`: the pooled fit measured better on every station
+/// set, EXPERIMENTS.md issue 19), [`LocalFit::Agent`] on a node (it can pool no rows over the
+/// network).
+pub fn default_fit(driver: Driver) -> LocalFit {
+    match driver {
+        Driver::Simulate | Driver::Python => LocalFit::Fleet,
+        Driver::Node => LocalFit::Agent,
+    }
 }
 
 /// What a fleet-only option tunes (see [`AgentArgs::fleet_only`]).
@@ -162,7 +182,7 @@ pub struct Validated {
 
 impl AgentArgs {
     /// The keys of a configuration file (the flags' names), in the order of `--help`.
-    pub const KEYS: [&'static str; 16] = [
+    pub const KEYS: [&'static str; 17] = [
         "mode",
         "samples",
         "normalization",
@@ -178,6 +198,7 @@ impl AgentArgs {
         "local-memory",
         "local-policy",
         "local-kernel",
+        "local-fit",
         "no-learn",
     ];
 
@@ -200,6 +221,7 @@ impl AgentArgs {
             local_memory: self.local_memory.or(file.local_memory),
             local_policy: self.local_policy.or(file.local_policy),
             local_kernel: self.local_kernel.or(file.local_kernel),
+            local_fit: self.local_fit.or(file.local_fit),
             no_learn: self.no_learn || file.no_learn,
         }
     }
@@ -275,16 +297,33 @@ impl AgentArgs {
         .map_err(ConfigError::Site)
     }
 
-    /// The local memory (`--local-memory`, `--local-policy`, `--local-kernel`; defaults:
-    /// [`LocalConfig::default`]). A policy or kernel without memory is accepted (and unused).
+    /// The local memory (`--local-memory`, `--local-policy`, `--local-kernel`,
+    /// `--local-fit`; defaults: [`LocalConfig::default`], the fit [`default_fit`]). A policy,
+    /// kernel or fit without memory is accepted (and unused).
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] for an unknown policy or kernel, naming the known ones.
+    /// [`ConfigError::Invalid`] for an unknown policy, kernel or fit, naming the known ones, or
+    /// `--local-fit fleet` on a node.
     pub fn local_config(&self, driver: Driver) -> Result<LocalConfig, ConfigError> {
         let mut local = LocalConfig {
             capacity: self.local_memory.unwrap_or(0),
+            fit: default_fit(driver),
             ..LocalConfig::default()
         };
+        if let Some(name) = self.local_fit.as_deref() {
+            local.fit = LocalFit::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = LocalFit::ALL.iter().map(|p| p.name()).collect();
+                unknown(driver, "local-fit", name, &known)
+            })?;
+            if driver == Driver::Node && local.fit == LocalFit::Fleet {
+                return Err(ConfigError::Invalid(
+                    "--local-fit fleet needs a driver that pools the agents' rows (simulate, \
+                     Python's FleetRegressor): a node fits its residual kernel on its own \
+                     memory (--local-fit agent)"
+                        .into(),
+                ));
+            }
+        }
         if let Some(name) = self.local_policy.as_deref() {
             local.policy = MemoryPolicy::from_name(name).ok_or_else(|| {
                 let known: Vec<&str> = MemoryPolicy::ALL.iter().map(|p| p.name()).collect();
@@ -469,6 +508,38 @@ mod tests {
     }
 
     #[test]
+    fn the_local_fit_is_read_and_a_node_keeps_its_own() {
+        let fit = |name: Option<&str>, d| {
+            AgentArgs {
+                local_memory: Some(100),
+                local_fit: name.map(str::to_owned),
+                ..AgentArgs::default()
+            }
+            .validate(d)
+            .map(|v| v.config.local.fit)
+            .map_err(|e| e.to_string())
+        };
+        for d in [Driver::Simulate, Driver::Python, Driver::Node] {
+            assert_eq!(fit(None, d), Ok(default_fit(d)));
+            assert_eq!(fit(Some("agent"), d), Ok(LocalFit::Agent));
+        }
+        assert_eq!(default_fit(Driver::Node), LocalFit::Agent);
+        assert_eq!(fit(Some("fleet"), Driver::Simulate), Ok(LocalFit::Fleet));
+        assert_eq!(fit(Some("fleet"), Driver::Python), Ok(LocalFit::Fleet));
+        let node = fit(Some("fleet"), Driver::Node).expect_err("a node pools no rows");
+        assert!(
+            node.starts_with("--local-fit fleet needs a driver that pools"),
+            "{node}"
+        );
+        assert_eq!(
+            fit(Some("pooled"), Driver::Python),
+            Err("unknown local_fit 'pooled': use agent, fleet".to_owned())
+        );
+        let file: AgentArgs = toml::from_str("local-fit = \"fleet\"\n").expect("valid key");
+        assert_eq!(file.local_fit.as_deref(), Some("fleet"));
+    }
+
+    #[test]
     fn local_memory_options_validate_with_clear_errors() {
         let args = AgentArgs {
             local_memory: Some(300),
@@ -482,14 +553,21 @@ mod tests {
             LocalConfig {
                 capacity: 300,
                 policy: MemoryPolicy::Spread,
-                kernel: ResidualKind::GlobalResidual
+                kernel: ResidualKind::GlobalResidual,
+                fit: LocalFit::Agent,
             }
         );
-        // Default: off; a policy without memory is fine.
+        // Default: off (simulate's fit is the fleet's); a policy without memory is fine.
         let off = AgentArgs::default()
             .validate(Driver::Simulate)
             .expect("valid");
-        assert_eq!(off.config.local, LocalConfig::default());
+        assert_eq!(
+            off.config.local,
+            LocalConfig {
+                fit: LocalFit::Fleet,
+                ..LocalConfig::default()
+            }
+        );
         let policy_only = AgentArgs {
             local_policy: Some("reservoir".into()),
             ..AgentArgs::default()

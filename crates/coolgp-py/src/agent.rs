@@ -171,6 +171,8 @@ impl Agent {
                 memory: local_memory,
                 policy: local_policy,
                 kernel: local_kernel,
+                // A lone agent has no fleet to pool a sample with: it fits its own kernel.
+                fit: Some("agent"),
             },
         };
         let config = agent_config(&kw).map_err(PyValueError::new_err)?;

@@ -33,7 +33,7 @@ pub struct AgentKw<'a> {
 }
 
 /// The local memory's keywords (issue 19): the node's `--local-memory`, `--local-policy`,
-/// `--local-kernel` (`None`: the defaults, memory off).
+/// `--local-kernel`, simulate's `--local-fit` (`None`: the defaults, memory off).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LocalKw<'a> {
     /// Rows kept, B (0 or `None`: off).
@@ -42,6 +42,8 @@ pub struct LocalKw<'a> {
     pub policy: Option<&'a str>,
     /// `learned` | `global`.
     pub kernel: Option<&'a str>,
+    /// `agent` | `fleet` (`FleetRegressor` only: a lone agent has no fleet to pool with).
+    pub fit: Option<&'a str>,
 }
 
 /// The keys of `Agent(site={...})` (the node's `--site-*` flags).
@@ -97,6 +99,7 @@ pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
         local_memory: kw.local.memory,
         local_policy: kw.local.policy.map(str::to_string),
         local_kernel: kw.local.kernel.map(str::to_string),
+        local_fit: kw.local.fit.map(str::to_string),
         no_learn: !kw.learn,
     };
     let valid = args.validate(Driver::Python).map_err(|e| match e {

@@ -43,6 +43,7 @@ struct Settings {
     local_memory: Option<usize>,
     local_policy: Option<String>,
     local_kernel: Option<String>,
+    local_fit: Option<String>,
     fleet_rule: FleetRule,
     learn: bool,
     seed: u64,
@@ -53,7 +54,7 @@ struct Settings {
 /// FleetRegressor(agents=4, inducing=30, *, latent_dim=None, batch=20, fuse_every=10,
 ///                topology="path", mode="frozen", projection="per-agent", site_memory=None,
 ///                local_memory=None, local_policy=None, local_kernel=None,
-///                fleet_rule="rbcm", learn=True, seed=0)
+///                local_fit=None, fleet_rule="rbcm", learn=True, seed=0)
 ///
 /// site_memory: with projection="fleet", "stream" (the default: a site sums every block's
 /// term, right in random and in time order) or "recent" (extrapolates from the newest
@@ -71,7 +72,10 @@ struct Settings {
 /// local_kernel as Agent's) and predict answers with the fleet rule: every agent answers with
 /// the global model plus its memory's correction, and the answers are combined point by
 /// point by fleet_rule ("rbcm", the default, "bcm", "min-variance" or "most-informed";
-/// `coolgp.combine_answers`).
+/// `coolgp.combine_answers`). local_fit: who fits the learned residual kernel, "fleet" (the
+/// default: after each fusion, once on a pooled sample of every agent's memory, raw rows,
+/// which every agent then takes) or "agent" (each agent on its own memory); `coolgp simulate
+/// --local-fit`.
 #[pyclass(module = "coolgp._coolgp")]
 pub struct FleetRegressor {
     s: Settings,
@@ -152,6 +156,7 @@ impl Settings {
                 memory: self.local_memory,
                 policy: self.local_policy.as_deref(),
                 kernel: self.local_kernel.as_deref(),
+                fit: self.local_fit.as_deref(),
             },
         })
         .map_err(PyValueError::new_err)?;
@@ -282,8 +287,8 @@ impl FleetRegressor {
     #[new]
     #[pyo3(signature = (agents=4, inducing=30, *, latent_dim=None, batch=20, fuse_every=10,
         topology="path", mode="frozen", projection="per-agent", site_memory=None,
-        local_memory=None, local_policy=None, local_kernel=None, fleet_rule="rbcm",
-        learn=true, seed=0))]
+        local_memory=None, local_policy=None, local_kernel=None, local_fit=None,
+        fleet_rule="rbcm", learn=true, seed=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         agents: usize,
@@ -298,6 +303,7 @@ impl FleetRegressor {
         local_memory: Option<usize>,
         local_policy: Option<&str>,
         local_kernel: Option<&str>,
+        local_fit: Option<&str>,
         fleet_rule: &str,
         learn: bool,
         seed: u64,
@@ -326,6 +332,7 @@ impl FleetRegressor {
             local_memory,
             local_policy: local_policy.map(str::to_owned),
             local_kernel: local_kernel.map(str::to_owned),
+            local_fit: local_fit.map(str::to_owned),
             fleet_rule: answers::rule(fleet_rule)?,
             learn,
             seed,
@@ -460,6 +467,7 @@ impl FleetRegressor {
         d.set_item("local_memory", s.local_memory)?;
         d.set_item("local_policy", &s.local_policy)?;
         d.set_item("local_kernel", &s.local_kernel)?;
+        d.set_item("local_fit", &s.local_fit)?;
         d.set_item("fleet_rule", s.fleet_rule.name())?;
         d.set_item("learn", s.learn)?;
         d.set_item("seed", s.seed)?;

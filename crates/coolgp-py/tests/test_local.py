@@ -141,6 +141,14 @@ def test_fleet_regressor_with_memory_answers_with_the_fleet_rule():
     assert rmse(mean) < rmse(plain.predict(xt)), (rmse(mean), rmse(plain.predict(xt)))
     rb = coolgp.FleetRegressor(agents=4, inducing=15, local_memory=60, fleet_rule="rbcm", seed=0)
     assert np.all(np.isfinite(rb.fit(x, y, groups=groups).predict(xt)))
+    # local_fit: the residual kernel fitted by each agent or once by the fleet on a pooled
+    # sample (every agent then holds the same kernel); both answer.
+    for fit in ("agent", "fleet"):
+        g = coolgp.FleetRegressor(agents=4, inducing=15, local_memory=60, local_fit=fit, seed=0)
+        assert g.get_params()["local_fit"] == fit
+        assert np.all(np.isfinite(g.fit(x, y, groups=groups).predict(xt)))
+    with pytest.raises(ValueError, match="unknown local_fit 'pooled'"):
+        coolgp.FleetRegressor(local_memory=10, local_fit="pooled")
 
 
 def test_pickle_carries_the_memory():

@@ -42,8 +42,9 @@ pub struct SimArgs {
     #[cfg_attr(feature = "clap", arg(long))]
     pub agent_by: Option<String>,
     /// Route rows to agents by region instead: seeded k-means (k = --agents, seed = --seed)
-    /// over these input columns, standardized, comma-separated (e.g. lon,lat), so that each
-    /// agent patrols one compact region; a test row belongs to the region of its nearest centre.
+    /// over these input columns, standardized, comma-separated (e.g. lon,lat; `all`: every
+    /// input column), so that each agent patrols one compact region; a test row belongs to the
+    /// region of its nearest centre.
     #[cfg_attr(
         feature = "clap",
         arg(long, value_delimiter = ',', value_name = "COLS")

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use coolgp::learn::{AdamConfig, SiteConfig};
-use coolgp::local::{FleetRule, LocalConfig};
+use coolgp::local::{FleetRule, LocalConfig, PoolOptions};
 use coolgp::{ProjectionMode, Topology, UpdateMode, Vocabulary};
 use serde::Serialize;
 
@@ -243,6 +243,9 @@ pub struct SimConfig {
     /// The agents' local memory and residual GP (`--local-memory`; the central learner keeps
     /// none).
     pub local: LocalConfig,
+    /// The fleet-wide fit of the residual kernel (`--local-fit fleet`): pooled rows, Adam
+    /// rounds and starts.
+    pub pool: PoolOptions,
 }
 
 impl Default for SimConfig {
@@ -275,6 +278,7 @@ impl Default for SimConfig {
             fuse_groups: FuseGroups::Across,
             fleet_rule: FleetRule::Rbcm,
             local: LocalConfig::default(),
+            pool: PoolOptions::default(),
         }
     }
 }

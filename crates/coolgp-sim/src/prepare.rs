@@ -215,8 +215,9 @@ fn check_regions(args: &SimArgs, group_col: Option<&str>) -> Result<(), SimError
     )))
 }
 
-/// Regions over the (standardized) input columns `cols`: k-means with `k` = the agents
-/// ([`Regions::fit`]), every training and test row in the region of its nearest centre.
+/// Regions over the (standardized) input columns `cols` (`all`: every input column): k-means
+/// with `k` = the agents ([`Regions::fit`]), every training and test row in the region of its
+/// nearest centre.
 fn region_routing(
     cols: &[String],
     k: usize,
@@ -224,6 +225,10 @@ fn region_routing(
     test: &Dataset,
     seed: u64,
 ) -> Result<Routing, SimError> {
+    let cols = match cols {
+        [one] if one == "all" => &train.input_names[..],
+        _ => cols,
+    };
     let idx = cols
         .iter()
         .map(|c| {
@@ -580,6 +585,15 @@ mod tests {
         // The same seed routes the same way.
         let q = prepare(&args).expect("prepared");
         assert_eq!(q.work.tests[0].groups, t.groups);
+        // `all` is every input column.
+        let every = |cols: &[&str]| SimArgs {
+            regions: Some(cols.iter().map(|c| (*c).to_owned()).collect()),
+            ..args.clone()
+        };
+        let all = prepare(&every(&["all"])).expect("prepared");
+        let abc = prepare(&every(&["a", "b", "c"])).expect("prepared");
+        assert_eq!(all.work.tests[0].groups, abc.work.tests[0].groups);
+        assert_ne!(all.work.tests[0].groups, t.groups);
     }
 
     #[test]

@@ -178,6 +178,7 @@ fn the_local_memory_comes_from_flags_and_the_file() {
             capacity: 50,
             policy: coolgp::local::MemoryPolicy::Spread,
             kernel: coolgp::local::ResidualKind::GlobalResidual,
+            ..coolgp::local::LocalConfig::default()
         }
     );
     let bad = NodeArgs {

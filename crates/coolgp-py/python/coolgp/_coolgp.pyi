@@ -141,6 +141,7 @@ class FleetRegressor:
         local_memory: Optional[int] = None,
         local_policy: Optional[str] = None,
         local_kernel: Optional[str] = None,
+        local_fit: Optional[str] = None,
         fleet_rule: str = "rbcm",
         learn: bool = True,
         seed: int = 0,

@@ -73,6 +73,8 @@ impl<'a> Fleet<'a> {
             net: NetStats::default(),
             phases: Phases::default(),
             curves: Vec::new(),
+            local_pooled: false,
+            local_initial: None,
         })
     }
 }

@@ -192,7 +192,9 @@ fn two_pass(cfg: &SimConfig, rule: FusionRule) -> Result<bool, SimError> {
 impl Fleet<'_> {
     /// One fusion of q(u) over the whole fleet (paper §4.2: every agent then holds
     /// `T_g = T0 + Σ_i E_i` on a tree). In the shared projection mode the agents then adopt
-    /// the fleet's q(W) (spec §13) and fuse q(u) again under it.
+    /// the fleet's q(W) (spec §13) and fuse q(u) again under it. Then, with `--local-fit
+    /// fleet`, the fleet-wide fit of the residual kernel against the fused model
+    /// ([`Fleet::fit_local_pooled`]).
     pub fn fuse(&mut self) {
         let t = Instant::now();
         self.net
@@ -205,5 +207,6 @@ impl Fleet<'_> {
                 .add_all(self.fusion.fuse(&mut self.agents, &mut self.net_rng));
         }
         self.phases.fusion_s += t.elapsed().as_secs_f64();
+        self.fit_local_pooled();
     }
 }

@@ -8,7 +8,8 @@
 //!    agent's online update; between two fusions of q(u), the fleet projection mode fuses the
 //!    sites (and warms q(u) up early in the stream); after each fusion, a learning-curve point.
 //! 3. [`Fleet::fuse`] (`fuse.rs`): one fusion of q(u) (tree message passing in rounds or on the
-//!    two-pass schedule, or push-sum), or of the sites alone.
+//!    two-pass schedule, or push-sum), or of the sites alone; then, with `--local-fit fleet`,
+//!    the fleet-wide fit of the residual kernel (`pool.rs`).
 //! 4. [`Fleet::evaluate`] (`evaluate.rs`): the fused agents and the references (the central
 //!    learner, dDTC and dPITC) on the test sets, and the fleet-wide queries (`query.rs`:
 //!    every agent's answer with its local memory, combined by the fleet rules, and the
@@ -20,6 +21,7 @@
 mod build;
 mod evaluate;
 mod fuse;
+mod pool;
 mod query;
 mod stream;
 
@@ -37,6 +39,7 @@ use crate::workload::{TestSet, Workload};
 use crate::SimError;
 
 use fuse::Fusion;
+pub use pool::fit_agents_pooled;
 pub use query::{local_bytes, QueryScores, QUERY_POINTS, RULES};
 use stream::{Cadence, Dispatch};
 
@@ -84,6 +87,11 @@ pub struct Fleet<'a> {
     phases: Phases,
     /// The learning curves, one point per fusion of q(u).
     curves: Vec<CurvePoint>,
+    /// A fleet-wide fit of the residual kernel has been made (`--local-fit fleet`).
+    local_pooled: bool,
+    /// The agents' residual kernel before the first fleet-wide fit (where fits without a
+    /// warm start begin, [`coolgp::local::PoolOptions::warm_start`]).
+    local_initial: Option<coolgp::local::ResidualKernel>,
 }
 
 impl<'a> Fleet<'a> {

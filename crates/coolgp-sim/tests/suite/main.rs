@@ -3,4 +3,5 @@
 
 mod claims;
 mod fleet;
+mod pool;
 mod scores;

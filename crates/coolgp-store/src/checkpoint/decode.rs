@@ -293,6 +293,9 @@ impl Reader<'_> {
                 .ok_or_else(|| self.err(format!("unknown local memory policy '{}'", l.policy)))?,
             kernel: ResidualKind::from_name(&l.kernel)
                 .ok_or_else(|| self.err(format!("unknown residual kernel '{}'", l.kernel)))?,
+            // A checkpointed agent fits its own kernel: only a driver that pools rows fits it
+            // fleet-wide, and sets that up anew.
+            ..LocalConfig::default()
         })
     }
 

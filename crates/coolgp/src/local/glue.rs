@@ -1,10 +1,12 @@
 //! The agent's side of the local memory: offering a block's rows, refitting the residual
-//! kernel against the global model's mean, and answering queries with the correction.
+//! kernel against the global model's mean (or offering a sample to the fleet's pooled fit and
+//! taking its result), and answering queries with the correction.
 
 use faer::MatRef;
 
-use super::{fit, LocalAnswer, ResidualKernel, ResidualKind};
-use crate::error::Result;
+use super::pool::{self, FitSample};
+use super::{fit, LocalAnswer, LocalFit, ResidualKernel, ResidualKind};
+use crate::error::{ensure_dim, ensure_finite, Result};
 use crate::model::predict::{predict, predict_mean};
 use crate::model::Prediction;
 use crate::protocol::{Agent, Event, View};
@@ -54,15 +56,76 @@ impl Agent {
     }
 
     /// Offers a checked, absorbed block to the memory (nothing when it is off) and refits
-    /// the residual kernel when due.
+    /// the residual kernel when due (a learned kernel under [`LocalFit::Fleet`] waits for the
+    /// fleet's fit instead).
     pub(crate) fn offer_local(&mut self, x: MatRef<'_, f64>, y: &[f64]) {
-        if !self.config().local.is_on() {
+        let local = self.config().local;
+        if !local.is_on() {
             return;
         }
         let vocab = self.vocabulary().clone();
-        if self.local_mut().offer(&vocab, x, y) {
+        let pooled = local.fit == LocalFit::Fleet && local.kernel == ResidualKind::Learned;
+        if self.local_mut().offer(&vocab, x, y) && !pooled {
             self.refit_local();
         }
+    }
+
+    /// This agent's part of the fleet's pooled fit ([`pool`]): `max_rows` evenly spaced rows of
+    /// the memory (all of them if fewer) and their residuals against the global mean (fused
+    /// q(u), the own one if the fused cannot be factored). Empty with the memory off or empty,
+    /// or a kernel that is not learned. The sample is the agent's raw rows (docs/LOCAL.md §9).
+    ///
+    /// # Errors
+    /// As [`Agent::mean_weights`] when neither q(u) can be factored.
+    pub fn local_fit_sample(&self, max_rows: usize) -> Result<FitSample> {
+        let local = self.local();
+        let d = local.memory().d();
+        if local.is_empty() || local.kernel().kind() != ResidualKind::Learned {
+            return FitSample::new(d, Vec::new(), Vec::new());
+        }
+        let (x, r) = self.residuals(&pool::spaced(local.len(), max_rows))?;
+        FitSample::new(d, x, r)
+    }
+
+    /// Sets the residual kernel's parameters (the fleet's pooled fit, [`pool::fit_pooled`]) and
+    /// refactors the memory's A once; the agent's own fit schedule restarts from here.
+    ///
+    /// # Errors
+    /// [`crate::Error::DimensionMismatch`] for parameters of another length than the kernel's,
+    /// [`crate::Error::NonFinite`] for a non-finite one, [`crate::Error::NotPositiveDefinite`] if
+    /// A cannot be factored (the memory is then unused until the next fit).
+    pub fn set_local_kernel_params(&mut self, params: &[f64]) -> Result<()> {
+        ensure_dim(
+            "local residual kernel parameters",
+            self.local().kernel().params().len(),
+            params.len(),
+        )?;
+        ensure_finite("local residual kernel parameters", params)?;
+        let vocab = self.vocabulary().clone();
+        self.local_mut().set_kernel_params(&vocab, params)
+    }
+
+    /// Memory rows `rows` as `x [n·d]` (row-major) and their residuals `y − μ_g(x) [n]` against
+    /// the global mean (fused q(u), the own one if the fused cannot be factored).
+    fn residuals(&self, rows: &[usize]) -> Result<(Vec<f64>, Vec<f64>)> {
+        let mem = self.local().memory();
+        let d = mem.d();
+        let x: Vec<f64> = rows
+            .iter()
+            .flat_map(|&i| mem.row(i).iter().copied())
+            .collect();
+        let xm = faer::Mat::from_fn(rows.len(), d, |i, j| x[i * d + j]);
+        let alpha = self
+            .mean_weights(View::Fused)
+            .or_else(|_| self.mean_weights(View::Own))?;
+        let mu = predict_mean(
+            self.vocabulary(),
+            self.learning().projection(),
+            &alpha,
+            xm.as_ref(),
+        )?;
+        let r = rows.iter().zip(&mu).map(|(&i, m)| mem.y()[i] - m).collect();
+        Ok((x, r))
     }
 
     /// Refits the residual kernel: Learned by marginal likelihood on the memory's residuals
@@ -78,29 +141,13 @@ impl Agent {
                     .params()
                     .to_vec(),
             ),
-            ResidualKind::Learned => {
-                let rows = fit::fit_rows(local.len());
-                let mem = local.memory();
-                let d = mem.d();
-                let x: Vec<f64> = rows
-                    .iter()
-                    .flat_map(|&i| mem.row(i).iter().copied())
-                    .collect();
-                let xm = faer::Mat::from_fn(rows.len(), d, |i, j| x[i * d + j]);
-                let alpha = self
-                    .mean_weights(View::Fused)
-                    .or_else(|_| self.mean_weights(View::Own));
-                let mu = alpha.and_then(|a| predict_mean(&vocab, &proj, &a, xm.as_ref()));
-                match mu {
-                    Ok(mu) => {
-                        let r: Vec<f64> =
-                            rows.iter().zip(&mu).map(|(&i, m)| mem.y()[i] - m).collect();
-                        let first = local.fit_state().0 == 0;
-                        fit::fit_learned(local.kernel(), &x, &r, first)
-                    }
-                    Err(_) => None,
+            ResidualKind::Learned => match self.residuals(&fit::fit_rows(local.len())) {
+                Ok((x, r)) => {
+                    let first = local.fit_state().0 == 0;
+                    fit::fit_learned(local.kernel(), &x, &r, first)
                 }
-            }
+                Err(_) => None,
+            },
         };
         let params = params.unwrap_or_else(|| self.local().kernel().params().to_vec());
         if self.local_mut().set_kernel_params(&vocab, &params).is_err() {

@@ -22,6 +22,7 @@ mod glue;
 pub mod kernel;
 pub mod memory;
 mod model;
+pub mod pool;
 pub mod snapshot;
 #[cfg(test)]
 mod tests;
@@ -30,6 +31,7 @@ pub use answer::LocalAnswer;
 pub use combine::{combine, FleetRule};
 pub use kernel::ResidualKernel;
 pub use model::LocalModel;
+pub use pool::{FitSample, PoolOptions};
 pub use snapshot::LocalSnapshot;
 
 /// The agent's local memory and residual GP (issue 19). `capacity = 0`: off, today's agent
@@ -42,6 +44,9 @@ pub struct LocalConfig {
     pub policy: MemoryPolicy,
     /// The residual kernel.
     pub kernel: ResidualKind,
+    /// Who fits the learned residual kernel: each agent on its own memory, or the fleet once
+    /// on a pooled sample of every agent's memory ([`pool`]).
+    pub fit: LocalFit,
 }
 
 impl Default for LocalConfig {
@@ -50,6 +55,7 @@ impl Default for LocalConfig {
             capacity: 0,
             policy: MemoryPolicy::Recent,
             kernel: ResidualKind::Learned,
+            fit: LocalFit::Agent,
         }
     }
 }
@@ -115,6 +121,36 @@ impl ResidualKind {
     }
 
     /// The kind of a name ([`ResidualKind::name`]), `None` for another string.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// Who fits the learned residual kernel (docs/LOCAL.md §9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LocalFit {
+    /// Each agent on its own memory, on the schedule of [`LocalModel::fit_due`].
+    Agent,
+    /// The fleet, once per fusion, on a pooled sample of every agent's memory
+    /// ([`pool::fit_pooled`]); every agent then takes the same parameters
+    /// ([`crate::Agent::set_local_kernel_params`]) and never refits on its own. Needs a
+    /// driver that can pool rows (the simulator, Python's `FleetRegressor`).
+    Fleet,
+}
+
+impl LocalFit {
+    /// Every setting, in the order of [`LocalFit::name`]'s list.
+    pub const ALL: [Self; 2] = [Self::Agent, Self::Fleet];
+
+    /// The command-line name (`agent`, `fleet`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::Fleet => "fleet",
+        }
+    }
+
+    /// The setting of a name ([`LocalFit::name`]), `None` for another string.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|p| p.name() == name)
     }

@@ -219,6 +219,7 @@ fn each_policy_bounds_the_agents_memory_and_the_correction_helps_at_its_rows() {
                 capacity: 40,
                 policy,
                 kernel,
+                ..LocalConfig::default()
             };
             let mut a = agent(local, 5);
             let mut rng = Rng::new(5, 5);
@@ -362,6 +363,7 @@ fn a_snapshot_with_memory_restores_an_agent_that_answers_the_same() {
                 capacity: 25,
                 policy,
                 kernel,
+                ..LocalConfig::default()
             };
             let mut a = agent(local, 9);
             let mut rng = Rng::new(9, 9);
@@ -555,4 +557,95 @@ fn a_constant_input_keeps_its_starting_lengthscale() {
         (p[2] - start[2]).abs() > 1e-3,
         "the varying input's lengthscale was fitted"
     );
+}
+
+/// Under the fleet fit an agent never refits its learned kernel on its own; it offers a
+/// sample of its memory (rows and residuals against its global mean) and takes the fleet's
+/// parameters. Reference: docs/LOCAL.md §9.
+#[test]
+fn a_fleet_fitted_agent_offers_a_sample_and_takes_the_fleets_parameters() {
+    use coolgp::local::LocalFit;
+    let local = LocalConfig {
+        capacity: 40,
+        fit: LocalFit::Fleet,
+        ..LocalConfig::default()
+    };
+    let mut a = agent(local, 3);
+    let start = a.local().kernel().params().to_vec();
+    let mut rng = Rng::new(4, 4);
+    for _ in 0..6 {
+        let (x, y) = data(15, &mut rng);
+        a.handle_block(x.as_ref(), &y).expect("block");
+    }
+    assert_eq!(a.local_points(), 40);
+    assert_eq!(a.local().fit_state().0, 0, "no fit of its own");
+    assert_eq!(a.local().kernel().params(), &start[..]);
+    // The sample: evenly spaced memory rows, residuals against the global (fused) mean.
+    let s = a.local_fit_sample(10).expect("sample");
+    assert_eq!((s.len(), s.d()), (10, 2));
+    let mem = a.local().memory();
+    let xs = Mat::from_fn(10, 2, |i, j| s.x()[2 * i + j]);
+    let mean = a.predict(xs.as_ref(), View::Fused).expect("predict").mean;
+    for (i, m) in mean.iter().enumerate() {
+        let row = 4 * i;
+        assert_eq!(&s.x()[2 * i..2 * i + 2], mem.row(row));
+        let want = mem.y()[row] - m;
+        assert!((s.r()[i] - want).abs() < 1e-10, "{} vs {want}", s.r()[i]);
+    }
+    assert_eq!(a.local_fit_sample(100).expect("sample").len(), 40);
+    // Parameters of the wrong length or non-finite are refused; others are taken.
+    assert!(a.set_local_kernel_params(&start[1..]).is_err());
+    let mut bad = start.clone();
+    bad[2] = f64::NAN;
+    assert!(a.set_local_kernel_params(&bad).is_err());
+    let mut p = start.clone();
+    p[2] += 0.5;
+    a.set_local_kernel_params(&p).expect("taken");
+    assert_eq!(a.local().kernel().params(), &p[..]);
+    assert!(a.local().is_factored());
+    assert_eq!(a.local().fit_state(), (40, 0));
+}
+
+/// The pooled fit of one agent's sample is that agent's own fit, bit for bit (the same Adam
+/// steps of `fit_learned`); with several starts it keeps the best likelihood.
+#[test]
+fn the_pooled_fit_of_one_sample_is_the_plain_fit() {
+    use coolgp::local::fit::fit_learned;
+    use coolgp::local::pool::fit_pooled;
+    use coolgp::local::{FitSample, PoolOptions, ResidualKernel};
+    let mut rng = Rng::new(9, 1);
+    let n = 50;
+    let x: Vec<f64> = (0..2 * n).map(|_| rng.normal()).collect();
+    let r: Vec<f64> = (0..n)
+        .map(|i| (2.0 * x[2 * i]).sin() + 0.1 * rng.normal())
+        .collect();
+    let kernel =
+        ResidualKernel::from_params(ResidualKind::Learned, vec![0.0, -1.0, 0.3, -0.4], 2, 2)
+            .expect("kernel");
+    let halves = [
+        FitSample::new(2, x[..40].to_vec(), r[..20].to_vec()).expect("sample"),
+        FitSample::new(2, x[40..].to_vec(), r[20..].to_vec()).expect("sample"),
+    ];
+    let opts = PoolOptions::default();
+    for first in [true, false] {
+        assert_eq!(
+            fit_pooled(&kernel, &halves, first, &opts),
+            fit_learned(&kernel, &x, &r, first)
+        );
+    }
+    let multi = PoolOptions {
+        starts: vec![0.5, 1.0, 4.0],
+        rounds: 2,
+        ..PoolOptions::default()
+    };
+    let best = fit_pooled(&kernel, &halves, true, &multi).expect("fit");
+    let lml = |p: &[f64]| kernel.log_marginal(p, &x, &r).expect("lml").0;
+    let plain = fit_learned(&kernel, &x, &r, true).expect("fit");
+    assert!(
+        lml(&best) >= lml(&plain),
+        "{} < {}",
+        lml(&best),
+        lml(&plain)
+    );
+    assert!(FitSample::new(2, x[..3].to_vec(), r[..2].to_vec()).is_err());
 }

@@ -1,0 +1,98 @@
+//! The fleet-wide fit of the residual kernel (issue 19, docs/LOCAL.md §9): deterministic, every
+//! agent takes its result, and it learns how residuals at different agents' places co-vary,
+//! which no agent's own fit can.
+
+use std::sync::Arc;
+
+use coolgp::faer::Mat;
+use coolgp::local::{LocalConfig, LocalFit, PoolOptions};
+use coolgp::rng::Rng;
+use coolgp::{Agent, AgentConfig, Vocabulary};
+use coolgp_sim::fleet::fit_agents_pooled;
+
+/// Six stations at fixed, distinct places `s_i` (input 0) observe, on the same 80 days (input
+/// 1, spread over [−3, 3]), a smooth station offset plus a fast anomaly shared by every station
+/// on the same day and a little noise: `y = 0.3 s + sin(9 t) + 0.05 ε`. Each station is an
+/// agent with a memory of all its rows.
+fn stations(fit: LocalFit) -> Vec<Agent> {
+    let vocab = Arc::new(Vocabulary::default_design(8, 2, 3).expect("design"));
+    let mut rng = Rng::new(5, 1);
+    (0..6)
+        .map(|i| {
+            let cfg = AgentConfig {
+                local: LocalConfig {
+                    capacity: 80,
+                    fit,
+                    ..LocalConfig::default()
+                },
+                seed: i,
+                ..AgentConfig::default()
+            };
+            let mut a = Agent::new(i, vocab.clone(), 2, cfg).expect("agent");
+            let s = -2.0 + 0.8 * i as f64;
+            for block in 0..8 {
+                let x = Mat::from_fn(10, 2, |r, j| match j {
+                    0 => s,
+                    _ => -3.0 + 6.0 * (block * 10 + r) as f64 / 80.0,
+                });
+                let y: Vec<f64> = (0..10)
+                    .map(|r| 0.3 * s + (9.0 * x[(r, 1)]).sin() + 0.05 * rng.normal())
+                    .collect();
+                a.handle_block(x.as_ref(), &y).expect("block");
+            }
+            a
+        })
+        .collect()
+}
+
+/// `ln ℓ` of input `k` of an agent's residual kernel (`[ln σ_r, ln σ_rn, ln ℓ_1..d]`).
+fn log_lengthscale(a: &Agent, k: usize) -> f64 {
+    a.local().kernel().params()[2 + k]
+}
+
+#[test]
+fn the_pooled_fit_is_deterministic_and_every_agent_takes_it() {
+    let opts = PoolOptions {
+        rows: 120,
+        ..PoolOptions::default()
+    };
+    let mut agents = stations(LocalFit::Fleet);
+    // Under the fleet fit no agent refits on its own: every kernel is still the initial one.
+    assert!(agents.iter().all(|a| a.local().fit_state().0 == 0));
+    let mut again = agents.clone();
+    let start = agents[0].local().kernel().clone();
+    let p = fit_agents_pooled(&mut agents, &opts, &start, true).expect("a fit");
+    let q = fit_agents_pooled(&mut again, &opts, &start, true).expect("a fit");
+    assert_eq!(p, q, "same samples, same fit");
+    for a in &agents {
+        assert_eq!(a.local().kernel().params(), &p[..]);
+        assert!(a.local().is_factored());
+    }
+}
+
+#[test]
+fn only_the_pooled_fit_learns_the_lengthscale_of_the_agents_places() {
+    // Reference: docs/LOCAL.md §9 (an input an agent's rows do not vary in leaves its
+    // likelihood flat in that lengthscale; the pool has rows of every place).
+    let start = log_lengthscale(&stations(LocalFit::Fleet)[0], 0);
+    let own = stations(LocalFit::Agent);
+    for a in &own {
+        assert!(a.local().fit_state().0 > 0, "each agent fitted its kernel");
+        assert_eq!(
+            log_lengthscale(a, 0),
+            start,
+            "the place's lengthscale never moves"
+        );
+    }
+    let mut pooled = stations(LocalFit::Fleet);
+    let opts = PoolOptions {
+        rows: 240,
+        ..PoolOptions::default()
+    };
+    let initial = pooled[0].local().kernel().clone();
+    fit_agents_pooled(&mut pooled, &opts, &initial, true).expect("a fit");
+    let moved = log_lengthscale(&pooled[0], 0) - start;
+    // The shared anomaly makes residuals of one day co-vary across every place: the
+    // lengthscale over places grows.
+    assert!(moved > 0.5, "ln ℓ_place moved by {moved}");
+}
