@@ -59,7 +59,8 @@ pub struct BlockPsi {
     /// `ψ̄1 [n, m]` row-major.
     pub psi1: Vec<f64>,
     /// `ψ̄2 [n, m, m]` row-major, upper triangles (`k ≥ j`) only: the strict lower triangle
-    /// of each point's `[m, m]` slot is unspecified (ψ̄2 is symmetric).
+    /// of each point's `[m, m]` slot is unspecified (ψ̄2 is symmetric). It may hold more
+    /// than `n` slots (the buffer is reused and never shrinks); those past `n` are unspecified.
     pub psi2: Vec<f64>,
     /// Moments `a [n, d']` row-major.
     pub a: Vec<f64>,
@@ -110,7 +111,12 @@ impl BlockPsi {
         let (m, dz) = (vocab.m(), vocab.d_latent());
         (self.m, self.dz) = (m, dz);
         self.psi1.resize(n * m, 0.0);
-        self.psi2.resize(n * m * m, 0.0);
+        // ψ̄2 only grows: every row read is written first, so zero-filling a window's rows
+        // again at each re-evaluation (and the page faults of a new buffer) is saved.
+        if self.psi2.len() < n * m * m {
+            self.psi2.reserve_exact(n * m * m - self.psi2.len());
+            self.psi2.resize(n * m * m, 0.0);
+        }
         self.a.resize(n * dz, 0.0);
         self.s.resize(n * dz, 0.0);
     }
@@ -513,6 +519,35 @@ mod tests {
         let mut other = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(0, 3));
         other.recompute_keeping_tail(&vocab, &proj, x.as_ref(), 4);
         assert_eq!(other.psi1, bp.psi1);
+    }
+
+    #[test]
+    fn a_reused_buffer_that_held_a_window_gives_a_blocks_gradient_bit_for_bit() {
+        // The ψ̄2 buffer never shrinks (a window's rows stay allocated): a smaller block after
+        // it must give the bits of a fresh buffer, and only its own rows are counted.
+        let vocab = Vocabulary::default_design(7, 2, 3).expect("design");
+        let proj = vocab.initial_projection(3);
+        let mut rng = Rng::new(5, 4);
+        let window = faer::Mat::from_fn(9, 3, |_, _| rng.normal());
+        let x = faer::Mat::from_fn(3, 3, |_, _| rng.normal());
+        let y = [0.3, -1.0, 0.7];
+        let mut bp = BlockPsi::compute(&vocab, &proj, window.as_ref());
+        bp.recompute(&vocab, &proj, x.as_ref());
+        assert_eq!(bp.n(), 3);
+        let fresh = BlockPsi::compute(&vocab, &proj, x.as_ref());
+        let (mut a, mut b) = (UnitStats::zeros(vocab.m()), UnitStats::zeros(vocab.m()));
+        bp.accumulate_into(&y, &mut a);
+        fresh.accumulate_into(&y, &mut b);
+        assert_eq!(a, b);
+        let stats = {
+            let e = crate::model::Excess::from_unit_stats(&b, 1.0, 0.5);
+            crate::model::NaturalParams::from_excess(&vocab, &e)
+        };
+        let post = stats.posterior(&vocab).expect("posterior");
+        let g1 = block_loglik_grad_with(&vocab, &proj, &post, x.as_ref(), &y, &bp);
+        let g2 = block_loglik_grad_with(&vocab, &proj, &post, x.as_ref(), &y, &fresh);
+        assert_eq!(g1.value.to_bits(), g2.value.to_bits());
+        assert_eq!(g1.grad.to_flat(), g2.grad.to_flat());
     }
 
     #[test]
