@@ -353,7 +353,62 @@ pub fn block_loglik_grad_with(
     y: &[f64],
     bp: &BlockPsi,
 ) -> BlockElbo {
+    loglik_grad_rows(vocab, proj, post, x, y, bp, None)
+}
+
+/// As [`block_loglik_grad`] for a window `(x [n, d], y [n])` whose last `tail` rows' ψ `bp`
+/// holds under `proj` (the newest block, as its absorption computed them): the older rows' ψ
+/// are computed one point at a time and used at once, so no `n·m²` buffer is written and read
+/// back. Bit-identical to [`BlockPsi::recompute_keeping_tail`] followed by
+/// [`block_loglik_grad_with`]. If `bp` does not hold exactly `tail ≤ n` rows of these shapes,
+/// it is recomputed over the whole window first.
+pub fn window_loglik_grad(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    post: &Posterior,
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    bp: &mut BlockPsi,
+    tail: usize,
+) -> BlockElbo {
+    let (m, dz, n) = (vocab.m(), vocab.d_latent(), x.nrows());
+    let fits = bp.m == m && bp.dz == dz && bp.n() == tail && tail <= n && bp.psi1.len() == tail * m;
+    if !fits {
+        bp.recompute(vocab, proj, x);
+        return loglik_grad_rows(vocab, proj, post, x, y, bp, None);
+    }
+    let mut ws = std::mem::take(&mut bp.ws);
+    let out = loglik_grad_rows(vocab, proj, post, x, y, bp, Some((n - tail, &mut ws)));
+    bp.ws = ws;
+    out
+}
+
+/// The ψ of one point, computed on the fly by [`window_loglik_grad`].
+struct OnePoint {
+    psi1: Vec<f64>,
+    psi2: Vec<f64>,
+    x: Vec<f64>,
+}
+
+/// [`block_loglik_grad_with`] over the rows of `x`; with `fresh = Some((head, ws))` the first
+/// `head` rows' ψ are computed point by point with `ws` and row `r ≥ head` is `bp`'s row
+/// `r − head`.
+fn loglik_grad_rows(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    post: &Posterior,
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    bp: &BlockPsi,
+    mut fresh: Option<(usize, &mut PsiWorkspace)>,
+) -> BlockElbo {
     let (m, dz, d) = (vocab.m(), vocab.d_latent(), proj.d());
+    let head = fresh.as_ref().map_or(0, |f| f.0);
+    let mut one = OnePoint {
+        psi1: vec![0.0; if head > 0 { m } else { 0 }],
+        psi2: vec![0.0; if head > 0 { m * m } else { 0 }],
+        x: vec![0.0; d],
+    };
     let n = y.len();
     let ss = proj.sigma_s();
     let sn2 = proj.sigma_n() * proj.sigma_n();
@@ -381,10 +436,25 @@ pub fn block_loglik_grad_with(
     // c2 = −G/(2σ_n²) and ψ2 = σ_s² ψ̄2, so H = c·(G∘ψ̄2) with c = −σ_s²/(2σ_n²).
     let c = -ss * ss / (2.0 * sn2);
     for r in 0..n {
-        let psi1 = &bp.psi1[r * m..(r + 1) * m];
-        let psi2 = &bp.psi2[r * m * m..(r + 1) * m * m];
-        let a = &bp.a[r * dz..(r + 1) * dz];
-        let s = &bp.s[r * dz..(r + 1) * dz];
+        let (psi1, psi2, a, s) = match fresh.as_mut() {
+            Some((_, ws)) if r < head => {
+                for (j, v) in one.x.iter_mut().enumerate() {
+                    *v = x[(r, j)];
+                }
+                point_upper(vocab, proj, &one.x, ws, &mut one.psi1, &mut one.psi2);
+                let (a, s) = ws.moments();
+                (&one.psi1[..], &one.psi2[..], a, s)
+            }
+            _ => {
+                let q = r - head;
+                (
+                    &bp.psi1[q * m..(q + 1) * m],
+                    &bp.psi2[q * m * m..(q + 1) * m * m],
+                    &bp.a[q * dz..(q + 1) * dz],
+                    &bp.s[q * dz..(q + 1) * dz],
+                )
+            }
+        };
         let yn = y[r];
         yty += yn * yn;
         // ψ1 = σ_s ψ̄1; w1_j = c1_nj ψ1_nj with c1_nj = y_n α_j / σ_n².
@@ -548,6 +618,43 @@ mod tests {
         let g2 = block_loglik_grad_with(&vocab, &proj, &post, x.as_ref(), &y, &fresh);
         assert_eq!(g1.value.to_bits(), g2.value.to_bits());
         assert_eq!(g1.grad.to_flat(), g2.grad.to_flat());
+    }
+
+    #[test]
+    fn the_window_gradient_point_by_point_is_the_stacked_one_bit_for_bit() {
+        // window_loglik_grad computes the older rows' ψ one point at a time; it must give the
+        // bits of recompute_keeping_tail + block_loglik_grad_with (and of a full recompute
+        // when the held rows do not fit).
+        let vocab = Vocabulary::default_design(7, 2, 3).expect("design");
+        let proj = vocab.initial_projection(3);
+        let mut rng = Rng::new(6, 4);
+        let x = faer::Mat::from_fn(9, 3, |_, _| rng.normal());
+        let y: Vec<f64> = (0..9).map(|_| rng.normal()).collect();
+        let mut stats = UnitStats::zeros(vocab.m());
+        BlockPsi::compute(&vocab, &proj, x.as_ref()).accumulate_into(&y, &mut stats);
+        let e = crate::model::Excess::from_unit_stats(&stats, 1.0, 0.5);
+        let post = crate::model::NaturalParams::from_excess(&vocab, &e)
+            .posterior(&vocab)
+            .expect("posterior");
+        let mut stacked = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(5, 4));
+        stacked.recompute_keeping_tail(&vocab, &proj, x.as_ref(), 4);
+        let want = block_loglik_grad_with(&vocab, &proj, &post, x.as_ref(), &y, &stacked);
+        let mut held = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(5, 4));
+        let got = window_loglik_grad(&vocab, &proj, &post, x.as_ref(), &y, &mut held, 4);
+        assert_eq!(got.value.to_bits(), want.value.to_bits());
+        assert_eq!(got.grad.to_flat(), want.grad.to_flat());
+        assert_eq!(got.hyper, want.hyper);
+        assert_eq!(held.n(), 4, "the held rows stay as they were");
+        // Held rows that are not the window's tail: a full recompute.
+        let mut other = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(0, 3));
+        let got = window_loglik_grad(&vocab, &proj, &post, x.as_ref(), &y, &mut other, 4);
+        assert_eq!(got.grad.to_flat(), want.grad.to_flat());
+        // More rows held than the window has: a full recompute.
+        let mut big = BlockPsi::compute(&vocab, &proj, x.as_ref());
+        let sub = x.as_ref().subrows(0, 5);
+        let got = window_loglik_grad(&vocab, &proj, &post, sub, &y[..5], &mut big, 9);
+        let want = block_loglik_grad(&vocab, &proj, &post, sub, &y[..5]);
+        assert_eq!(got.grad.to_flat(), want.grad.to_flat());
     }
 
     #[test]
