@@ -149,6 +149,22 @@ impl BlockPsi {
         }
     }
 
+    /// True if this value holds exactly `rows` rows' ψ at `m` inducing inputs, `dz` latent
+    /// dimensions.
+    pub(crate) fn holds(&self, m: usize, dz: usize, rows: usize) -> bool {
+        self.m == m && self.dz == dz && self.n() == rows && self.psi1.len() == rows * m
+    }
+
+    /// The ψ workspace, taken out (give it back with [`BlockPsi::set_workspace`]).
+    pub(crate) fn take_workspace(&mut self) -> PsiWorkspace {
+        std::mem::take(&mut self.ws)
+    }
+
+    /// Puts the ψ workspace back.
+    pub(crate) fn set_workspace(&mut self, ws: PsiWorkspace) {
+        self.ws = ws;
+    }
+
     /// Number of points.
     pub fn n(&self) -> usize {
         self.a.len() / self.dz.max(1)
@@ -356,44 +372,63 @@ pub fn block_loglik_grad_with(
     loglik_grad_rows(vocab, proj, post, x, y, bp, None)
 }
 
-/// As [`block_loglik_grad`] for a window `(x [n, d], y [n])` whose last `tail` rows' ψ `bp`
-/// holds under `proj` (the newest block, as its absorption computed them): the older rows' ψ
-/// are computed one point at a time and used at once, so no `n·m²` buffer is written and read
-/// back. Bit-identical to [`BlockPsi::recompute_keeping_tail`] followed by
-/// [`block_loglik_grad_with`]. If `bp` does not hold exactly `tail ≤ n` rows of these shapes,
-/// it is recomputed over the whole window first.
-pub fn window_loglik_grad(
-    vocab: &Vocabulary,
-    proj: &Projection,
-    post: &Posterior,
-    x: MatRef<'_, f64>,
-    y: &[f64],
-    bp: &mut BlockPsi,
-    tail: usize,
-) -> BlockElbo {
-    let (m, dz, n) = (vocab.m(), vocab.d_latent(), x.nrows());
-    let fits = bp.m == m && bp.dz == dz && bp.n() == tail && tail <= n && bp.psi1.len() == tail * m;
-    if !fits {
-        bp.recompute(vocab, proj, x);
-        return loglik_grad_rows(vocab, proj, post, x, y, bp, None);
-    }
-    let mut ws = std::mem::take(&mut bp.ws);
-    let out = loglik_grad_rows(vocab, proj, post, x, y, bp, Some((n - tail, &mut ws)));
-    bp.ws = ws;
-    out
-}
-
-/// The ψ of one point, computed on the fly by [`window_loglik_grad`].
+/// The ψ of one point, computed on the fly by [`crate::learn::window::window_loglik_grad`].
 struct OnePoint {
     psi1: Vec<f64>,
     psi2: Vec<f64>,
     x: Vec<f64>,
+    head: usize,
+}
+
+impl OnePoint {
+    fn new(m: usize, d: usize, head: usize) -> Self {
+        let on = usize::from(head > 0);
+        Self {
+            psi1: vec![0.0; on * m],
+            psi2: vec![0.0; on * m * m],
+            x: vec![0.0; d],
+            head,
+        }
+    }
+
+    /// `(ψ̄1 [m], ψ̄2 [m, m] upper, a [d'], s [d'])` of row `r` of `x`: computed now with the
+    /// workspace of `fresh` for `r < head`, else `bp`'s row `r − head`.
+    fn row<'a>(
+        &'a mut self,
+        vocab: &Vocabulary,
+        proj: &Projection,
+        x: MatRef<'_, f64>,
+        r: usize,
+        bp: &'a BlockPsi,
+        fresh: Option<&'a mut (usize, &mut PsiWorkspace)>,
+    ) -> (&'a [f64], &'a [f64], &'a [f64], &'a [f64]) {
+        let (m, dz) = (vocab.m(), vocab.d_latent());
+        match fresh {
+            Some((_, ws)) if r < self.head => {
+                for (j, v) in self.x.iter_mut().enumerate() {
+                    *v = x[(r, j)];
+                }
+                point_upper(vocab, proj, &self.x, ws, &mut self.psi1, &mut self.psi2);
+                let (a, s) = ws.moments();
+                (&self.psi1[..], &self.psi2[..], a, s)
+            }
+            _ => {
+                let q = r - self.head;
+                (
+                    &bp.psi1[q * m..(q + 1) * m],
+                    &bp.psi2[q * m * m..(q + 1) * m * m],
+                    &bp.a[q * dz..(q + 1) * dz],
+                    &bp.s[q * dz..(q + 1) * dz],
+                )
+            }
+        }
+    }
 }
 
 /// [`block_loglik_grad_with`] over the rows of `x`; with `fresh = Some((head, ws))` the first
 /// `head` rows' ψ are computed point by point with `ws` and row `r ≥ head` is `bp`'s row
 /// `r − head`.
-fn loglik_grad_rows(
+pub(crate) fn loglik_grad_rows(
     vocab: &Vocabulary,
     proj: &Projection,
     post: &Posterior,
@@ -403,12 +438,7 @@ fn loglik_grad_rows(
     mut fresh: Option<(usize, &mut PsiWorkspace)>,
 ) -> BlockElbo {
     let (m, dz, d) = (vocab.m(), vocab.d_latent(), proj.d());
-    let head = fresh.as_ref().map_or(0, |f| f.0);
-    let mut one = OnePoint {
-        psi1: vec![0.0; if head > 0 { m } else { 0 }],
-        psi2: vec![0.0; if head > 0 { m * m } else { 0 }],
-        x: vec![0.0; d],
-    };
+    let mut one = OnePoint::new(m, d, fresh.as_ref().map_or(0, |f| f.0));
     let n = y.len();
     let ss = proj.sigma_s();
     let sn2 = proj.sigma_n() * proj.sigma_n();
@@ -436,25 +466,7 @@ fn loglik_grad_rows(
     // c2 = −G/(2σ_n²) and ψ2 = σ_s² ψ̄2, so H = c·(G∘ψ̄2) with c = −σ_s²/(2σ_n²).
     let c = -ss * ss / (2.0 * sn2);
     for r in 0..n {
-        let (psi1, psi2, a, s) = match fresh.as_mut() {
-            Some((_, ws)) if r < head => {
-                for (j, v) in one.x.iter_mut().enumerate() {
-                    *v = x[(r, j)];
-                }
-                point_upper(vocab, proj, &one.x, ws, &mut one.psi1, &mut one.psi2);
-                let (a, s) = ws.moments();
-                (&one.psi1[..], &one.psi2[..], a, s)
-            }
-            _ => {
-                let q = r - head;
-                (
-                    &bp.psi1[q * m..(q + 1) * m],
-                    &bp.psi2[q * m * m..(q + 1) * m * m],
-                    &bp.a[q * dz..(q + 1) * dz],
-                    &bp.s[q * dz..(q + 1) * dz],
-                )
-            }
-        };
+        let (psi1, psi2, a, s) = one.row(vocab, proj, x, r, bp, fresh.as_mut());
         let yn = y[r];
         yty += yn * yn;
         // ψ1 = σ_s ψ̄1; w1_j = c1_nj ψ1_nj with c1_nj = y_n α_j / σ_n².
@@ -589,72 +601,6 @@ mod tests {
         let mut other = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(0, 3));
         other.recompute_keeping_tail(&vocab, &proj, x.as_ref(), 4);
         assert_eq!(other.psi1, bp.psi1);
-    }
-
-    #[test]
-    fn a_reused_buffer_that_held_a_window_gives_a_blocks_gradient_bit_for_bit() {
-        // The ψ̄2 buffer never shrinks (a window's rows stay allocated): a smaller block after
-        // it must give the bits of a fresh buffer, and only its own rows are counted.
-        let vocab = Vocabulary::default_design(7, 2, 3).expect("design");
-        let proj = vocab.initial_projection(3);
-        let mut rng = Rng::new(5, 4);
-        let window = faer::Mat::from_fn(9, 3, |_, _| rng.normal());
-        let x = faer::Mat::from_fn(3, 3, |_, _| rng.normal());
-        let y = [0.3, -1.0, 0.7];
-        let mut bp = BlockPsi::compute(&vocab, &proj, window.as_ref());
-        bp.recompute(&vocab, &proj, x.as_ref());
-        assert_eq!(bp.n(), 3);
-        let fresh = BlockPsi::compute(&vocab, &proj, x.as_ref());
-        let (mut a, mut b) = (UnitStats::zeros(vocab.m()), UnitStats::zeros(vocab.m()));
-        bp.accumulate_into(&y, &mut a);
-        fresh.accumulate_into(&y, &mut b);
-        assert_eq!(a, b);
-        let stats = {
-            let e = crate::model::Excess::from_unit_stats(&b, 1.0, 0.5);
-            crate::model::NaturalParams::from_excess(&vocab, &e)
-        };
-        let post = stats.posterior(&vocab).expect("posterior");
-        let g1 = block_loglik_grad_with(&vocab, &proj, &post, x.as_ref(), &y, &bp);
-        let g2 = block_loglik_grad_with(&vocab, &proj, &post, x.as_ref(), &y, &fresh);
-        assert_eq!(g1.value.to_bits(), g2.value.to_bits());
-        assert_eq!(g1.grad.to_flat(), g2.grad.to_flat());
-    }
-
-    #[test]
-    fn the_window_gradient_point_by_point_is_the_stacked_one_bit_for_bit() {
-        // window_loglik_grad computes the older rows' ψ one point at a time; it must give the
-        // bits of recompute_keeping_tail + block_loglik_grad_with (and of a full recompute
-        // when the held rows do not fit).
-        let vocab = Vocabulary::default_design(7, 2, 3).expect("design");
-        let proj = vocab.initial_projection(3);
-        let mut rng = Rng::new(6, 4);
-        let x = faer::Mat::from_fn(9, 3, |_, _| rng.normal());
-        let y: Vec<f64> = (0..9).map(|_| rng.normal()).collect();
-        let mut stats = UnitStats::zeros(vocab.m());
-        BlockPsi::compute(&vocab, &proj, x.as_ref()).accumulate_into(&y, &mut stats);
-        let e = crate::model::Excess::from_unit_stats(&stats, 1.0, 0.5);
-        let post = crate::model::NaturalParams::from_excess(&vocab, &e)
-            .posterior(&vocab)
-            .expect("posterior");
-        let mut stacked = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(5, 4));
-        stacked.recompute_keeping_tail(&vocab, &proj, x.as_ref(), 4);
-        let want = block_loglik_grad_with(&vocab, &proj, &post, x.as_ref(), &y, &stacked);
-        let mut held = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(5, 4));
-        let got = window_loglik_grad(&vocab, &proj, &post, x.as_ref(), &y, &mut held, 4);
-        assert_eq!(got.value.to_bits(), want.value.to_bits());
-        assert_eq!(got.grad.to_flat(), want.grad.to_flat());
-        assert_eq!(got.hyper, want.hyper);
-        assert_eq!(held.n(), 4, "the held rows stay as they were");
-        // Held rows that are not the window's tail: a full recompute.
-        let mut other = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(0, 3));
-        let got = window_loglik_grad(&vocab, &proj, &post, x.as_ref(), &y, &mut other, 4);
-        assert_eq!(got.grad.to_flat(), want.grad.to_flat());
-        // More rows held than the window has: a full recompute.
-        let mut big = BlockPsi::compute(&vocab, &proj, x.as_ref());
-        let sub = x.as_ref().subrows(0, 5);
-        let got = window_loglik_grad(&vocab, &proj, &post, sub, &y[..5], &mut big, 9);
-        let want = block_loglik_grad(&vocab, &proj, &post, sub, &y[..5]);
-        assert_eq!(got.grad.to_flat(), want.grad.to_flat());
     }
 
     #[test]
