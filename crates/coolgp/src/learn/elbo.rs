@@ -59,7 +59,8 @@ pub struct BlockPsi {
     /// `ψ̄1 [n, m]` row-major.
     pub psi1: Vec<f64>,
     /// `ψ̄2 [n, m, m]` row-major, upper triangles (`k ≥ j`) only: the strict lower triangle
-    /// of each point's `[m, m]` slot is unspecified (ψ̄2 is symmetric).
+    /// of each point's `[m, m]` slot is unspecified (ψ̄2 is symmetric). It may hold more
+    /// than `n` slots (the buffer is reused and never shrinks); those past `n` are unspecified.
     pub psi2: Vec<f64>,
     /// Moments `a [n, d']` row-major.
     pub a: Vec<f64>,
@@ -110,7 +111,12 @@ impl BlockPsi {
         let (m, dz) = (vocab.m(), vocab.d_latent());
         (self.m, self.dz) = (m, dz);
         self.psi1.resize(n * m, 0.0);
-        self.psi2.resize(n * m * m, 0.0);
+        // ψ̄2 only grows: every row read is written first, so zero-filling a window's rows
+        // again at each re-evaluation (and the page faults of a new buffer) is saved.
+        if self.psi2.len() < n * m * m {
+            self.psi2.reserve_exact(n * m * m - self.psi2.len());
+            self.psi2.resize(n * m * m, 0.0);
+        }
         self.a.resize(n * dz, 0.0);
         self.s.resize(n * dz, 0.0);
     }
@@ -141,6 +147,22 @@ impl BlockPsi {
             self.a[r * dz..(r + 1) * dz].copy_from_slice(a);
             self.s[r * dz..(r + 1) * dz].copy_from_slice(s);
         }
+    }
+
+    /// True if this value holds exactly `rows` rows' ψ at `m` inducing inputs, `dz` latent
+    /// dimensions.
+    pub(crate) fn holds(&self, m: usize, dz: usize, rows: usize) -> bool {
+        self.m == m && self.dz == dz && self.n() == rows && self.psi1.len() == rows * m
+    }
+
+    /// The ψ workspace, taken out (give it back with [`BlockPsi::set_workspace`]).
+    pub(crate) fn take_workspace(&mut self) -> PsiWorkspace {
+        std::mem::take(&mut self.ws)
+    }
+
+    /// Puts the ψ workspace back.
+    pub(crate) fn set_workspace(&mut self, ws: PsiWorkspace) {
+        self.ws = ws;
     }
 
     /// Number of points.
@@ -347,7 +369,76 @@ pub fn block_loglik_grad_with(
     y: &[f64],
     bp: &BlockPsi,
 ) -> BlockElbo {
+    loglik_grad_rows(vocab, proj, post, x, y, bp, None)
+}
+
+/// The ψ of one point, computed on the fly by [`crate::learn::window::window_loglik_grad`].
+struct OnePoint {
+    psi1: Vec<f64>,
+    psi2: Vec<f64>,
+    x: Vec<f64>,
+    head: usize,
+}
+
+impl OnePoint {
+    fn new(m: usize, d: usize, head: usize) -> Self {
+        let on = usize::from(head > 0);
+        Self {
+            psi1: vec![0.0; on * m],
+            psi2: vec![0.0; on * m * m],
+            x: vec![0.0; d],
+            head,
+        }
+    }
+
+    /// `(ψ̄1 [m], ψ̄2 [m, m] upper, a [d'], s [d'])` of row `r` of `x`: computed now with the
+    /// workspace of `fresh` for `r < head`, else `bp`'s row `r − head`.
+    fn row<'a>(
+        &'a mut self,
+        vocab: &Vocabulary,
+        proj: &Projection,
+        x: MatRef<'_, f64>,
+        r: usize,
+        bp: &'a BlockPsi,
+        fresh: Option<&'a mut (usize, &mut PsiWorkspace)>,
+    ) -> (&'a [f64], &'a [f64], &'a [f64], &'a [f64]) {
+        let (m, dz) = (vocab.m(), vocab.d_latent());
+        match fresh {
+            Some((_, ws)) if r < self.head => {
+                for (j, v) in self.x.iter_mut().enumerate() {
+                    *v = x[(r, j)];
+                }
+                point_upper(vocab, proj, &self.x, ws, &mut self.psi1, &mut self.psi2);
+                let (a, s) = ws.moments();
+                (&self.psi1[..], &self.psi2[..], a, s)
+            }
+            _ => {
+                let q = r - self.head;
+                (
+                    &bp.psi1[q * m..(q + 1) * m],
+                    &bp.psi2[q * m * m..(q + 1) * m * m],
+                    &bp.a[q * dz..(q + 1) * dz],
+                    &bp.s[q * dz..(q + 1) * dz],
+                )
+            }
+        }
+    }
+}
+
+/// [`block_loglik_grad_with`] over the rows of `x`; with `fresh = Some((head, ws))` the first
+/// `head` rows' ψ are computed point by point with `ws` and row `r ≥ head` is `bp`'s row
+/// `r − head`.
+pub(crate) fn loglik_grad_rows(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    post: &Posterior,
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    bp: &BlockPsi,
+    mut fresh: Option<(usize, &mut PsiWorkspace)>,
+) -> BlockElbo {
     let (m, dz, d) = (vocab.m(), vocab.d_latent(), proj.d());
+    let mut one = OnePoint::new(m, d, fresh.as_ref().map_or(0, |f| f.0));
     let n = y.len();
     let ss = proj.sigma_s();
     let sn2 = proj.sigma_n() * proj.sigma_n();
@@ -375,10 +466,7 @@ pub fn block_loglik_grad_with(
     // c2 = −G/(2σ_n²) and ψ2 = σ_s² ψ̄2, so H = c·(G∘ψ̄2) with c = −σ_s²/(2σ_n²).
     let c = -ss * ss / (2.0 * sn2);
     for r in 0..n {
-        let psi1 = &bp.psi1[r * m..(r + 1) * m];
-        let psi2 = &bp.psi2[r * m * m..(r + 1) * m * m];
-        let a = &bp.a[r * dz..(r + 1) * dz];
-        let s = &bp.s[r * dz..(r + 1) * dz];
+        let (psi1, psi2, a, s) = one.row(vocab, proj, x, r, bp, fresh.as_mut());
         let yn = y[r];
         yty += yn * yn;
         // ψ1 = σ_s ψ̄1; w1_j = c1_nj ψ1_nj with c1_nj = y_n α_j / σ_n².

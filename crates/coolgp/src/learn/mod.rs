@@ -11,6 +11,7 @@ pub mod recent;
 pub mod site;
 pub mod sites;
 pub(crate) mod state;
+pub mod window;
 
 use faer::{Mat, MatRef};
 

@@ -15,8 +15,11 @@ use crate::model::natural::Posterior;
 use crate::model::psi::PsiWorkspace;
 use crate::model::{Excess, Projection, ProjectionGrad, Vocabulary};
 
-/// Largest ψ̄2 buffer (numbers) kept per thread between blocks: 8 MiB, e.g. n = 100 at m = 100.
-const MAX_KEPT_BLOCK_PSI: usize = 1 << 20;
+/// Largest ψ̄2 buffer (numbers) kept per thread between blocks: 32 MiB, one chunk
+/// ([`MAX_BLOCK_PSI`]), e.g. a stream-memory site window of 320 points and its newest block
+/// at m = 100, which is re-evaluated after every fusion (allocating it anew each time cost the
+/// page faults and zero-fills of 25 MB per refresh).
+const MAX_KEPT_BLOCK_PSI: usize = 1 << 22;
 
 /// Largest ψ̄2 buffer (numbers) of one chunk of a block: 32 MiB (e.g. 419 rows at m = 100);
 /// larger blocks are processed in chunks of rows, so memory does not grow with the block.
