@@ -83,7 +83,8 @@ pub struct AgentArgs {
     pub site_memory: Option<String>,
     /// Local memory (issue 19): keep up to B of the agent's own rows and answer with the
     /// global model plus an exact GP on their residuals (default 0: off, the agent as
-    /// without it, bit for bit). Costs O(B²) per row entering the memory and B² × 8 bytes.
+    /// without it, bit for bit). Costs B² × 8 bytes, the residual kernel's refits, and O(B²)
+    /// per row that entered since the last answer (nothing while learning unqueried).
     #[cfg_attr(feature = "clap", arg(long, value_name = "B"))]
     pub local_memory: Option<usize>,
     /// Which rows the local memory keeps: recent (default, the newest B), reservoir (a

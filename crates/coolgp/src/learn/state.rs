@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::learn::adam::{Adam, AdamConfig};
 use crate::learn::elbo::{block_loglik_grad_with, BlockElbo, BlockPsi};
 use crate::learn::importance::IsDiagnostics;
+use crate::learn::window::window_loglik_grad;
 use crate::learn::{Learner, UpdateMode};
 use crate::model::natural::Posterior;
 use crate::model::psi::PsiWorkspace;
@@ -261,6 +262,26 @@ impl LearnState {
             }
         }
         acc
+    }
+
+    /// As [`LearnState::data_term`] for a site window whose last `tail` rows' ψ `bp` holds
+    /// (the newest block's, from its absorption under the current q(W)): a window of at most
+    /// [`block_rows`] rows computes its older rows' ψ point by point ([`window_loglik_grad`], no
+    /// `n·m²` buffer; bit-identical to recomputing `bp` over the window first).
+    pub(crate) fn window_data_term(
+        &self,
+        vocab: &Vocabulary,
+        post: &Posterior,
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        bp: &mut BlockPsi,
+        tail: usize,
+    ) -> Option<BlockElbo> {
+        let rows = block_rows(vocab.m());
+        if y.len() <= rows {
+            return Some(window_loglik_grad(vocab, &self.proj, post, x, y, bp, tail));
+        }
+        self.data_term(vocab, post, x, y, bp, rows)
     }
 
     /// One Adam step on the per-datum gradient `∇L_D/n − ∇KL_W/kl_den` (spec §6) of a block

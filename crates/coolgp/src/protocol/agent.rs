@@ -42,6 +42,15 @@ pub use crate::protocol::config::{AgentConfig, FusionRule, ProjectionMode, View}
 /// Most events kept when the driver does not poll; the oldest are dropped first.
 const MAX_EVENTS: usize = 4096;
 
+/// What [`Agent::data_term_of`] is given: a block whose ψ `bp` holds, or a site window whose
+/// newest block's ψ it holds.
+#[derive(Clone, Copy, Debug)]
+enum Rows {
+    Block,
+    /// The window's newest block's rows.
+    Window(usize),
+}
+
 /// One COOL-GP agent.
 #[derive(Clone, Debug)]
 pub struct Agent {
@@ -332,6 +341,19 @@ impl Agent {
         bp: &mut BlockPsi,
         rows: usize,
     ) -> Option<BlockElbo> {
+        self.data_term_of(x, y, bp, rows, Rows::Block)
+    }
+
+    /// [`Agent::data_term`] of a block (`bp` holds its ψ) or of a site window (`bp` holds
+    /// its newest block's ψ: [`LearnState::window_data_term`]).
+    fn data_term_of(
+        &mut self,
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        bp: &mut BlockPsi,
+        rows: usize,
+        what: Rows,
+    ) -> Option<BlockElbo> {
         let post = match self.posterior(View::Fused) {
             Ok(p) => p,
             Err(_) => match self.posterior(View::Own) {
@@ -350,7 +372,13 @@ impl Agent {
                 jitter: post.jitter(),
             });
         }
-        self.learning.data_term(&self.vocab, &post, x, y, bp, rows)
+        match what {
+            Rows::Block => self.learning.data_term(&self.vocab, &post, x, y, bp, rows),
+            Rows::Window(tail) => {
+                self.learning
+                    .window_data_term(&self.vocab, &post, x, y, bp, tail)
+            }
+        }
     }
 
     /// One Adam step on the per-datum gradient `∇L_D/n − w·∇KL_W/N_own` (spec §6), against
@@ -383,15 +411,9 @@ impl Agent {
         };
         let data = self.site.push_block(x, y, counts);
         let elbo = match data.stacked() {
-            Some((xs, ys)) => {
-                // `bp` holds the newest block's ψ (a one-chunk block, absorbed under the same
-                // q(W)): a one-chunk window computes only its older rows.
-                if ys.len() <= rows {
-                    let proj = self.learning.projection();
-                    bp.recompute_keeping_tail(&self.vocab, proj, xs, y.len());
-                }
-                self.data_term(xs, ys, bp, rows)
-            }
+            // `bp` holds the newest block's ψ (a one-chunk block, absorbed under the same
+            // q(W)): a one-chunk window computes only its older rows, point by point.
+            Some((xs, ys)) => self.data_term_of(xs, ys, bp, rows, Rows::Window(y.len())),
             None => self.data_term(x, y, bp, rows),
         };
         let Some(elbo) = elbo else {

@@ -148,7 +148,8 @@ fn spread_measures_distance_in_the_kernels_metric() {
     assert!(run(None) < 25.0);
 }
 
-fn agent(local: LocalConfig, seed: u64) -> Agent {
+/// An agent on 2-d inputs (m = 12) with this local memory and seed.
+pub(crate) fn agent(local: LocalConfig, seed: u64) -> Agent {
     let vocab = Arc::new(Vocabulary::default_design(12, 2, 7).expect("design"));
     let cfg = AgentConfig {
         local,
@@ -158,7 +159,8 @@ fn agent(local: LocalConfig, seed: u64) -> Agent {
     Agent::new(0, vocab, 2, cfg).expect("agent")
 }
 
-fn data(n: usize, rng: &mut Rng) -> (Mat<f64>, Vec<f64>) {
+/// `n` rows of a smooth 2-d function with a little noise.
+pub(crate) fn data(n: usize, rng: &mut Rng) -> (Mat<f64>, Vec<f64>) {
     let x = Mat::from_fn(n, 2, |_, _| 1.5 * rng.normal());
     let y = (0..n)
         .map(|i| (3.0 * x[(i, 0)]).sin() + 0.5 * x[(i, 1)] + 0.05 * rng.normal())

@@ -2,28 +2,14 @@
 //! to date lazily, incrementally when answers come every block, and the memory never exceeds
 //! its capacity.
 
-use std::sync::Arc;
-
+use super::local::data;
 use coolgp::faer::Mat;
 use coolgp::rng::Rng;
-use coolgp::{Agent, AgentConfig, LocalConfig, MemoryPolicy, View, Vocabulary};
+use coolgp::{Agent, LocalConfig, MemoryPolicy, View};
 
+/// The agent of the local suite with seed 3.
 fn agent(local: LocalConfig) -> Agent {
-    let vocab = Arc::new(Vocabulary::default_design(12, 2, 7).expect("design"));
-    let cfg = AgentConfig {
-        local,
-        seed: 3,
-        ..AgentConfig::default()
-    };
-    Agent::new(0, vocab, 2, cfg).expect("agent")
-}
-
-fn data(n: usize, rng: &mut Rng) -> (Mat<f64>, Vec<f64>) {
-    let x = Mat::from_fn(n, 2, |_, _| 1.5 * rng.normal());
-    let y = (0..n)
-        .map(|i| (3.0 * x[(i, 0)]).sin() + 0.5 * x[(i, 1)] + 0.05 * rng.normal())
-        .collect();
-    (x, y)
+    super::local::agent(local, 3)
 }
 
 #[test]
