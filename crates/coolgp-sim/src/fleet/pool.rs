@@ -1,10 +1,11 @@
 //! The fleet-wide fit of the agents' learned residual kernel (issue 19, docs/LOCAL.md §9):
 //! after each fusion, every agent's sample of its memory (its share of
-//! [`PoolOptions::rows`]), one fit on the pooled samples, and the result to every agent.
+//! [`PoolOptions::rows`]), one fit on the pooled samples (or, by default, candidates fitted
+//! on half of them and chosen on the other half), and the result to every agent.
 
 use std::time::Instant;
 
-use coolgp::local::pool::{fit_pooled, shares};
+use coolgp::local::pool::{fit_pooled, fit_pooled_selected, halves, shares, Selected};
 use coolgp::local::{FitSample, LocalFit, PoolOptions, ResidualKernel, ResidualKind};
 use coolgp::Agent;
 use rayon::prelude::*;
@@ -14,8 +15,10 @@ use super::Fleet;
 impl Fleet<'_> {
     /// With `--local-fit fleet` (and a learned residual kernel): one pooled fit
     /// ([`fit_agents_pooled`]) from the previous pooled parameters
-    /// ([`PoolOptions::warm_start`], the default) or else from the agents' initial kernel,
-    /// counted in the learning phase's time.
+    /// ([`PoolOptions::warm_start`], the default) or else from the agents' initial kernel;
+    /// with [`PoolOptions::validate`] (the default) the warm continuation or a cold start,
+    /// whichever held-out evidence prefers ([`fit_agents_selected`]). Counted in the learning
+    /// phase's time.
     pub(super) fn fit_local_pooled(&mut self) {
         let local = self.cfg.local;
         if !local.is_on() || local.fit != LocalFit::Fleet || local.kernel != ResidualKind::Learned {
@@ -33,7 +36,13 @@ impl Fleet<'_> {
             true if opts.warm_start => (a0.local().kernel().clone(), false),
             _ => (initial.clone(), true),
         };
-        if fit_agents_pooled(&mut self.agents, opts, &start, first).is_some() {
+        let fitted = if opts.validate {
+            let (warm, initial) = ((!first).then_some(&start), initial.clone());
+            fit_agents_selected(&mut self.agents, opts, warm, &initial).map(|s| s.params)
+        } else {
+            fit_agents_pooled(&mut self.agents, opts, &start, first)
+        };
+        if fitted.is_some() {
             self.local_pooled = true;
         }
         self.phases.learn_s += t.elapsed().as_secs_f64();
@@ -54,18 +63,51 @@ pub fn fit_agents_pooled(
     start: &ResidualKernel,
     first: bool,
 ) -> Option<Vec<f64>> {
-    let share = shares(opts.rows, agents.len());
-    let samples: Vec<FitSample> = agents
+    let samples = offered(agents, &shares(opts.rows, agents.len()));
+    let params = fit_pooled(start, &samples, first, opts)?;
+    take(agents, &params);
+    Some(params)
+}
+
+/// [`fit_agents_pooled`] chosen by held-out evidence ([`fit_pooled_selected`], docs/LOCAL.md
+/// §9): agent i offers twice its share, its even rows join the fit sample (with `2k` rows
+/// at most the memory's, the very rows [`fit_agents_pooled`] fits) and its odd rows the
+/// validation sample; the candidates are the continuation of `warm` (if given) and a cold
+/// start from `initial`. Every agent takes the chosen parameters. Deterministic.
+fn fit_agents_selected(
+    agents: &mut [Agent],
+    opts: &PoolOptions,
+    warm: Option<&ResidualKernel>,
+    initial: &ResidualKernel,
+) -> Option<Selected> {
+    let share: Vec<usize> = shares(opts.rows, agents.len())
+        .iter()
+        .map(|k| 2 * k)
+        .collect();
+    let (fit, validation): (Vec<FitSample>, Vec<FitSample>) =
+        offered(agents, &share).iter().map(halves).unzip();
+    let selected = fit_pooled_selected(warm, initial, &fit, &validation, opts)?;
+    take(agents, &selected.params);
+    Some(selected)
+}
+
+/// Agent i's sample of `share[i]` memory rows ([`Agent::local_fit_sample`]; none if it cannot
+/// offer one).
+fn offered(agents: &[Agent], share: &[usize]) -> Vec<FitSample> {
+    agents
         .par_iter()
         .zip(share.par_iter())
         .map(|(a, &k)| match k {
             0 => FitSample::default(),
             k => a.local_fit_sample(k).unwrap_or_default(),
         })
-        .collect();
-    let params = fit_pooled(start, &samples, first, opts)?;
+        .collect()
+}
+
+/// Every agent takes `params` (one whose memory cannot be factored leaves it unused until the
+/// next fit).
+fn take(agents: &mut [Agent], params: &[f64]) {
     agents.par_iter_mut().for_each(|a| {
-        let _ = a.set_local_kernel_params(&params);
+        let _ = a.set_local_kernel_params(params);
     });
-    Some(params)
 }
