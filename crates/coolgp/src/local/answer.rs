@@ -18,11 +18,14 @@ use faer::{Mat, MatRef};
 
 use super::cache::{Key, MemoryPart};
 use super::factor::Factor;
-use super::LocalModel;
+use super::{LocalModel, ResidualKernel};
 use crate::error::Result;
 use crate::linalg::{dot, mat_vec, mul};
 use crate::model::psi::{point_upper, psi1_matrix, PsiWorkspace};
 use crate::model::{Posterior, Projection, Vocabulary};
+
+/// Smallest posterior residual variance used in a precision or a log (rounding guard).
+pub(crate) const MIN_VAR: f64 = 1e-300;
 
 /// What an agent answers at one point x*: the global fused model's part and its local
 /// correction.
@@ -71,6 +74,17 @@ impl LocalAnswer {
     /// Variance of y(x*): `var_f + noise_var`.
     pub fn var_y(&self) -> f64 {
         self.var_f() + self.noise_var
+    }
+
+    /// The information `½ (ln v0 − ln v)` the residual part carries about its point
+    /// (`v0 = residual_prior`, `v = max(residual_var, 1e-300)`; 0 without a residual part):
+    /// how much the agent's memory knows here relative to knowing nothing.
+    pub fn information_gain(&self) -> f64 {
+        if self.residual_prior > 0.0 {
+            0.5 * (self.residual_prior.ln() - self.residual_var.max(MIN_VAR).ln())
+        } else {
+            0.0
+        }
     }
 }
 
@@ -123,10 +137,7 @@ pub(crate) fn answers(
     post: &Posterior,
     x: MatRef<'_, f64>,
 ) -> Result<Vec<LocalAnswer>> {
-    let (n, q) = (model.len(), x.nrows());
-    let ss = proj.sigma_s();
     let factor = model.factor()?;
-    let (mean_g, gvar, phi) = global_part(vocab, proj, post, x);
     let key = Key {
         version: model.version(),
         theta: proj.to_flat(),
@@ -134,10 +145,57 @@ pub(crate) fn answers(
         t1_inv: post.t1_inv.clone(),
     };
     let part = model.cache().get_or(key, |key| {
-        memory_part(model, &factor, vocab, proj, post, key)
+        let rows = model.rows();
+        let (g, z) = memory_terms(
+            &factor,
+            vocab,
+            proj,
+            post,
+            rows.as_ref(),
+            model.memory().y(),
+        )?;
+        Ok(MemoryPart::new(key, g, z))
     })?;
+    let rows = Corrector {
+        kernel: model.kernel(),
+        feats: model.features(),
+        factor: &factor,
+        g: part.g.as_ref(),
+        z: &part.z,
+    };
+    Ok(corrected(&rows, vocab, proj, post, x))
+}
+
+/// The rows a correction is computed from, factored: the residual kernel, the rows' features
+/// `[n, f]` (row-major), the factor `A = L Lᵀ` of `A = K_r(B, B) + σ_rn² I` and the memory's
+/// part `G = L⁻¹ Ψ̄_B [n, m]`, `z = L⁻¹ (y_B − μ_g(B)) [n]` ([`memory_terms`]).
+pub(crate) struct Corrector<'a> {
+    /// The residual kernel k_r.
+    pub kernel: &'a ResidualKernel,
+    /// The rows' kernel features, `[n, f]` row-major.
+    pub feats: &'a [f64],
+    /// L, `A = L Lᵀ`.
+    pub factor: &'a Factor,
+    /// `G = L⁻¹ Ψ̄_B [n, m]`.
+    pub g: MatRef<'a, f64>,
+    /// `z = L⁻¹ (y_B − μ_g(B)) [n]`.
+    pub z: &'a [f64],
+}
+
+/// The answers at the rows of a checked `x [q, d]`: the global part under `proj` and `post`
+/// and the correction by the exact residual GP on `rows` (the module doc's formulas).
+pub(crate) fn corrected(
+    rows: &Corrector<'_>,
+    vocab: &Vocabulary,
+    proj: &Projection,
+    post: &Posterior,
+    x: MatRef<'_, f64>,
+) -> Vec<LocalAnswer> {
+    let (n, q) = (rows.factor.len(), x.nrows());
+    let ss = proj.sigma_s();
+    let (mean_g, gvar, phi) = global_part(vocab, proj, post, x);
     // k_r(B, x*) [n, q] and k_r(x*, x*).
-    let kernel = model.kernel();
+    let kernel = rows.kernel;
     let mut fx = Vec::new();
     let mut xr = vec![0.0; x.ncols()];
     let mut kss = Vec::with_capacity(q);
@@ -149,16 +207,16 @@ pub(crate) fn answers(
         fx.clear();
         kernel.features(vocab, &xr, &mut fx);
         kss.push(kernel.cov(&fx, &fx));
-        kernel.cov_column(model.features(), &fx, v.col_as_slice_mut(r));
+        kernel.cov_column(rows.feats, &fx, v.col_as_slice_mut(r));
     }
     // V = L⁻¹ k_r(B, x*); c = L⁻ᵀ V = A⁻¹ k_r(B, x*) enters only through
     // w̄ = Ψ̄_Bᵀ c = Gᵀ V [m, q]; s = Σ w̄.
-    factor.solve_lower_in_place(v.as_mut());
-    let wbar = mul(part.g.transpose(), v.as_ref());
+    rows.factor.solve_lower_in_place(v.as_mut());
+    let wbar = mul(rows.g.transpose(), v.as_ref());
     let s = mul(post.t1_inv.as_ref(), wbar.as_ref());
-    let zc = &part.z;
+    let zc = rows.z;
     let noise = kernel.noise_var();
-    Ok((0..q)
+    (0..q)
         .map(|r| {
             let vr = v.col_as_slice(r);
             let (sr, wr) = (s.col_as_slice(r), wbar.col_as_slice(r));
@@ -172,26 +230,30 @@ pub(crate) fn answers(
                 noise_var: noise,
             }
         })
-        .collect())
+        .collect()
 }
 
-/// The memory's part under `key`: `G = L⁻¹ Ψ̄_B`, `z = L⁻¹ (y_B − σ_s Ψ̄_B α)`.
-fn memory_part(
-    model: &LocalModel,
+/// The rows' part of the correction under the factor L of their A: `G = L⁻¹ Ψ̄_B [n, m]`
+/// (unit-scale ψ̄1 of the rows `x [n, d]` under `proj`) and `z = L⁻¹ (y − σ_s Ψ̄_B α) [n]`
+/// (the rows' residuals against the global mean of `post`).
+///
+/// # Errors
+/// [`crate::Error::DimensionMismatch`] when `x` does not fit `vocab` and `proj`.
+pub(crate) fn memory_terms(
     factor: &Factor,
     vocab: &Vocabulary,
     proj: &Projection,
     post: &Posterior,
-    key: Key,
-) -> Result<MemoryPart> {
-    let n = model.len();
-    let mut g = psi1_matrix(vocab, proj, model.rows().as_ref())?;
-    let y = model.memory().y();
+    x: MatRef<'_, f64>,
+    y: &[f64],
+) -> Result<(Mat<f64>, Vec<f64>)> {
+    let n = x.nrows();
+    let mut g = psi1_matrix(vocab, proj, x)?;
     let mu_b = mat_vec(g.as_ref(), &post.alpha);
     let mut z = Mat::from_fn(n, 1, |i, _| y[i] - proj.sigma_s() * mu_b[i]);
     factor.solve_lower_in_place(z.as_mut());
     factor.solve_lower_in_place(g.as_mut());
-    Ok(MemoryPart::new(key, g, z.col_as_slice(0).to_vec()))
+    Ok((g, z.col_as_slice(0).to_vec()))
 }
 
 /// A symmetric `[m, m]` matrix's upper triangle, row-major, off-diagonal entries doubled, so

@@ -1,10 +1,8 @@
 //! The fleet rule: a querier that asked several agents at one point combines their
 //! [`LocalAnswer`]s by a rule computable from the answers alone.
 
+use super::answer::MIN_VAR;
 use super::LocalAnswer;
-
-/// Smallest posterior residual variance used in a precision (rounding guard).
-const MIN_VAR: f64 = 1e-300;
 
 /// How a querier combines several agents' answers at one point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -73,9 +71,9 @@ pub fn combine(rule: FleetRule, answers: &[LocalAnswer]) -> Option<LocalAnswer> 
         return Some(*best);
     }
     if rule == FleetRule::MostInformed {
-        let mut best = (first, gain(first));
+        let mut best = (first, first.information_gain());
         for a in &answers[1..] {
-            let g = gain(a);
+            let g = a.information_gain();
             if g > best.1 {
                 best = (a, g);
             }
@@ -113,14 +111,4 @@ pub fn combine(rule: FleetRule, answers: &[LocalAnswer]) -> Option<LocalAnswer> 
     out.residual_mean = var * num;
     out.residual_prior = v0_mean;
     Some(out)
-}
-
-/// The information `½ (ln v0 − ln v)` an answer's residual carries about its point (0 without
-/// a residual part).
-fn gain(a: &LocalAnswer) -> f64 {
-    if a.residual_prior > 0.0 {
-        0.5 * (a.residual_prior.ln() - a.residual_var.max(MIN_VAR).ln())
-    } else {
-        0.0
-    }
 }

@@ -408,15 +408,28 @@ fn append_rows(f: &mut Factor, rows: Rows<'_>, kept: usize) -> Result<()> {
 
 /// Factors A of `rows` afresh.
 fn refactor_rows(f: &mut Factor, rows: Rows<'_>) -> Result<()> {
-    let n = rows.len();
-    let width = rows.feats.len() / n.max(1);
-    let noise = rows.kernel.noise_var();
+    factor_features(f, rows.kernel, rows.feats, rows.len())
+}
+
+/// Factors `A = K_r(B, B) + σ_rn² I` of the `n` rows whose kernel features are
+/// `feats [n, f]` (row-major) afresh into `f`, with the jitter schedule of
+/// [`Factor::refactor`].
+///
+/// # Errors
+/// [`crate::Error::NotPositiveDefinite`] when every try fails; `f` is then empty.
+pub(crate) fn factor_features(
+    f: &mut Factor,
+    kernel: &ResidualKernel,
+    feats: &[f64],
+    n: usize,
+) -> Result<()> {
+    let width = feats.len() / n.max(1);
+    let noise = kernel.noise_var();
     let mut a = Mat::<f64>::zeros(n, n);
     for j in 0..n {
         // The lower triangle is read: rows j.. of column j.
         let col = &mut a.col_as_slice_mut(j)[j..];
-        rows.kernel
-            .cov_column(&rows.feats[j * width..], rows.feature(j), col);
+        kernel.cov_column(&feats[j * width..], &feats[j * width..(j + 1) * width], col);
         col[0] += noise;
     }
     f.refactor(a.as_ref()).map(drop)

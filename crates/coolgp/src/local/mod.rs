@@ -9,7 +9,9 @@
 //! mean(x*) = μ_g(x*) + k_r(x*, B) A⁻¹ (y_B − μ_g(B))
 //! ```
 //!
-//! A querier combines several agents' answers with a [`FleetRule`] ([`combine`]). With
+//! A querier combines several agents' answers with a [`FleetRule`] ([`combine`]), or, holding
+//! their rows, answers with the exact GP on the union of the most informative agents' rows
+//! ([`UnionRule`], [`union`]). With
 //! `capacity = 0` ([`LocalConfig::default`]) the memory is off and the agent is today's, bit
 //! for bit.
 
@@ -26,6 +28,7 @@ pub mod pool;
 pub mod snapshot;
 #[cfg(test)]
 mod tests;
+pub mod union;
 
 pub use answer::LocalAnswer;
 pub use combine::{combine, FleetRule};
@@ -33,6 +36,7 @@ pub use kernel::ResidualKernel;
 pub use model::LocalModel;
 pub use pool::{FitSample, PoolOptions};
 pub use snapshot::LocalSnapshot;
+pub use union::{UnionRows, UnionRule};
 
 /// The agent's local memory and residual GP (issue 19). `capacity = 0`: off, today's agent
 /// bit for bit.

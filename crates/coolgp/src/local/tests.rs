@@ -13,7 +13,7 @@ use crate::model::{NaturalParams, Posterior, Projection, Vocabulary};
 use crate::rng::Rng;
 
 /// A random q(u) posterior: `T1 = K + G Gᵀ`, `T2` random.
-fn posterior(vocab: &Vocabulary, rng: &mut Rng) -> Posterior {
+pub(super) fn posterior(vocab: &Vocabulary, rng: &mut Rng) -> Posterior {
     let m = vocab.m();
     let g = Mat::from_fn(m, m + 2, |_, _| 0.7 * rng.normal());
     let mut t1 = mul(g.as_ref(), g.transpose());
@@ -36,7 +36,7 @@ fn inv(a: &Mat<f64>) -> Mat<f64> {
 }
 
 /// The dense error variance and mean of the estimator at one query row.
-fn dense(
+pub(super) fn dense(
     model: &LocalModel,
     vocab: &Vocabulary,
     proj: &Projection,
