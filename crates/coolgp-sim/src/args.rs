@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{FuseGroups, FusionChoice, SimConfig, TopologyKind};
 use crate::SimError;
-use coolgp::local::FleetRule;
+use coolgp::local::{FleetRule, UnionRule};
 
 /// Every run option. All optional so that `--config FILE` can fill what the command line omits.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -57,6 +57,15 @@ pub struct SimArgs {
     /// airline).
     #[cfg_attr(feature = "clap", arg(long, value_name = "NAME"))]
     pub fleet_rule: Option<String>,
+    /// Also score the union rule for each of these k (comma-separated, e.g. 2,3): at each
+    /// query row the k agents whose answers carry the most information pool their memory
+    /// rows, and the most informative answers with the exact residual GP on the pooled rows
+    /// (summary.json's `fleet_query_rules` gains `union-K`; with --local-memory). It reads
+    /// the agents' raw rows, so it is a measurement, not a rule a querier can apply from
+    /// answers (docs/LOCAL.md §6–§7); it costs one Cholesky of up to k·B rows per distinct
+    /// set of agents chosen.
+    #[cfg_attr(feature = "clap", arg(long, value_delimiter = ',', value_name = "K"))]
+    pub union_k: Option<Vec<usize>>,
     /// Skip malformed rows (counted and reported) instead of stopping at the first.
     #[cfg_attr(feature = "clap", arg(long))]
     #[serde(default)]
@@ -168,7 +177,7 @@ impl From<ConfigError> for SimError {
 
 impl SimArgs {
     /// The keys of a configuration file besides [`AgentArgs::KEYS`] (the flags' names).
-    pub const KEYS: [&'static str; 31] = [
+    pub const KEYS: [&'static str; 32] = [
         "dataset",
         "data",
         "target",
@@ -178,6 +187,7 @@ impl SimArgs {
         "agent-by",
         "regions",
         "fleet-rule",
+        "union-k",
         "skip-bad-rows",
         "agents",
         "inducing",
@@ -248,6 +258,7 @@ impl SimArgs {
             agent_by,
             regions,
             fleet_rule,
+            union_k,
             agents,
             inducing,
             latent_dim,
@@ -395,6 +406,7 @@ pub fn sim_config(
         },
         fuse_warmup: !a.no_fuse_warmup,
         fleet_rule: fleet_rule(a.fleet_rule.as_deref())?,
+        union: union_rules(a.union_k.as_deref())?,
         local: agent.config.local,
         site: agent.config.site,
         ..SimConfig::default()
@@ -419,6 +431,25 @@ fn fleet_rule(name: Option<&str>) -> Result<FleetRule, SimError> {
                 .join(", ")
         ))
     })
+}
+
+/// The union rules of `--union-k` (ascending, each k once; none without the flag).
+///
+/// # Errors
+/// [`SimError::Config`] for k = 0.
+fn union_rules(ks: Option<&[usize]>) -> Result<Vec<UnionRule>, SimError> {
+    let mut rules = ks
+        .unwrap_or_default()
+        .iter()
+        .map(|&k| {
+            UnionRule::new(k).ok_or_else(|| {
+                SimError::Config("--union-k 0: the union needs at least 1 agent".into())
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    rules.sort_unstable();
+    rules.dedup();
+    Ok(rules)
 }
 
 /// Refuses a configuration whose agents need more memory than `machine` bytes (on rows of

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use coolgp::learn::{AdamConfig, SiteConfig};
-use coolgp::local::{FleetRule, LocalConfig, PoolOptions};
+use coolgp::local::{FleetRule, LocalConfig, PoolOptions, UnionRule};
 use coolgp::{ProjectionMode, Topology, UpdateMode, Vocabulary};
 use serde::Serialize;
 
@@ -240,6 +240,10 @@ pub struct SimConfig {
     /// How the fleet-wide query combines the agents' answers (`--fleet-rule`; default rBCM,
     /// the best RMSE and the best-calibrated coverage measured, EXPERIMENTS.md issue 19).
     pub fleet_rule: FleetRule,
+    /// The union rules also scored by the fleet-wide query (`--union-k`; none by default):
+    /// an exact residual GP on the pooled rows of the k most informative agents
+    /// ([`coolgp::local::union`]).
+    pub union: Vec<UnionRule>,
     /// The agents' local memory and residual GP (`--local-memory`; the central learner keeps
     /// none).
     pub local: LocalConfig,
@@ -277,6 +281,7 @@ impl Default for SimConfig {
             central_damping: 0.01,
             fuse_groups: FuseGroups::Across,
             fleet_rule: FleetRule::Rbcm,
+            union: Vec::new(),
             local: LocalConfig::default(),
             pool: PoolOptions::default(),
         }

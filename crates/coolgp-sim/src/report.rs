@@ -5,7 +5,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 use crate::baselines::Uploads;
-use crate::fleet::QueryScores;
+use crate::fleet::{QueryScores, UnionStats};
 use crate::network::NetStats;
 
 /// A point of the learning curves (mean RMSE over evaluated agents, original units).
@@ -95,8 +95,13 @@ pub struct Report {
     /// The fleet rule of the `*_fleet_query` fields (`--fleet-rule`).
     pub fleet_rule: String,
     /// The fleet-wide query's scores under every rule of the core (`min-variance`, `bcm`,
-    /// `rbcm`, …: [`coolgp::local::FleetRule::ALL`]), on the same rows.
+    /// `rbcm`, …: [`coolgp::local::FleetRule::ALL`]), on the same rows; with `--union-k`, the
+    /// union rules too (`union-2`, …: [`coolgp::local::UnionRule`]).
     pub fleet_query_rules: BTreeMap<String, QueryScores>,
+    /// What each union rule of `--union-k` did, by its name: sets of agents factored, their
+    /// mean rows, fallbacks and wall seconds (absent without `--union-k`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub fleet_query_union: BTreeMap<String, UnionStats>,
     /// The oracle's RMSE (original units) on the rows of the fleet query whose routing group
     /// is known (`--agent-by`, `--regions`, the synthetic phenomena; `None` for random
     /// routing): the answer of the agent that holds the row's region or station (the

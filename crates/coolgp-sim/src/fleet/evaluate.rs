@@ -116,6 +116,7 @@ impl Fleet<'_> {
             nlpd_oracle_local: oracle(|s| s.nlpd),
             coverage95_oracle_local: oracle(|s| s.coverage95),
             fleet_query_rules: query.rules,
+            fleet_query_union: query.union,
             local_points_mean: query.local_points_mean,
             fleet_query_by_group: query.by_group,
             local_bytes_per_agent: query.local_bytes_per_agent,

@@ -13,7 +13,7 @@
 //! 4. [`Fleet::evaluate`] (`evaluate.rs`): the fused agents and the references (the central
 //!    learner, dDTC and dPITC) on the test sets, and the fleet-wide queries (`query.rs`:
 //!    every agent's answer with its local memory, combined by the fleet rules, and the
-//!    oracle's), as a [`Report`].
+//!    oracle's; `union.rs`: the union rules of `--union-k`), as a [`Report`].
 //!
 //! [`crate::run`] is these phases in order; the Python `FleetRegressor` drives the same
 //! phases on in-memory arrays and keeps the fused agents instead of evaluating them.
@@ -24,6 +24,7 @@ mod fuse;
 mod pool;
 mod query;
 mod stream;
+mod union;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,6 +43,7 @@ use fuse::Fusion;
 pub use pool::fit_agents_pooled;
 pub use query::{local_bytes, QueryScores, QUERY_POINTS, RULES};
 use stream::{Cadence, Dispatch};
+pub use union::UnionStats;
 
 /// Progress callback: (batches done, batches total).
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);

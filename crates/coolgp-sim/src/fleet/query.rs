@@ -1,9 +1,12 @@
 //! Fleet-wide queries (issue 19): a querier that does not know which agent knows a place asks
 //! every agent and combines their answers by a rule computable from the answers alone
 //! ([`coolgp::local::combine`]); and the oracle, the agents whose region (or station) the
-//! point belongs to. Scored on the first [`QUERY_POINTS`] rows of each test set.
+//! point belongs to; and, with `--union-k`, the union rules (`union.rs`: an exact GP on the
+//! pooled rows of the most informative agents, which needs their rows, not only their
+//! answers). Scored on the first [`QUERY_POINTS`] rows of each test set.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use coolgp::local::{combine, FleetRule, LocalAnswer};
 use coolgp::model::predict::Prediction;
@@ -12,6 +15,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::stream::members;
+use super::union::{cpu_seconds, UnionStats};
 use super::Fleet;
 use crate::eval::{coverage95, rmse, window};
 use crate::workload::TestSet;
@@ -77,8 +81,10 @@ impl QueryScores {
 
 /// What the fleet-wide queries measured.
 pub(super) struct FleetQuery {
-    /// Each rule's scores, by its name.
+    /// Each rule's scores, by its name (the union rules of `--union-k` too).
     pub rules: BTreeMap<String, QueryScores>,
+    /// What each union rule did, by its name (empty without `--union-k`).
+    pub union: BTreeMap<String, UnionStats>,
     /// The oracle's scores (over the rows whose group is known), if any row's is.
     pub oracle: Option<QueryScores>,
     /// The run's rule's RMSE (original units) on the rows of each routing group (`None` for a
@@ -102,13 +108,17 @@ impl Fleet<'_> {
         let mut per_rule: Vec<Vec<QueryScores>> = vec![Vec::new(); RULES.len()];
         let mut oracle = Vec::new();
         let mut by_group = GroupErrors::new(self.work.groups);
+        let mut per_union: Vec<Vec<QueryScores>> = vec![Vec::new(); self.cfg.union.len()];
+        let mut union = vec![UnionStats::default(); self.cfg.union.len()];
         for t in &self.work.tests {
             let w = window(t, 0, QUERY_POINTS);
+            let cpu = cpu_seconds();
             let answers: Vec<Option<Vec<LocalAnswer>>> = self
                 .agents
                 .par_iter()
                 .map(|a| a.local_answers(w.x.as_ref(), View::Fused).ok())
                 .collect();
+            let answers_cpu = cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
             let at_row = |i: usize, who: &mut dyn Iterator<Item = usize>| -> Vec<LocalAnswer> {
                 who.filter_map(|a| answers[a].as_ref().map(|v| v[i]))
                     .collect()
@@ -132,14 +142,31 @@ impl Fleet<'_> {
             if let Some(s) = self.oracle_scores(&w, &at_row) {
                 oracle.push(s);
             }
+            for (u, &rule) in self.cfg.union.iter().enumerate() {
+                let (start, cpu) = (Instant::now(), cpu_seconds());
+                let got = self.union_answers(rule, &w, &answers);
+                let (scores, mut stats) = match got {
+                    Some((a, stats)) => (QueryScores::of(&a, &w.y, y_scale), stats),
+                    None => (QueryScores::NAN, UnionStats::default()),
+                };
+                stats.wall_s = start.elapsed().as_secs_f64();
+                stats.cpu_s = cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
+                stats.answers_cpu_s = answers_cpu;
+                per_union[u].push(scores);
+                union[u].merge(&stats);
+            }
         }
+        let union_names = self.cfg.union.iter().map(|r| r.name());
         let na = self.agents.len().max(1) as f64;
         FleetQuery {
             rules: RULES
                 .iter()
-                .zip(&per_rule)
-                .map(|(rule, s)| (rule.name().to_owned(), QueryScores::mean(s)))
+                .map(|rule| rule.name().to_owned())
+                .chain(union_names.clone())
+                .zip(per_rule.iter().chain(&per_union))
+                .map(|(name, s)| (name, QueryScores::mean(s)))
                 .collect(),
+            union: union_names.zip(union).collect(),
             oracle: (!oracle.is_empty()).then(|| QueryScores::mean(&oracle)),
             by_group: by_group.rmse(y_scale),
             local_points_mean: self

@@ -5,3 +5,4 @@ mod claims;
 mod fleet;
 mod pool;
 mod scores;
+mod union;

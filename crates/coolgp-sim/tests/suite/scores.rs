@@ -5,7 +5,7 @@ use coolgp_sim::{run, Batch, Report, SimConfig, TestSet, Workload};
 
 /// A well-specified stream: one phenomenon drawn from the unit GP (random Fourier features)
 /// with Gaussian noise of standard deviation `noise`, `d = d' = 2`.
-fn gp_stream(noise: f64, seed: u64) -> Workload {
+pub(crate) fn gp_stream(noise: f64, seed: u64) -> Workload {
     let syn = generate(&SyntheticConfig {
         d: 2,
         d_latent: 2,
