@@ -651,3 +651,40 @@ fn the_pooled_fit_of_one_sample_is_the_plain_fit() {
     );
     assert!(FitSample::new(2, x[..3].to_vec(), r[..2].to_vec()).is_err());
 }
+
+#[test]
+fn an_agents_union_of_its_own_memory_is_its_own_answer() {
+    // Reference: docs/LOCAL.md §7 (the union correction with k = 1).
+    let local = LocalConfig {
+        capacity: 25,
+        policy: MemoryPolicy::Reservoir,
+        ..LocalConfig::default()
+    };
+    let mut a = agent(local, 3);
+    let mut rng = Rng::new(3, 3);
+    for _ in 0..4 {
+        let (x, y) = data(15, &mut rng);
+        a.handle_block(x.as_ref(), &y).expect("block");
+    }
+    let mut rows = coolgp::local::UnionRows::new(2);
+    rows.push_memory(a.local().memory()).expect("width");
+    assert_eq!(rows.len(), 25);
+    let (xq, _) = data(7, &mut rng);
+    for view in [View::Own, View::Fused] {
+        let own = a.local_answers(xq.as_ref(), view).expect("own");
+        let union = a.union_answers(&rows, xq.as_ref(), view).expect("union");
+        for (u, o) in union.iter().zip(&own) {
+            assert!(o.residual_prior > 0.0);
+            for (p, q) in [
+                (u.mean(), o.mean()),
+                (u.var_f(), o.var_f()),
+                (u.residual_var, o.residual_var),
+                (u.noise_var, o.noise_var),
+            ] {
+                assert!((p - q).abs() < 1e-10, "{view:?}: {p} vs {q}");
+            }
+        }
+    }
+    let wrong = coolgp::local::UnionRows::new(3);
+    assert!(a.union_answers(&wrong, xq.as_ref(), View::Fused).is_err());
+}
