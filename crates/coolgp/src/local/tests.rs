@@ -5,7 +5,7 @@
 use faer::Mat;
 
 use super::answer::answers;
-use super::{LocalConfig, LocalModel, MemoryPolicy, ResidualKind};
+use super::{LocalAnswer, LocalConfig, LocalModel, MemoryPolicy, ResidualKind};
 use crate::linalg::{mat_vec, mul, Cholesky};
 use crate::model::predict::predict;
 use crate::model::psi::{psi1_matrix, PointPsi};
@@ -215,6 +215,20 @@ fn a_point_projection_has_no_w_part() {
     );
 }
 
+/// The largest absolute difference between two answers' six numbers.
+pub(super) fn worst_gap(a: &LocalAnswer, w: &LocalAnswer) -> f64 {
+    [
+        a.global_mean - w.global_mean,
+        a.global_var - w.global_var,
+        a.residual_mean - w.residual_mean,
+        a.residual_var - w.residual_var,
+        a.residual_prior - w.residual_prior,
+        a.noise_var - w.noise_var,
+    ]
+    .iter()
+    .fold(0.0f64, |s, v| s.max(v.abs()))
+}
+
 /// Offers a random stream to a model under `policy`, answering after a block with
 /// probability `p_answer` and moving the kernel when a fit is due; after every block the
 /// lazily kept answers equal those of a model factored afresh (1e-10).
@@ -265,15 +279,7 @@ fn lazy_equals_fresh(policy: MemoryPolicy, kind: ResidualKind, p_answer: f64, se
         .expect("factor");
         let want = answers(&fresh, &vocab, &proj, &post, xq.as_ref()).expect("answers");
         for (a, w) in got.iter().zip(&want) {
-            let worst = [
-                a.global_mean - w.global_mean,
-                a.global_var - w.global_var,
-                a.residual_mean - w.residual_mean,
-                a.residual_var - w.residual_var,
-                a.residual_prior - w.residual_prior,
-            ]
-            .iter()
-            .fold(0.0f64, |s, v| s.max(v.abs()));
+            let worst = worst_gap(a, w);
             assert!(
                 worst < 1e-10,
                 "{policy:?} {kind:?} step {step}: off by {worst:e}"

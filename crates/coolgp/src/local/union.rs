@@ -227,7 +227,7 @@ mod tests {
     use faer::Mat;
 
     use super::super::answer::answers as own_answers;
-    use super::super::tests::{dense, posterior};
+    use super::super::tests::{dense, posterior, worst_gap};
     use super::super::{LocalConfig, LocalModel, MemoryPolicy, ResidualKind};
     use super::*;
     use crate::rng::Rng;
@@ -356,16 +356,7 @@ mod tests {
                     answers(own.kernel(), &vocab, &proj, &post, &rows, xq.as_ref()).expect("union");
                 let want = own_answers(&own, &vocab, &proj, &post, xq.as_ref()).expect("own");
                 for (a, w) in got.iter().zip(&want) {
-                    let worst = [
-                        a.global_mean - w.global_mean,
-                        a.global_var - w.global_var,
-                        a.residual_mean - w.residual_mean,
-                        a.residual_var - w.residual_var,
-                        a.residual_prior - w.residual_prior,
-                        a.noise_var - w.noise_var,
-                    ]
-                    .iter()
-                    .fold(0.0f64, |s, v| s.max(v.abs()));
+                    let worst = worst_gap(a, w);
                     assert!(worst < 1e-10, "{kind:?} point {point}: off by {worst:e}");
                 }
             }
