@@ -3,9 +3,8 @@
 //! sum is taken in a fixed order, the same on every dispatch path, so results are bit-identical
 //! with and without AVX2 / AVX-512.
 
-use crate::model::psi::{chunk_values, prepare_point, prepared, KernelScratch, LANES};
 use crate::model::Vocabulary;
-use crate::simd::{dispatch, exp_fma};
+use crate::simd::dispatch;
 
 /// Dot product with four fixed-order partial sums (vectorizable, deterministic).
 #[inline(always)]
@@ -37,6 +36,7 @@ dispatch! {
     /// ([`offdiag_row`]), bit-identical to the passes of [`contract_row_groups`].
     pub(crate) fn g_psi2_contractions(psi2: &[f64], g: &[f64], zg: &[f64], m: usize, out: &mut Contractions) {
         let Contractions { h, q, t, total: out_total } = out;
+        let dz = q.len();
         h[..m].fill(0.0);
         q.fill(0.0);
         let mut total = 0.0;
@@ -44,15 +44,19 @@ dispatch! {
         for j in 0..m {
             let row = j * m + j..(j + 1) * m;
             let diag = g[row.start] * psi2[row.start];
-            if one_group {
+            let (off, v) = if one_group {
                 let (g, p) = (&g[row.start + 1..row.end], &psi2[row.start + 1..row.end]);
-                let (off, v) = offdiag_row(g, p, &mut h[j + 1..m], &zg[(j + 1) * GROUP..]);
-                finish_row(j, diag, off, &v, h, q, &mut total, zg);
+                offdiag_row(g, p, &mut h[j + 1..m], &zg[(j + 1) * GROUP..])
             } else {
-                let (gr, pr) = (&g[row.clone()], &psi2[row]);
-                let off = contract_row_groups(gr, pr, &mut h[j..m], zg, m, j, t, q);
-                h[j] += diag + off;
-                total += diag + 2.0 * off;
+                contract_row_groups(&g[row.clone()], &psi2[row], &mut h[j..m], zg, m, j, t, q)
+            };
+            h[j] += diag + off;
+            total += diag + 2.0 * off;
+            if one_group {
+                let zj = &zg[j * GROUP..(j + 1) * GROUP];
+                for (l, qi) in q.iter_mut().enumerate().take(dz) {
+                    *qi += zj[l] * (zj[l] * diag + 2.0 * v[l]);
+                }
             }
         }
         *out_total = total;
@@ -67,41 +71,14 @@ dispatch! {
 #[inline(always)]
 fn offdiag_row(g: &[f64], p: &[f64], h: &mut [f64], z: &[f64]) -> (f64, [f64; GROUP]) {
     let n = g.len();
-    let p = &p[..n];
-    let p16 = |k: usize| -> [f64; 16] {
-        let mut e = [0.0; 16];
-        e.copy_from_slice(&p[k..k + 16]);
-        e
-    };
-    let p4 = |k: usize| -> [f64; 4] {
-        let mut e = [0.0; 4];
-        let r = (n - k).min(4);
-        e[..r].copy_from_slice(&p[k..k + r]);
-        e
-    };
-    offdiag_row_by(g, h, z, p16, p4)
-}
-
-/// [`offdiag_row`] with the ψ̄2 entries of the row from `p16(k)` (entries `k..k+16`) and
-/// `p4(k)` (entries `k..k+4`, the lanes past the row's end ignored), `k` counted from `j + 1`.
-#[inline(always)]
-fn offdiag_row_by(
-    g: &[f64],
-    h: &mut [f64],
-    z: &[f64],
-    p16: impl Fn(usize) -> [f64; 16],
-    p4: impl Fn(usize) -> [f64; 4],
-) -> (f64, [f64; GROUP]) {
-    let n = g.len();
-    let (h, z) = (&mut h[..n], &z[..n * GROUP]);
+    let (p, h, z) = (&p[..n], &mut h[..n], &z[..n * GROUP]);
     let mut acc16 = [0.0f64; 16];
     let mut rz = [[0.0f64; GROUP]; 4];
     let mut k = 0;
     while k + 16 <= n {
-        let e = p16(k);
         let mut t = [0.0f64; 16];
         for l in 0..16 {
-            t[l] = g[k + l] * e[l];
+            t[l] = g[k + l] * p[k + l];
             acc16[l] += t[l];
             h[k + l] += t[l];
         }
@@ -118,10 +95,9 @@ fn offdiag_row_by(
         acc4[l] = (acc16[l] + acc16[l + 4]) + (acc16[l + 8] + acc16[l + 12]);
     }
     while k + 4 <= n {
-        let e = p4(k);
         let zk = &z[k * GROUP..(k + 4) * GROUP];
         for l in 0..4 {
-            let t = g[k + l] * e[l];
+            let t = g[k + l] * p[k + l];
             acc4[l] += t;
             h[k + l] += t;
             for c in 0..GROUP {
@@ -132,14 +108,11 @@ fn offdiag_row_by(
     }
     let mut t = [0.0f64; 3];
     let r = n - k;
-    if r > 0 {
-        let e = p4(k);
-        for l in 0..r {
-            t[l] = g[k + l] * e[l];
-            h[k + l] += t[l];
-            for c in 0..GROUP {
-                rz[l][c] += t[l] * z[(k + l) * GROUP + c];
-            }
+    for l in 0..r {
+        t[l] = g[k + l] * p[k + l];
+        h[k + l] += t[l];
+        for c in 0..GROUP {
+            rz[l][c] += t[l] * z[(k + l) * GROUP + c];
         }
     }
     let tail: f64 = t[..r].iter().sum();
@@ -150,96 +123,9 @@ fn offdiag_row_by(
     ((acc4[0] + acc4[1]) + (acc4[2] + acc4[3]) + tail, v)
 }
 
-dispatch! {
-    /// [`g_psi2_contractions`] of the ψ̄2 of one point with moments `(a, s) [d']` (d' ≤ 8:
-    /// `zg` one group), its entries computed as the ψ̄2 kernel computes them
-    /// ([`crate::model::psi::chunk_values`]) and used at once, never stored: the bits of
-    /// `point_upper` followed by [`g_psi2_contractions`].
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn psi2_contractions(
-        zt: &[f64],
-        m: usize,
-        a: &[f64],
-        s: &[f64],
-        scratch: &mut KernelScratch,
-        g: &[f64],
-        zg: &[f64],
-        out: &mut Contractions,
-    ) {
-        let dz = a.len();
-        let mp = m + LANES;
-        let base = prepare_point(zt, m, a, s, scratch);
-        let (beta, phi, zp) = prepared(scratch, m, dz);
-        let Contractions { h, q, t, total: out_total } = out;
-        h[..m].fill(0.0);
-        q.fill(0.0);
-        // The diagonal G_jj ψ̄2_jj into t, 16 rows at a time (lanes past m read the padding).
-        for j0 in (0..m).step_by(LANES) {
-            let mut r = [0.0f64; LANES];
-            for l in 0..LANES {
-                r[l] = (base + phi[j0 + l]) + phi[j0 + l];
-            }
-            for i in 0..dz {
-                let zi = &zp[i * mp + j0..i * mp + j0 + LANES];
-                for l in 0..LANES {
-                    r[l] = (zi[l] * beta[i]).mul_add(zi[l], r[l]);
-                }
-            }
-            let mut e = [0.0f64; LANES];
-            for l in 0..LANES {
-                e[l] = exp_fma(r[l]);
-            }
-            for l in 0..LANES.min(m - j0) {
-                t[j0 + l] = g[(j0 + l) * m + j0 + l] * e[l];
-            }
-        }
-        let mut total = 0.0;
-        let mut coef = [0.0f64; GROUP];
-        for j in 0..m {
-            let pj = base + phi[j];
-            for i in 0..dz {
-                coef[i] = zp[i * mp + j] * beta[i];
-            }
-            let coef = &coef[..dz];
-            let k0 = j + 1;
-            let (off, v) = offdiag_row_by(
-                &g[j * m + k0..(j + 1) * m],
-                &mut h[k0..m],
-                &zg[k0 * GROUP..],
-                |k| chunk_values::<16>(pj, &phi[k0 + k..], coef, &zp[k0 + k..], mp),
-                |k| chunk_values::<4>(pj, &phi[k0 + k..], coef, &zp[k0 + k..], mp),
-            );
-            finish_row(j, t[j], off, &v, h, q, &mut total, zg);
-        }
-        *out_total = total;
-    }
-}
-
-/// The end of row `j` of the one-group contractions: `h_j += diag + off`,
-/// `total += diag + 2·off`, `q_l += z_jl (z_jl diag + 2 v_l)`.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn finish_row(
-    j: usize,
-    diag: f64,
-    off: f64,
-    v: &[f64; GROUP],
-    h: &mut [f64],
-    q: &mut [f64],
-    total: &mut f64,
-    zg: &[f64],
-) {
-    h[j] += diag + off;
-    *total += diag + 2.0 * off;
-    let zj = &zg[j * GROUP..(j + 1) * GROUP];
-    for (l, qi) in q.iter_mut().enumerate() {
-        *qi += zj[l] * (zj[l] * diag + 2.0 * v[l]);
-    }
-}
-
 /// One row `j` of [`g_psi2_contractions`] for any d', in passes: `g`, `p` are row `j` of G
 /// and ψ̄2 at `k ≥ j`, `h` is `h [k ≥ j]`; adds `t_k` to `h [k > j]` and the row's part of `q`,
-/// returns the off-diagonal sum.
+/// returns the off-diagonal sum (and an unused zero vector).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn contract_row_groups(
@@ -251,7 +137,7 @@ fn contract_row_groups(
     j: usize,
     t: &mut [f64],
     q: &mut [f64],
-) -> f64 {
+) -> (f64, [f64; GROUP]) {
     let dz = q.len();
     let tr = &mut t[..m - j];
     for ((tk, &gk), &pk) in tr.iter_mut().zip(g).zip(p) {
@@ -271,7 +157,7 @@ fn contract_row_groups(
             *qi += zj[l] * (zj[l] * diag + 2.0 * v[l]);
         }
     }
-    off
+    (off, [0.0; GROUP])
 }
 
 /// Per point, the sums over `j` of the weights `w [m]` and `h [m]` against each latent
@@ -343,7 +229,7 @@ dispatch! {
 }
 
 /// Columns of Z per group in [`z_groups`].
-pub(crate) const GROUP: usize = 8;
+const GROUP: usize = 8;
 
 /// Z `[m, d']` rearranged as `[⌈d'/8⌉, m, 8]` (column groups of 8, zero-padded), so that the
 /// 8 coordinates of one inducing input in one group are contiguous.
@@ -445,7 +331,7 @@ mod tests {
             let row = j * m + j..(j + 1) * m;
             let diag = g[row.start] * p[row.start];
             let (gr, pr) = (&g[row.clone()], &p[row]);
-            let off = contract_row_groups(gr, pr, &mut h[j..m], zg, m, j, &mut t, &mut q);
+            let (off, _) = contract_row_groups(gr, pr, &mut h[j..m], zg, m, j, &mut t, &mut q);
             h[j] += diag + off;
             total += diag + 2.0 * off;
         }
@@ -478,52 +364,6 @@ mod tests {
                         ct.h.iter().chain(&ct.q).map(|v| v.to_bits()).collect();
                     bits.push(ct.total.to_bits());
                     assert_eq!(bits, want, "m {m} d' {dz} level {level}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn psi2_contracted_as_computed_is_the_stored_psi2_contracted_bit_for_bit() {
-        // Reference: point_upper's ψ̄2 (the kernel that stores it), then g_psi2_contractions.
-        use crate::model::psi::{point_psi1, point_upper, PsiWorkspace};
-        let mut rng = Rng::new(12, 5);
-        for dz in [1usize, 2, 3, 8] {
-            for m in (1usize..=40).chain([63, 64, 65, 100]) {
-                let vocab = Vocabulary::new(Mat::from_fn(m, dz, |_, _| rng.normal()), 1)
-                    .expect("vocabulary");
-                let d = 3;
-                let mu = Mat::from_fn(dz, d, |_, _| 0.5 * rng.normal());
-                let ls = Mat::from_fn(dz, d, |_, _| -1.0 + 0.5 * rng.normal());
-                let proj = crate::model::Projection::new(mu, ls, 0.0, 0.0);
-                let x: Vec<f64> = (0..d).map(|_| rng.normal()).collect();
-                let zg = z_groups(&vocab);
-                let g: Vec<f64> = (0..m * m).map(|_| rng.normal()).collect();
-                let fresh = |dz: usize| Contractions {
-                    h: vec![0.0; m],
-                    q: vec![0.0; dz],
-                    t: vec![0.0; m],
-                    total: 0.0,
-                };
-                let bits = |c: &Contractions| {
-                    let mut b: Vec<u64> = c.h.iter().chain(&c.q).map(|v| v.to_bits()).collect();
-                    b.push(c.total.to_bits());
-                    b
-                };
-                for level in [2, 1, 0] {
-                    let (mut want, mut got) = (fresh(dz), fresh(dz));
-                    let (mut ws, mut ws2) = (PsiWorkspace::default(), PsiWorkspace::default());
-                    let (mut p1, mut p2) = (vec![0.0; m], vec![f64::NAN; m * m]);
-                    let mut p1b = vec![0.0; m];
-                    at_level(level, || {
-                        point_upper(&vocab, &proj, &x, &mut ws, &mut p1, &mut p2);
-                        g_psi2_contractions(&p2, &g, &zg, m, &mut want);
-                        point_psi1(&vocab, &proj, &x, &mut ws2, &mut p1b);
-                        let (a, s, k) = ws2.kernel_parts();
-                        psi2_contractions(vocab.z_dim_major(), m, a, s, k, &g, &zg, &mut got);
-                    });
-                    assert_eq!(bits(&got), bits(&want), "m {m} d' {dz} level {level}");
-                    assert_eq!(p1b, p1);
                 }
             }
         }

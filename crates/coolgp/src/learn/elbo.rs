@@ -10,13 +10,11 @@
 
 use faer::{Mat, MatRef};
 
-use crate::learn::contract::{
-    dot4, g_psi2_contractions, psi2_contractions, z_groups, z_sums, Contractions, ZSums, GROUP,
-};
+use crate::learn::contract::{dot4, g_psi2_contractions, z_groups, z_sums, Contractions, ZSums};
 use crate::learn::hyper::HyperStats;
 use crate::model::natural::Posterior;
 use crate::model::projection::{Projection, ProjectionGrad};
-use crate::model::psi::{point_psi1, point_upper, PsiWorkspace, UnitStats};
+use crate::model::psi::{point_upper, PsiWorkspace, UnitStats};
 use crate::model::Vocabulary;
 
 /// `L_D` of one block and its gradient with respect to θ.
@@ -236,25 +234,19 @@ struct OnePoint {
 }
 
 impl OnePoint {
-    /// Buffers for `m` inducing inputs, `d` inputs and `head` fresh rows; a ψ̄2 buffer only
-    /// when fresh rows' ψ̄2 must be stored (d' > 8, see [`psi2_contractions`]).
-    fn new(m: usize, d: usize, dz: usize, head: usize) -> Self {
+    fn new(m: usize, d: usize, head: usize) -> Self {
         let on = usize::from(head > 0);
-        let store = usize::from(dz > GROUP);
         Self {
             psi1: vec![0.0; on * m],
-            psi2: vec![0.0; on * store * m * m],
+            psi2: vec![0.0; on * m * m],
             x: vec![0.0; d],
             head,
         }
     }
 
-    /// `(ψ̄1 [m], a [d'], s [d'])` of row `r` of `x`, with the contractions of its ψ̄2 against
-    /// `g` into `ct` ([`g_psi2_contractions`]): computed now with the workspace of `fresh` for
-    /// `r < head` (for d' ≤ 8 its ψ̄2 is contracted as it is computed, [`psi2_contractions`],
-    /// with the same bits), else from `bp`'s row `r − head`.
-    #[allow(clippy::too_many_arguments)]
-    fn row_contracted<'a>(
+    /// `(ψ̄1 [m], ψ̄2 [m, m] upper, a [d'], s [d'])` of row `r` of `x`: computed now with the
+    /// workspace of `fresh` for `r < head`, else `bp`'s row `r − head`.
+    fn row<'a>(
         &'a mut self,
         vocab: &Vocabulary,
         proj: &Projection,
@@ -262,31 +254,22 @@ impl OnePoint {
         r: usize,
         bp: &'a BlockPsi,
         fresh: Option<&'a mut (usize, &mut PsiWorkspace)>,
-        (g, zg): (&[f64], &[f64]),
-        ct: &mut Contractions,
-    ) -> (&'a [f64], &'a [f64], &'a [f64]) {
+    ) -> (&'a [f64], &'a [f64], &'a [f64], &'a [f64]) {
         let (m, dz) = (vocab.m(), vocab.d_latent());
         match fresh {
             Some((_, ws)) if r < self.head => {
                 for (j, v) in self.x.iter_mut().enumerate() {
                     *v = x[(r, j)];
                 }
-                if dz <= GROUP {
-                    point_psi1(vocab, proj, &self.x, ws, &mut self.psi1);
-                    let (a, s, k) = ws.kernel_parts();
-                    psi2_contractions(vocab.z_dim_major(), m, a, s, k, g, zg, ct);
-                    return (&self.psi1[..], a, s);
-                }
                 point_upper(vocab, proj, &self.x, ws, &mut self.psi1, &mut self.psi2);
-                g_psi2_contractions(&self.psi2, g, zg, m, ct);
                 let (a, s) = ws.moments();
-                (&self.psi1[..], a, s)
+                (&self.psi1[..], &self.psi2[..], a, s)
             }
             _ => {
                 let q = r - self.head;
-                g_psi2_contractions(&bp.psi2[q * m * m..(q + 1) * m * m], g, zg, m, ct);
                 (
                     &bp.psi1[q * m..(q + 1) * m],
+                    &bp.psi2[q * m * m..(q + 1) * m * m],
                     &bp.a[q * dz..(q + 1) * dz],
                     &bp.s[q * dz..(q + 1) * dz],
                 )
@@ -308,7 +291,7 @@ pub(crate) fn loglik_grad_rows(
     mut fresh: Option<(usize, &mut PsiWorkspace)>,
 ) -> BlockElbo {
     let (m, dz, d) = (vocab.m(), vocab.d_latent(), proj.d());
-    let mut one = OnePoint::new(m, d, dz, fresh.as_ref().map_or(0, |f| f.0));
+    let mut one = OnePoint::new(m, d, fresh.as_ref().map_or(0, |f| f.0));
     let n = y.len();
     let ss = proj.sigma_s();
     let sn2 = proj.sigma_n() * proj.sigma_n();
@@ -336,8 +319,7 @@ pub(crate) fn loglik_grad_rows(
     // c2 = −G/(2σ_n²) and ψ2 = σ_s² ψ̄2, so H = c·(G∘ψ̄2) with c = −σ_s²/(2σ_n²).
     let c = -ss * ss / (2.0 * sn2);
     for r in 0..n {
-        let (psi1, a, s) =
-            one.row_contracted(vocab, proj, x, r, bp, fresh.as_mut(), (&g, &zg), &mut ct);
+        let (psi1, psi2, a, s) = one.row(vocab, proj, x, r, bp, fresh.as_mut());
         let yn = y[r];
         yty += yn * yn;
         // ψ1 = σ_s ψ̄1; w1_j = c1_nj ψ1_nj with c1_nj = y_n α_j / σ_n².
@@ -349,6 +331,7 @@ pub(crate) fn loglik_grad_rows(
         let a_unit = yn * dot4(psi1, alpha);
         y_psi_alpha += ss * a_unit;
         hyper.a += a_unit;
+        g_psi2_contractions(psi2, &g, &zg, m, &mut ct);
         let (trg, h, q) = (ct.total, &ct.h, &ct.q);
         tr_g_psi2 += ss * ss * trg;
         hyper.b += trg;

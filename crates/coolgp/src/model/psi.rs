@@ -34,13 +34,13 @@ pub struct PsiWorkspace {
 /// registers (four AVX2 or two AVX-512 vectors: independent dependency chains through the
 /// exponential), so no exponent row goes through memory. A row's last 1–16 entries take one
 /// chunk of 16, 8 or 4 lanes.
-pub(crate) const LANES: usize = 16;
+const LANES: usize = 16;
 
 /// Scratch of the ψ̄2 kernel: `β [d']`, `φ [m + LANES]`, the per-row coefficients `z_j∘β [d']`
 /// and a zero-padded copy of `Zᵀ [d', m + LANES]` (the padding feeds the lanes past `m` of a
 /// row's last chunk, which are computed and discarded).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct KernelScratch {
+struct KernelScratch {
     beta: Vec<f64>,
     phi: Vec<f64>,
     coef: Vec<f64>,
@@ -113,15 +113,31 @@ dispatch! {
     ) {
         let dz = a.len();
         let mp = m + LANES;
-        let base = prepare_point(zt, m, a, s, scratch);
         let KernelScratch {
             beta,
             phi,
             coef,
             zp,
         } = scratch;
-        let (beta, coef) = (&beta[..dz], &mut coef[..dz]);
-        let (phi, zp) = (&phi[..mp], &zp[..dz * mp]);
+        let (beta, coef) = (&mut beta[..dz], &mut coef[..dz]);
+        let (phi, zp) = (&mut phi[..mp], &mut zp[..dz * mp]);
+        let mut base = 0.0;
+        phi.fill(0.0);
+        for i in 0..dz {
+            let c = 1.0 + 2.0 * s[i];
+            let inv_c = 1.0 / c;
+            base -= a[i] * a[i] * inv_c + 0.5 * c.ln();
+            beta[i] = 0.5 * (1.0 - inv_c);
+            let lin = a[i] * inv_c;
+            let quad = 0.25 * (1.0 + inv_c);
+            let zi = &zt[i * m..(i + 1) * m];
+            for (p, &z) in phi[..m].iter_mut().zip(zi) {
+                *p += z * lin - z * z * quad;
+            }
+            let zpi = &mut zp[i * mp..(i + 1) * mp];
+            zpi[..m].copy_from_slice(zi);
+            zpi[m..].fill(0.0);
+        }
         for j in 0..m {
             let pj = base + phi[j];
             for i in 0..dz {
@@ -143,65 +159,20 @@ dispatch! {
     }
 }
 
-/// The per-point part of the ψ̄2 kernel: `β [d']`, `φ [m]` and the padded `Zᵀ` into
-/// `scratch` (sized by [`PsiWorkspace`]'s preparation); returns `base`. The row `j` entry
-/// `k` is then `exp_fma(fma(…fma(z_j0 β_0, z_k0, (base + φ_j) + φ_k)…))` ([`chunk_values`]).
+/// `N` consecutive entries `k, …, k+N−1` of one ψ̄2 row, in registers: `exp(pj + φ_k +
+/// Σ_i coef_i z_ki)` with the d'-sum fused and in order, written or added to the first
+/// `out.len() ≤ N` entries (the lanes past `m` read the zero padding and are discarded).
+/// `zp` is the padded `Zᵀ` offset to column `k`, with row stride `mp`.
 #[inline(always)]
-pub(crate) fn prepare_point(
-    zt: &[f64],
-    m: usize,
-    a: &[f64],
-    s: &[f64],
-    scratch: &mut KernelScratch,
-) -> f64 {
-    let dz = a.len();
-    let mp = m + LANES;
-    let KernelScratch { beta, phi, zp, .. } = scratch;
-    let beta = &mut beta[..dz];
-    let (phi, zp) = (&mut phi[..mp], &mut zp[..dz * mp]);
-    let mut base = 0.0;
-    phi.fill(0.0);
-    for i in 0..dz {
-        let c = 1.0 + 2.0 * s[i];
-        let inv_c = 1.0 / c;
-        base -= a[i] * a[i] * inv_c + 0.5 * c.ln();
-        beta[i] = 0.5 * (1.0 - inv_c);
-        let lin = a[i] * inv_c;
-        let quad = 0.25 * (1.0 + inv_c);
-        let zi = &zt[i * m..(i + 1) * m];
-        for (p, &z) in phi[..m].iter_mut().zip(zi) {
-            *p += z * lin - z * z * quad;
-        }
-        let zpi = &mut zp[i * mp..(i + 1) * mp];
-        zpi[..m].copy_from_slice(zi);
-        zpi[m..].fill(0.0);
-    }
-    base
-}
-
-/// Read access to a prepared point ([`prepare_point`]) for kernels outside this module that
-/// use its entries without storing them: `(β [d'], φ [m + LANES], padded Zᵀ [d', m + LANES])`.
-#[inline(always)]
-pub(crate) fn prepared(scratch: &KernelScratch, m: usize, dz: usize) -> (&[f64], &[f64], &[f64]) {
-    let mp = m + LANES;
-    (
-        &scratch.beta[..dz],
-        &scratch.phi[..mp],
-        &scratch.zp[..dz * mp],
-    )
-}
-
-/// `N` consecutive entries `k, …, k+N−1` of one ψ̄2 row: `exp_fma(pj + φ_k + Σ_i coef_i
-/// z_ki)` with the d'-sum fused and in order (`phi`, `zp` offset to column `k`; `zp` has row
-/// stride `mp`). The bits of an entry do not depend on `N` or on the chunk it falls in.
-#[inline(always)]
-pub(crate) fn chunk_values<const N: usize>(
+fn chunk<const N: usize>(
     pj: f64,
     phi: &[f64],
     coef: &[f64],
     zp: &[f64],
     mp: usize,
-) -> [f64; N] {
+    out: &mut [f64],
+    write: Write,
+) {
     let ph = &phi[..N];
     let mut r = [0.0; N];
     for l in 0..N {
@@ -217,24 +188,6 @@ pub(crate) fn chunk_values<const N: usize>(
     for l in 0..N {
         e[l] = exp_fma(r[l]);
     }
-    e
-}
-
-/// `N` consecutive entries `k, …, k+N−1` of one ψ̄2 row, in registers: `exp(pj + φ_k +
-/// Σ_i coef_i z_ki)` with the d'-sum fused and in order, written or added to the first
-/// `out.len() ≤ N` entries (the lanes past `m` read the zero padding and are discarded).
-/// `zp` is the padded `Zᵀ` offset to column `k`, with row stride `mp`.
-#[inline(always)]
-fn chunk<const N: usize>(
-    pj: f64,
-    phi: &[f64],
-    coef: &[f64],
-    zp: &[f64],
-    mp: usize,
-    out: &mut [f64],
-    write: Write,
-) {
-    let e = chunk_values::<N>(pj, phi, coef, zp, mp);
     if out.len() == N {
         match write {
             Write::Overwrite => out.copy_from_slice(&e),
@@ -371,31 +324,10 @@ pub fn point_upper(
     );
 }
 
-/// As [`point_upper`] without ψ̄2: the point's moments (kept in `ws`) and its unit-scale
-/// `ψ̄1(x)` into `psi1 [m]`; [`PsiWorkspace::kernel_parts`] then gives what
-/// [`prepare_point`] needs for its ψ̄2.
-pub(crate) fn point_psi1(
-    vocab: &Vocabulary,
-    proj: &Projection,
-    x: &[f64],
-    ws: &mut PsiWorkspace,
-    psi1: &mut [f64],
-) {
-    let (m, dz) = (vocab.m(), vocab.d_latent());
-    ws.prepare(m, dz, x.len());
-    proj.moments_into(x, &mut ws.a, &mut ws.s);
-    psi1_point(vocab, &ws.a, &ws.s, psi1);
-}
-
 impl PsiWorkspace {
     /// Moments `(a, s) [d']` of the last point evaluated with this workspace.
     pub fn moments(&self) -> (&[f64], &[f64]) {
         (&self.a, &self.s)
-    }
-
-    /// The last point's moments `(a, s) [d']` and the ψ̄2 kernel's scratch.
-    pub(crate) fn kernel_parts(&mut self) -> (&[f64], &[f64], &mut KernelScratch) {
-        (&self.a, &self.s, &mut self.k)
     }
 }
 
