@@ -14,7 +14,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use coolgp::faer::Mat;
+use coolgp::learn::elbo::{block_loglik_grad_with, BlockPsi};
 use coolgp::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
+use coolgp::model::{Excess, NaturalParams};
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -65,6 +67,35 @@ fn main() {
                 med,
                 1e9 / best
             );
+        }
+    }
+    println!();
+    println!(
+        "gradient of a block whose ψ̄ is given (block_loglik_grad_with: the G∘ψ̄2 contractions)"
+    );
+    println!("| d' = d | m | points per call | best points/s | median points/s |");
+    println!("|---|---|---|---|---|");
+    for &dz in &[2usize, 8] {
+        for &m in &[100usize, 200] {
+            let (vocab, proj, x, y) = common::psi_case(m, dz, n);
+            let bp = BlockPsi::compute(&vocab, &proj, x.as_ref());
+            let mut stats = UnitStats::zeros(m);
+            bp.accumulate_into(&y, &mut stats);
+            let e = Excess::from_unit_stats(&stats, 1.0, 0.5);
+            let post = NaturalParams::from_excess(&vocab, &e)
+                .posterior(&vocab)
+                .expect("posterior");
+            let (best, med) = rate(samples, target, n as f64, || {
+                black_box(block_loglik_grad_with(
+                    &vocab,
+                    &proj,
+                    &post,
+                    x.as_ref(),
+                    &y,
+                    &bp,
+                ));
+            });
+            println!("| {dz} | {m} | {n} | {best:.3e} | {med:.3e} |");
         }
     }
     println!();

@@ -10,12 +10,12 @@
 
 use faer::{Mat, MatRef};
 
+use crate::learn::contract::{dot4, g_psi2_contractions, z_groups, z_sums, Contractions, ZSums};
 use crate::learn::hyper::HyperStats;
 use crate::model::natural::Posterior;
 use crate::model::projection::{Projection, ProjectionGrad};
 use crate::model::psi::{point_upper, PsiWorkspace, UnitStats};
 use crate::model::Vocabulary;
-use crate::simd::dispatch;
 
 /// `L_D` of one block and its gradient with respect to θ.
 #[derive(Clone, Debug)]
@@ -201,153 +201,6 @@ impl BlockPsi {
     }
 }
 
-/// Dot product with four fixed-order partial sums (vectorizable, deterministic).
-#[inline(always)]
-fn dot4(a: &[f64], b: &[f64]) -> f64 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f64; 4];
-    let mut ca = a.chunks_exact(4);
-    let mut cb = b.chunks_exact(4);
-    for (x, y) in (&mut ca).zip(&mut cb) {
-        for l in 0..4 {
-            acc[l] += x[l] * y[l];
-        }
-    }
-    let mut tail = 0.0;
-    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
-        tail += x * y;
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
-}
-
-dispatch! {
-    /// Per point, from the upper triangle of `ψ̄2 [m, m]` and `G [m, m]` (row-major):
-    /// `h_j = Σ_k G_jk ψ̄2_jk` into `h [m]`, `q_i = Σ_jk G_jk ψ̄2_jk z_ji z_ki` into `q [d']`,
-    /// and `total = Σ_jk G_jk ψ̄2_jk`. `zg` is Z in groups of 8 columns (see [`z_groups`]).
-    /// Cost (d'_8 + 3)·m²/2 with d'_8 = d' rounded up to a multiple of 8; every sum is taken
-    /// in a fixed order, so every dispatch path gives the same bits.
-    fn g_psi2_contractions(psi2: &[f64], g: &[f64], zg: &[f64], m: usize, out: &mut Contractions) {
-        let Contractions { h, q, t, total: out_total } = out;
-        let dz = q.len();
-        h[..m].fill(0.0);
-        q.fill(0.0);
-        let mut total = 0.0;
-        for j in 0..m {
-            let row = j * m + j..(j + 1) * m;
-            let tr = &mut t[..m - j];
-            for ((tk, &gk), &pk) in tr.iter_mut().zip(&g[row.clone()]).zip(&psi2[row]) {
-                *tk = gk * pk;
-            }
-            let diag = tr[0];
-            let off = sum_fixed(&tr[1..]);
-            h[j] += diag + off;
-            for (hk, &tk) in h[j + 1..m].iter_mut().zip(&tr[1..]) {
-                *hk += tk;
-            }
-            total += diag + 2.0 * off;
-            for (grp, zgrp) in zg.chunks_exact(GROUP * m).enumerate() {
-                // v_l = Σ_{k>j} t_jk z_k,l for the 8 columns of this group.
-                let v = row_times_z(&tr[1..], &zgrp[(j + 1) * GROUP..]);
-                let zj = &zgrp[j * GROUP..(j + 1) * GROUP];
-                let lanes = GROUP.min(dz - grp * GROUP);
-                for (l, qi) in q[grp * GROUP..grp * GROUP + lanes].iter_mut().enumerate() {
-                    *qi += zj[l] * (zj[l] * diag + 2.0 * v[l]);
-                }
-            }
-        }
-        *out_total = total;
-    }
-}
-
-/// Columns of Z per group in [`z_groups`].
-const GROUP: usize = 8;
-
-/// Z `[m, d']` rearranged as `[⌈d'/8⌉, m, 8]` (column groups of 8, zero-padded), so that the
-/// 8 coordinates of one inducing input in one group are contiguous.
-fn z_groups(vocab: &Vocabulary) -> Vec<f64> {
-    let (m, dz) = (vocab.m(), vocab.d_latent());
-    let z = vocab.z();
-    let groups = dz.div_ceil(GROUP);
-    let mut out = vec![0.0; groups * m * GROUP];
-    for grp in 0..groups {
-        for k in 0..m {
-            for l in 0..GROUP.min(dz - grp * GROUP) {
-                out[(grp * m + k) * GROUP + l] = z[(k, grp * GROUP + l)];
-            }
-        }
-    }
-    out
-}
-
-/// `Σ_k t_k z_k` for rows `z_k [8]` stored contiguously in `z [len(t)·8]`: four partial sums
-/// over `k mod 4`, combined as `(s0 + s1) + (s2 + s3)`.
-#[inline(always)]
-fn row_times_z(t: &[f64], z: &[f64]) -> [f64; GROUP] {
-    let mut acc = [[0.0f64; GROUP]; 4];
-    let mut tc = t.chunks_exact(4);
-    let mut zc = z[..t.len() * GROUP].chunks_exact(4 * GROUP);
-    for (tt, zz) in (&mut tc).zip(&mut zc) {
-        for c in 0..4 {
-            for l in 0..GROUP {
-                acc[c][l] += tt[c] * zz[c * GROUP + l];
-            }
-        }
-    }
-    for (c, (&tk, zz)) in tc
-        .remainder()
-        .iter()
-        .zip(zc.remainder().chunks_exact(GROUP))
-        .enumerate()
-    {
-        for l in 0..GROUP {
-            acc[c][l] += tk * zz[l];
-        }
-    }
-    let mut v = [0.0; GROUP];
-    for l in 0..GROUP {
-        v[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
-    }
-    v
-}
-
-/// Outputs and scratch of [`g_psi2_contractions`].
-struct Contractions {
-    /// `h_j = Σ_k G_jk ψ̄2_jk [m]`.
-    h: Vec<f64>,
-    /// `q_i = Σ_jk G_jk ψ̄2_jk z_ji z_ki [d']`.
-    q: Vec<f64>,
-    /// Scratch `[m]`.
-    t: Vec<f64>,
-    /// `Σ_jk G_jk ψ̄2_jk`.
-    total: f64,
-}
-
-/// Sum in a fixed order: sixteen partial sums over chunks of 16, then four over chunks of 4,
-/// then the last 0–3 terms (vectorizes; deterministic).
-#[inline(always)]
-fn sum_fixed(a: &[f64]) -> f64 {
-    let mut acc = [0.0f64; 16];
-    let mut c = a.chunks_exact(16);
-    for x in &mut c {
-        for l in 0..16 {
-            acc[l] += x[l];
-        }
-    }
-    let mut acc4 = [0.0f64; 4];
-    for l in 0..4 {
-        acc4[l] = (acc[l] + acc[l + 4]) + (acc[l + 8] + acc[l + 12]);
-    }
-    let mut c4 = c.remainder().chunks_exact(4);
-    for x in &mut c4 {
-        for l in 0..4 {
-            acc4[l] += x[l];
-        }
-    }
-    let tail: f64 = c4.remainder().iter().sum();
-    (acc4[0] + acc4[1]) + (acc4[2] + acc4[3]) + tail
-}
-
 /// `L_D` and `∇_θ L_D` for the block `(x [n, d], y [n])` under q(u) = `post`.
 pub fn block_loglik_grad(
     vocab: &Vocabulary,
@@ -442,7 +295,6 @@ pub(crate) fn loglik_grad_rows(
     let n = y.len();
     let ss = proj.sigma_s();
     let sn2 = proj.sigma_n() * proj.sigma_n();
-    let zt = vocab.z_dim_major();
     let zg = z_groups(vocab);
     let alpha = &post.alpha;
     // Row-major G for the contraction kernel.
@@ -461,6 +313,7 @@ pub(crate) fn loglik_grad_rows(
         total: 0.0,
     };
     let mut w1 = vec![0.0; m];
+    let mut zs = ZSums::new(dz);
     let (mut y_psi_alpha, mut tr_g_psi2, mut yty) = (0.0, 0.0, 0.0);
     let mut hyper = HyperStats::default();
     // c2 = −G/(2σ_n²) and ψ2 = σ_s² ψ̄2, so H = c·(G∘ψ̄2) with c = −σ_s²/(2σ_n²).
@@ -483,19 +336,18 @@ pub(crate) fn loglik_grad_rows(
         tr_g_psi2 += ss * ss * trg;
         hyper.b += trg;
         let htot = c * trg;
+        z_sums(&w1, h, &zg, m, &mut zs);
         for i in 0..dz {
-            let zi = &zt[i * m..(i + 1) * m];
             let (ai, si) = (a[i], s[i]);
             // ψ1 part
-            let w1z = dot4(&w1, zi);
-            let w1zz: f64 = w1.iter().zip(zi).map(|(w, z)| w * z * z).sum();
+            let (w1z, w1zz) = (zs.wz[i], zs.wzz[i]);
             let s1 = 1.0 + si;
             let mut gai = -(ai * w1_tot - w1z) / s1;
             let mut gsi =
                 -w1_tot / (2.0 * s1) + (ai * ai * w1_tot - 2.0 * ai * w1z + w1zz) / (2.0 * s1 * s1);
             // ψ2 part with H = c·G∘ψ̄2: Σ_j h_j z_ji, Σ_j h_j z_ji², z_iᵀ H z_i
-            let hz1 = c * dot4(h, zi);
-            let hz2 = c * h.iter().zip(zi).map(|(a, b)| a * b * b).sum::<f64>();
+            let hz1 = c * zs.hz[i];
+            let hz2 = c * zs.hzz[i];
             let zhz = c * q[i];
             let c2 = 1.0 + 2.0 * si;
             gai += -2.0 / c2 * (ai * htot - hz1);
@@ -572,7 +424,6 @@ pub fn stochastic_objective(
 mod tests {
     use super::*;
     use crate::rng::Rng;
-    use crate::simd::at_level;
 
     #[test]
     fn keeping_the_tails_psi_gives_the_full_recompute_bit_for_bit() {
@@ -601,81 +452,5 @@ mod tests {
         let mut other = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(0, 3));
         other.recompute_keeping_tail(&vocab, &proj, x.as_ref(), 4);
         assert_eq!(other.psi1, bp.psi1);
-    }
-
-    #[test]
-    fn contractions_agree_on_every_path_and_with_the_definition() {
-        let mut rng = Rng::new(8, 1);
-        for &(m, dz) in &[
-            (1usize, 1usize),
-            (5, 2),
-            (13, 3),
-            (33, 8),
-            (40, 9),
-            (50, 17),
-        ] {
-            let z = Mat::from_fn(m, dz, |_, _| rng.normal());
-            let vocab = Vocabulary::new(z, 1).expect("vocabulary");
-            let zg = z_groups(&vocab);
-            let sym = |rng: &mut Rng| {
-                let a = Mat::from_fn(m, m, |_, _| rng.normal());
-                Mat::from_fn(m, m, |j, k| a[(j, k)] + a[(k, j)])
-            };
-            let (p, g) = (sym(&mut rng), sym(&mut rng));
-            let g_rows: Vec<f64> = (0..m * m).map(|t| g[(t / m, t % m)]).collect();
-            // Upper triangle only; the lower holds garbage the kernel must not read.
-            let p_rows: Vec<f64> = (0..m * m)
-                .map(|t| {
-                    if t % m >= t / m {
-                        p[(t / m, t % m)]
-                    } else {
-                        f64::NAN
-                    }
-                })
-                .collect();
-            let run = |level: u8| {
-                let mut ct = Contractions {
-                    h: vec![0.0; m],
-                    q: vec![0.0; dz],
-                    t: vec![0.0; m],
-                    total: 0.0,
-                };
-                at_level(level, || {
-                    g_psi2_contractions(&p_rows, &g_rows, &zg, m, &mut ct)
-                });
-                let mut bits: Vec<u64> = ct.h.iter().chain(&ct.q).map(|v| v.to_bits()).collect();
-                bits.push(ct.total.to_bits());
-                (bits, ct.h, ct.q, ct.total)
-            };
-            let (b2, h, q, total) = run(2);
-            assert_eq!(run(1).0, b2, "AVX2 differs, m {m} d' {dz}");
-            assert_eq!(run(0).0, b2, "baseline differs, m {m} d' {dz}");
-            let z = vocab.z();
-            let mut want_total = 0.0;
-            let mut scale = 0.0;
-            for j in 0..m {
-                let hj: f64 = (0..m).map(|k| g[(j, k)] * p[(j, k)]).sum();
-                let hs: f64 = (0..m).map(|k| (g[(j, k)] * p[(j, k)]).abs()).sum();
-                assert!((h[j] - hj).abs() <= 1e-12 * hs, "h[{j}]");
-                want_total += hj;
-                scale += hs;
-            }
-            assert!((total - want_total).abs() <= 1e-12 * scale);
-            for i in 0..dz {
-                let (mut want, mut s) = (0.0, 0.0);
-                for j in 0..m {
-                    for k in 0..m {
-                        let t = g[(j, k)] * p[(j, k)] * z[(j, i)] * z[(k, i)];
-                        want += t;
-                        s += t.abs();
-                    }
-                }
-                assert!(
-                    (q[i] - want).abs() <= 1e-12 * s,
-                    "q[{i}] {} vs {want}",
-                    q[i]
-                );
-            }
-        }
     }
 }

@@ -3,6 +3,7 @@
 //! (spec §14; one agent's part is its [`FleetSite`]).
 
 pub mod adam;
+pub(crate) mod contract;
 pub mod elbo;
 pub mod fleet_site;
 pub mod hyper;
