@@ -47,12 +47,7 @@ fn demo_args(seed: u64, projection: &str) -> SimArgs {
 pub fn run(out: Option<PathBuf>, seed: u64) -> Result<()> {
     let prep = coolgp_sim::prepare(&demo_args(seed, "per-agent"))?;
     let sim = |projection: &str| -> Result<Report> {
-        let cfg = crate::sim_config(
-            &demo_args(seed, projection),
-            prep.work.batches.len(),
-            prep.groups,
-            prep.work.d,
-        )?;
+        let cfg = crate::sim_config(&demo_args(seed, projection), &prep.work, prep.groups)?;
         Ok(coolgp_sim::run(&cfg, &prep.work, &|_, _| {})?)
     };
     let per = sim("per-agent")?;

@@ -187,7 +187,7 @@ fn run_sim(args: &SimArgs, quiet: bool, title: &str) -> Result<SimRun> {
     if !quiet {
         eprintln!("{}", prep.description);
     }
-    let cfg = sim_config(args, prep.work.batches.len(), prep.groups, prep.work.d)?;
+    let cfg = sim_config(args, &prep.work, prep.groups)?;
     let pb = progress_bar(quiet, prep.work.batches.len() as u64, title);
     let report = coolgp_sim::run(&cfg, &prep.work, &|done, _| pb.set_position(done as u64))?;
     pb.finish_and_clear();

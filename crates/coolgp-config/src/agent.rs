@@ -82,15 +82,17 @@ pub struct AgentArgs {
     #[cfg_attr(feature = "clap", arg(long, value_name = "stream|recent"))]
     pub site_memory: Option<String>,
     /// Local memory (issue 19): keep up to B of the agent's own rows and answer with the
-    /// global model plus an exact GP on their residuals (default 0: off, the agent as
-    /// without it, bit for bit). Costs B² × 8 bytes, the residual kernel's refits, and O(B²)
-    /// per row that entered since the last answer (nothing while learning unqueried).
+    /// global model plus an exact GP on their residuals (default 500, chosen by measurement:
+    /// EXPERIMENTS.md, issue 19; 0 = off, the agent as without it, bit for bit). The global
+    /// fused model is the same either way. Costs min(B, rows seen)² × 8 bytes, the residual
+    /// kernel's fits, and O(B²) per row that entered since the last answer (nothing while
+    /// learning unqueried).
     #[cfg_attr(feature = "clap", arg(long, value_name = "B"))]
     pub local_memory: Option<usize>,
-    /// Which rows the local memory keeps: recent (default, the newest B), reservoir (a
-    /// uniform sample of the whole stream, seeded) or spread (spread over the input space:
-    /// a new row replaces one of the closest pair).
-    #[cfg_attr(feature = "clap", arg(long, value_name = "recent|reservoir|spread"))]
+    /// Which rows the local memory keeps: reservoir (default, a uniform sample of the whole
+    /// stream, seeded; the best measured), recent (the newest B) or spread (spread over the
+    /// input space: a new row replaces one of the closest pair).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "reservoir|recent|spread"))]
     pub local_policy: Option<String>,
     /// The local memory's residual kernel: learned (default, an ARD squared exponential with
     /// its own scale, lengthscales and noise, fitted by marginal likelihood on the memory's
@@ -122,6 +124,17 @@ fn unknown(driver: Driver, key: &str, name: &str, known: &[&str]) -> ConfigError
         known.join(", ")
     ))
 }
+
+/// The default of `--local-memory` in every driver: B = 500 rows. On the station sets the fleet
+/// query then answers 0.81× (wind) and 0.74× (air) the global fused model's RMSE, and
+/// 0.89× on airline's random routing; a larger memory gains more (B = 2,000: 0.64×, 0.79×) at
+/// 4× the memory and more CPU (EXPERIMENTS.md, issue 19). `--local-memory 0` turns it off.
+pub const DEFAULT_LOCAL_MEMORY: usize = 500;
+
+/// The default of `--local-policy` in every driver: [`MemoryPolicy::Reservoir`], a uniform
+/// sample of the agent's whole stream (wind, B = 500: reservoir 4.874, spread 4.893, recent
+/// 4.894 at a third of recent's learning time; EXPERIMENTS.md, issue 19).
+pub const DEFAULT_LOCAL_POLICY: MemoryPolicy = MemoryPolicy::Reservoir;
 
 /// The default of `--local-fit` for `driver`: [`LocalFit::Fleet`] where the driver holds every
 /// agent (simulate, Python's `FleetRegressor`: the pooled fit measured better on every station
@@ -299,15 +312,17 @@ impl AgentArgs {
     }
 
     /// The local memory (`--local-memory`, `--local-policy`, `--local-kernel`,
-    /// `--local-fit`; defaults: [`LocalConfig::default`], the fit [`default_fit`]). A policy,
-    /// kernel or fit without memory is accepted (and unused).
+    /// `--local-fit`; defaults: [`DEFAULT_LOCAL_MEMORY`] rows, [`DEFAULT_LOCAL_POLICY`], the
+    /// kernel of [`LocalConfig::default`], the fit [`default_fit`]). A policy, kernel or fit
+    /// without memory is accepted (and unused).
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] for an unknown policy, kernel or fit, naming the known ones, or
     /// `--local-fit fleet` on a node.
     pub fn local_config(&self, driver: Driver) -> Result<LocalConfig, ConfigError> {
         let mut local = LocalConfig {
-            capacity: self.local_memory.unwrap_or(0),
+            capacity: self.local_memory.unwrap_or(DEFAULT_LOCAL_MEMORY),
+            policy: DEFAULT_LOCAL_POLICY,
             fit: default_fit(driver),
             ..LocalConfig::default()
         };
@@ -558,30 +573,32 @@ mod tests {
                 fit: LocalFit::Agent,
             }
         );
-        // Default: off (simulate's fit is the fleet's); a policy without memory is fine.
-        let off = AgentArgs::default()
+        // Default: B = 500, reservoir (simulate's fit is the fleet's, a node's its own);
+        // `--local-memory 0` turns it off, and a policy without memory is fine.
+        let on = AgentArgs::default()
             .validate(Driver::Simulate)
             .expect("valid");
         assert_eq!(
-            off.config.local,
+            on.config.local,
             LocalConfig {
+                capacity: DEFAULT_LOCAL_MEMORY,
+                policy: MemoryPolicy::Reservoir,
+                kernel: ResidualKind::Learned,
                 fit: LocalFit::Fleet,
-                ..LocalConfig::default()
             }
         );
-        let policy_only = AgentArgs {
-            local_policy: Some("reservoir".into()),
+        assert_eq!(DEFAULT_LOCAL_MEMORY, 500);
+        let node = AgentArgs::default().validate(Driver::Node).expect("valid");
+        assert_eq!(node.config.local.fit, LocalFit::Agent);
+        assert_eq!(node.config.local.capacity, DEFAULT_LOCAL_MEMORY);
+        let off = AgentArgs {
+            local_memory: Some(0),
+            local_policy: Some("recent".into()),
             ..AgentArgs::default()
         };
-        assert_eq!(
-            policy_only
-                .validate(Driver::Simulate)
-                .expect("valid")
-                .config
-                .local
-                .capacity,
-            0
-        );
+        let off = off.validate(Driver::Simulate).expect("valid").config.local;
+        assert!(!off.is_on());
+        assert_eq!(off.policy, MemoryPolicy::Recent);
         let bad = AgentArgs {
             local_policy: Some("newest".into()),
             ..AgentArgs::default()

@@ -40,7 +40,7 @@ mod agent;
 mod keys;
 pub mod memory;
 
-pub use agent::{AgentArgs, Tunes, Validated};
+pub use agent::{AgentArgs, Tunes, Validated, DEFAULT_LOCAL_MEMORY, DEFAULT_LOCAL_POLICY};
 pub use keys::check_keys;
 pub use memory::{check_memory, machine_memory, Sizes};
 

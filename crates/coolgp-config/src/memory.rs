@@ -27,6 +27,10 @@ pub struct Sizes {
     pub window: Option<(usize, usize)>,
     /// Rows B of each agent's local memory (0: off), whose B × B factor it holds.
     pub local_memory: usize,
+    /// The training rows all these agents see in all, where known (a simulated stream): agent
+    /// i's memory holds min(B, n_i) rows, so the memories hold at most min(agents · B², rows ·
+    /// B) factor entries. `None`: every memory may fill.
+    pub rows: Option<usize>,
 }
 
 impl Sizes {
@@ -51,6 +55,7 @@ impl Sizes {
             samples,
             window: d.filter(|_| fleet).map(|d| (window, d)),
             local_memory: 0,
+            rows: None,
         }
     }
 
@@ -58,6 +63,14 @@ impl Sizes {
     pub fn with_local_memory(self, b: usize) -> Sizes {
         Sizes {
             local_memory: b,
+            ..self
+        }
+    }
+
+    /// These sizes for agents that see `rows` training rows in all ([`Sizes::rows`]).
+    pub fn with_rows(self, rows: usize) -> Sizes {
+        Sizes {
+            rows: Some(rows),
             ..self
         }
     }
@@ -104,11 +117,17 @@ pub fn check_memory(s: &Sizes, machine: u64, driver: Driver) -> Result<(), Confi
     }
     if s.local_memory > 0 {
         let b = s.local_memory as u128;
+        let full = agents.saturating_mul(b.saturating_mul(b));
+        // Agent i holds min(B, n_i) rows: Σ min(B, n_i)² ≤ min(agents · B², rows · B).
+        let (entries, formula) = match s.rows.map(|n| (n as u128).saturating_mul(b)) {
+            Some(seen) if seen < full => (seen, format!("{} rows seen × B × 8 bytes", seen / b)),
+            _ => (full, format!("{times}B² × 8 bytes")),
+        };
         asks.push((
             driver.spell("local-memory", s.local_memory),
-            agents.saturating_mul(b.saturating_mul(b).saturating_mul(8)),
+            entries.saturating_mul(8),
             format!("the local memory's B × B factor{each}"),
-            format!("{times}B² × 8 bytes"),
+            formula,
         ));
     }
     match asks.into_iter().find(|a| a.1 > u128::from(machine)) {
@@ -226,6 +245,33 @@ mod tests {
     }
 
     #[test]
+    fn a_local_memory_is_counted_by_the_rows_its_agents_can_see() {
+        // 20,000 agents at B = 500 would need 40 GB if every memory filled; on airline's
+        // 246,468 rows they hold at most 246,468 × 500 entries (0.99 GB).
+        let fleet = Sizes {
+            agents: 20_000,
+            inducing: 50,
+            ..Sizes::default()
+        }
+        .with_local_memory(500);
+        assert!(refused(&fleet, Driver::Simulate).starts_with("--local-memory 500 needs 40 GB"));
+        assert!(check_memory(&fleet.with_rows(246_468), MACHINE, Driver::Simulate).is_ok());
+        // More rows than the memories can hold: the full count again.
+        assert!(refused(&fleet.with_rows(usize::MAX), Driver::Simulate)
+            .starts_with("--local-memory 500 needs 40 GB"));
+        // Fewer agents' memories than rows allow, but the rows' bound is what refuses.
+        let big = Sizes {
+            agents: 100_000,
+            ..fleet
+        };
+        assert_eq!(
+            refused(&big.with_rows(10_000_000), Driver::Simulate),
+            "--local-memory 500 needs 40 GB for the local memory's B × B factor per agent \
+             (10000000 rows seen × B × 8 bytes); this machine has 23 GiB"
+        );
+    }
+
+    #[test]
     fn importance_caches_and_site_windows_count_too() {
         let is = Sizes {
             agents: 1,
@@ -233,6 +279,7 @@ mod tests {
             samples: Some(20),
             window: None,
             local_memory: 0,
+            rows: None,
         };
         assert_eq!(
             refused(&is, Driver::Node),
@@ -245,6 +292,7 @@ mod tests {
             samples: None,
             window: Some((100_000, 40)),
             local_memory: 0,
+            rows: None,
         };
         assert!(refused(&window, Driver::Simulate).starts_with(
             "--site-window 100000 needs 33 GB for the site window's rows per agent (1000 agents \
@@ -256,6 +304,7 @@ mod tests {
             samples: Some(20),
             window: Some((80, 6)),
             local_memory: 0,
+            rows: None,
         };
         assert!(check_memory(&fits, MACHINE, Driver::Simulate).is_ok());
         assert_eq!(gib(3 << 29), "1.5 GiB");

@@ -62,8 +62,9 @@ fn view(fused: bool) -> View {
 ///     scale_prior_points (100000), memory ("recent", or "stream" for time-ordered streams);
 ///     omitted keys keep their defaults.
 /// local_memory: keep up to B of the agent's own rows and answer `predict(X, local=True)`
-///     with the global model plus an exact GP on their residuals (issue 19; None or 0: off).
-///     local_policy: which rows, "recent" (default), "reservoir" or "spread"; local_kernel:
+///     with the global model plus an exact GP on their residuals (issue 19; None: 500, the
+///     measured default; 0: off). local_policy: which rows, "reservoir" (default), "recent"
+///     or "spread"; local_kernel:
 ///     the residual kernel, "learned" (default) or "global" (K − Q of the global kernel).
 /// fusion: "tree" (exact on trees) or "push-sum" (loopy or lossy graphs; needs fleet_size).
 /// learn: learn q(W), σ_s, σ_n online. seed: the agent's own randomness (default: its id,

@@ -68,7 +68,8 @@ struct Settings {
 /// more often, as in `coolgp simulate`. predict(X, return_std=False) uses agent 0's q(W)
 /// and the fused q(u) (every agent holds the same fused q(u) after fit).
 ///
-/// local_memory=B (issue 19): each agent keeps up to B of its own rows (local_policy,
+/// local_memory=B (issue 19; None: 500, the measured default; 0: off, predict then answers
+/// with the fused model alone): each agent keeps up to B of its own rows (local_policy,
 /// local_kernel as Agent's) and predict answers with the fleet rule: every agent answers with
 /// the global model plus its memory's correction, and the answers are combined point by
 /// point by fleet_rule ("rbcm", the default, "bcm", "min-variance" or "most-informed";

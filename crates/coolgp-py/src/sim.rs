@@ -147,7 +147,7 @@ pub fn simulate<'py>(
             let cfg = sim_config(&args, n, groups, vocab).map_err(sim_err)?;
             // Sizes this machine cannot hold are refused before the run, naming the memory.
             if let Some(machine) = coolgp_config::machine_memory() {
-                coolgp_sim::check_memory(&cfg, prep.work.d, machine).map_err(sim_err)?;
+                coolgp_sim::check_memory(&cfg, prep.work.d, prep.work.points(), machine).map_err(sim_err)?;
             }
             let report = coolgp_sim::run(&cfg, &prep.work, &|_, _| {}).map_err(sim_err)?;
             let mut summary = serde_json::to_value(&report).map_err(value_err)?;

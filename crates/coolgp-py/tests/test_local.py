@@ -39,9 +39,17 @@ def test_the_memory_is_bounded_reported_and_corrects_the_prediction():
     assert not np.allclose(loc[0], glob[0])
 
 
-def test_without_memory_local_predictions_are_the_global_ones():
+def test_the_default_memory_is_500_rows_of_a_reservoir():
     vocab = coolgp.Vocabulary(inducing=10, latent_dim=2, seed=0)
     a = coolgp.Agent(1, vocab, 2)
+    a.observe(*block(np.random.default_rng(3), 30, 2))
+    assert a.config["local"] == {"memory": 500, "policy": "reservoir", "kernel": "learned"}
+    assert a.local_points == 30
+
+
+def test_without_memory_local_predictions_are_the_global_ones():
+    vocab = coolgp.Vocabulary(inducing=10, latent_dim=2, seed=0)
+    a = coolgp.Agent(1, vocab, 2, local_memory=0)
     rng = np.random.default_rng(3)
     a.observe(*block(rng, 30, 2))
     x, _ = block(rng, 5, 2)
@@ -120,7 +128,8 @@ def test_fleet_regressor_with_memory_answers_with_the_fleet_rule():
     y = np.sin(x[:, 0]) + 0.6 * np.sin(5 * x[:, 1]) + 0.05 * rng.normal(size=600)
     groups = (x[:, 0] > 0).astype(int) + 2 * (x[:, 1] > 0).astype(int)  # four regions
     xt = rng.uniform(-3, 3, size=(50, 2))
-    plain = coolgp.FleetRegressor(agents=4, inducing=15, seed=0).fit(x, y, groups=groups)
+    plain = coolgp.FleetRegressor(agents=4, inducing=15, local_memory=0, seed=0)
+    plain.fit(x, y, groups=groups)
     assert plain.local_points_ == [0, 0, 0, 0]
     assert coolgp.FleetRegressor().get_params()["fleet_rule"] == "rbcm"  # the default
     f = coolgp.FleetRegressor(

@@ -452,18 +452,20 @@ fn union_rules(ks: Option<&[usize]>) -> Result<Vec<UnionRule>, SimError> {
     Ok(rules)
 }
 
-/// Refuses a configuration whose agents need more memory than `machine` bytes (on rows of
-/// `d` inputs): one m × m matrix per agent, the importance caches, the site windows
-/// ([`coolgp_config::check_memory`]). The caller reads the machine's memory
+/// Refuses a configuration whose agents need more memory than `machine` bytes (on `rows`
+/// training rows of `d` inputs): one m × m matrix per agent, the importance caches, the site
+/// windows, the local memories' factors ([`coolgp_config::check_memory`]; agent i's memory
+/// holds min(B, n_i) of the rows). The caller reads the machine's memory
 /// ([`coolgp_config::machine_memory`]).
 ///
 /// # Errors
 /// [`SimError::Config`] naming the option and the memory it would need.
-pub fn check_memory(cfg: &SimConfig, d: usize, machine: u64) -> Result<(), SimError> {
+pub fn check_memory(cfg: &SimConfig, d: usize, rows: usize, machine: u64) -> Result<(), SimError> {
     let m = cfg.vocab.as_ref().map_or(cfg.inducing, |v| v.m());
     let window = cfg.site.window_points;
     let sizes = Sizes::of(cfg.agents, m, cfg.mode, cfg.projection, window, Some(d))
-        .with_local_memory(cfg.local.capacity);
+        .with_local_memory(cfg.local.capacity)
+        .with_rows(rows);
     Ok(coolgp_config::check_memory(
         &sizes,
         machine,
@@ -529,13 +531,13 @@ mod tests {
             ..SimArgs::default()
         };
         let cfg = sim_config(&args, 100, None, None).expect("valid flags");
-        let e = check_memory(&cfg, 2, 23 << 30).expect_err("too large");
+        let e = check_memory(&cfg, 2, 1_000, 23 << 30).expect_err("too large");
         assert_eq!(
             e.to_string(),
             "--inducing 100000 needs 960 GB for one m × m matrix per agent (12 agents × m² × 8 \
              bytes); this machine has 23 GiB"
         );
         let fits = sim_config(&SimArgs::default(), 100, None, None).expect("valid");
-        assert!(check_memory(&fits, 2, 23 << 30).is_ok());
+        assert!(check_memory(&fits, 2, 1_000, 23 << 30).is_ok());
     }
 }

@@ -99,8 +99,20 @@ pub fn run(a: &ExperimentArgs) -> Result<()> {
     }
 }
 
+/// Runs one of an experiment's simulations with the local memory off unless `args` sets it
+/// ([`global_only`]).
 fn sim(args: &SimArgs, quiet: bool, title: &str) -> Result<Report> {
-    Ok(crate::run_sim(args, quiet, title)?.0)
+    Ok(crate::run_sim(&global_only(args), quiet, title)?.0)
+}
+
+/// `args` with the local memory off (`--local-memory 0`) unless they set it. The experiments
+/// measure the global fused model, which the memory never changes (it only adds the fleet
+/// query's correction and its cost); `experiment local` sets its B, and the memory's cost is
+/// measured there and in EXPERIMENTS.md (issue 19).
+fn global_only(args: &SimArgs) -> SimArgs {
+    let mut a = args.clone();
+    a.agent.local_memory.get_or_insert(0);
+    a
 }
 
 fn write_table(dir: &Path, file: &str, header: &str, rows: &[String]) -> Result<()> {
@@ -243,7 +255,7 @@ pub(crate) fn both_modes(
             no_central: base.no_central || (central.is_some() && !fleet),
             ..base.clone()
         };
-        let (mut r, cfg, _, groups) = crate::run_sim(&args, quiet, projection)?;
+        let (mut r, cfg, _, groups) = crate::run_sim(&global_only(&args), quiet, projection)?;
         match baselines {
             None => baselines = Some((r.rmse_ddtc, r.rmse_dpitc)),
             Some((d, p)) => (r.rmse_ddtc, r.rmse_dpitc) = (d, p),
@@ -348,7 +360,7 @@ fn disparity(a: &ExperimentArgs, dir: &Path) -> Result<()> {
             },
             ..base.clone()
         };
-        let mut cfg = crate::sim_config(&args, work.batches.len(), Some(2), work.d)?;
+        let mut cfg = crate::sim_config(&global_only(&args), &work, Some(2))?;
         cfg.agents = 2;
         cfg.topology = coolgp_sim::TopologyKind::Path;
         cfg.fuse_every = 10;
@@ -605,6 +617,9 @@ fn scaling(a: &ExperimentArgs, dir: &Path) -> Result<()> {
                 "--quiet",
                 "--no-central",
                 "--no-baselines",
+                // The global learner's scaling (see `global_only`).
+                "--local-memory",
+                "0",
             ])
             .args([
                 "--agents",

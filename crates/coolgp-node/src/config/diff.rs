@@ -106,7 +106,8 @@ pub fn setting_differences(
     for ((flag, w), (_, n)) in site(&written.site).into_iter().zip(site(&wanted.site)) {
         value(flag, w, n);
     }
-    // The local memory's flags.
+    // The local memory's flags; its policy and kernel only matter when it is on on both
+    // sides (a memory that is off has none: `--local-memory 0` resumes with any policy).
     let local = |l: &coolgp::local::LocalConfig| {
         [
             ("--local-memory", l.capacity.to_string()),
@@ -114,7 +115,9 @@ pub fn setting_differences(
             ("--local-kernel", l.kernel.name().to_owned()),
         ]
     };
-    for ((flag, w), (_, n)) in local(&written.local).into_iter().zip(local(&wanted.local)) {
+    let both_on = written.local.is_on() && wanted.local.is_on();
+    let flags = local(&written.local).into_iter().zip(local(&wanted.local));
+    for ((flag, w), (_, n)) in flags.take(if both_on { 3 } else { 1 }) {
         value(flag, w, n);
     }
     value("--seed", written.seed.to_string(), wanted.seed.to_string());
@@ -242,7 +245,18 @@ mod tests {
         local.local.policy = coolgp::local::MemoryPolicy::Spread;
         assert_eq!(
             differences(&fleet, &local, None),
-            "--local-memory 0 (now 200) and --local-policy recent (now spread)"
+            "--local-memory 0 (now 200)"
+        );
+        // Off on both sides: the policy does not matter.
+        let mut off = fleet.clone();
+        off.local.policy = coolgp::local::MemoryPolicy::Reservoir;
+        assert_eq!(differences(&fleet, &off, None), "");
+        // On on both sides: it does.
+        let mut other = local.clone();
+        other.local.policy = coolgp::local::MemoryPolicy::Reservoir;
+        assert_eq!(
+            differences(&local, &other, None),
+            "--local-policy spread (now reservoir)"
         );
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use coolgp::faer::Mat;
-use coolgp::{Agent, Vocabulary};
+use coolgp::{Agent, AgentConfig, Vocabulary};
 use coolgp_data::Standardizer;
 use tokio::sync::mpsc;
 
@@ -184,7 +184,7 @@ fn check_checkpoint(s: &NodeSettings, cp: &Checkpoint, layout: &Layout) -> Resul
             cp.meta.model.inputs
         )));
     }
-    if cp.snapshot.config != s.agent {
+    if without_off_memory(&cp.snapshot.config) != without_off_memory(&s.agent) {
         let diffs: Vec<String> = crate::config::setting_differences(
             &cp.snapshot.config,
             &s.agent,
@@ -204,6 +204,18 @@ fn check_checkpoint(s: &NodeSettings, cp: &Checkpoint, layout: &Layout) -> Resul
         });
     }
     Ok(())
+}
+
+/// `c` with the policy and kernel of an off local memory at the core's defaults: a memory that
+/// is off has neither, so `--local-memory 0` resumes a memory-less checkpoint whatever the
+/// (default) policy was when it was written.
+fn without_off_memory(c: &AgentConfig) -> AgentConfig {
+    let mut c = c.clone();
+    if !c.local.is_on() {
+        let off = coolgp::LocalConfig::default();
+        (c.local.policy, c.local.kernel) = (off.policy, off.kernel);
+    }
+    c
 }
 
 /// The agent of a checked checkpoint, its rounds moved past the lease, and the stream

@@ -136,8 +136,13 @@ pub struct NodeProc {
 }
 
 impl NodeProc {
-    /// Starts `coolgp node ARGS`.
-    pub fn start(args: Vec<String>, log: PathBuf) -> Self {
+    /// Starts `coolgp node ARGS`, with `--local-memory 0` unless ARGS set the memory: these
+    /// tests check the global fused model, and a node's default memory (B = 500) would add its
+    /// own correction to its answers (node_local.rs sets its memory).
+    pub fn start(mut args: Vec<String>, log: PathBuf) -> Self {
+        if !args.iter().any(|a| a == "--local-memory") {
+            args.extend(["--local-memory".to_owned(), "0".to_owned()]);
+        }
         Self::start_cmd("node", args, log)
     }
 
