@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use coolgp::local::pool::{fit_pooled, fit_pooled_selected, halves, shares, Selected};
 use coolgp::local::{FitSample, LocalFit, PoolOptions, ResidualKernel, ResidualKind};
-use coolgp::Agent;
+use coolgp::{Agent, Vocabulary};
 use rayon::prelude::*;
 
 use super::Fleet;
@@ -38,7 +38,8 @@ impl Fleet<'_> {
         };
         let fitted = if opts.validate {
             let (warm, initial) = ((!first).then_some(&start), initial.clone());
-            fit_agents_selected(&mut self.agents, opts, warm, &initial).map(|s| s.params)
+            fit_agents_selected(&mut self.agents, &self.vocab, opts, warm, &initial)
+                .map(|s| s.params)
         } else {
             fit_agents_pooled(&mut self.agents, opts, &start, first)
         };
@@ -76,6 +77,7 @@ pub fn fit_agents_pooled(
 /// start from `initial`. Every agent takes the chosen parameters. Deterministic.
 fn fit_agents_selected(
     agents: &mut [Agent],
+    vocab: &Vocabulary,
     opts: &PoolOptions,
     warm: Option<&ResidualKernel>,
     initial: &ResidualKernel,
@@ -86,7 +88,7 @@ fn fit_agents_selected(
         .collect();
     let (fit, validation): (Vec<FitSample>, Vec<FitSample>) =
         offered(agents, &share).iter().map(halves).unzip();
-    let selected = fit_pooled_selected(warm, initial, &fit, &validation, opts)?;
+    let selected = fit_pooled_selected(warm, initial, vocab, &fit, &validation, opts)?;
     take(agents, &selected.params);
     Some(selected)
 }

@@ -16,7 +16,7 @@ use super::kernel::{ResidualKernel, LOG_BOUNDS};
 use super::ResidualKind;
 use crate::error::{ensure_dim, ensure_finite, Result};
 use crate::linalg::dot;
-use crate::model::kernel::sqdist;
+use crate::model::Vocabulary;
 
 /// Rows of the pooled sample in all, spread evenly over the agents ([`shares`]): the default of
 /// [`PoolOptions::rows`].
@@ -230,40 +230,40 @@ pub struct Selected {
     pub scores: Vec<(Candidate, HeldOut)>,
 }
 
-/// The held-out score of a learned kernel with parameters `p` (`[ln σ_r, ln σ_rn, ln ℓ_1..d]`):
-/// the exact GP on the fit rows `fit = (x [n·d], r [n])`, `A = σ_r² E + σ_rn² I`, predicts each
-/// validation row `val = (x* [n*·d], r* [n*])` with `μ = k*ᵀA⁻¹r`, `v = σ_r² − k*ᵀA⁻¹k* + σ_rn²`
-/// (one Cholesky of A and one triangular solve with `n* + 1` right-hand sides). `None` with no
-/// row on either side, parameters of another length, or A not positive definite.
+/// The held-out score of a residual kernel: the exact GP on the fit rows
+/// `fit = (x [n·d], r [n])` (raw inputs), `A = K_r(X, X) + σ²I` with the kernel's noise, predicts
+/// each validation row `val = (x* [n*·d], r* [n*])` with `μ = k*ᵀA⁻¹r`,
+/// `v = k_r(x*, x*) − k*ᵀA⁻¹k* + σ²` (the covariances are the kernel's own
+/// [`ResidualKernel::features`] and [`ResidualKernel::cov`]; one Cholesky of A and one
+/// triangular solve with `n* + 1` right-hand sides). `None` with no row on either side, rows of
+/// another width than the kernel's, or A not positive definite.
 pub fn held_out(
-    p: &[f64],
-    d: usize,
+    kernel: &ResidualKernel,
+    vocab: &Vocabulary,
     fit: (&[f64], &[f64]),
     val: (&[f64], &[f64]),
 ) -> Option<HeldOut> {
     use faer::{Mat, Par};
     let ((x, r), (xv, rv)) = (fit, val);
-    let (n, nv) = (r.len(), rv.len());
-    if n == 0 || nv == 0 || p.len() != d + 2 || x.len() != n * d || xv.len() != nv * d {
+    let (n, nv, d) = (r.len(), rv.len(), kernel.input_scale().len());
+    if n == 0 || nv == 0 || d == 0 || x.len() != n * d || xv.len() != nv * d {
         return None;
     }
-    let (s2, n2) = ((2.0 * p[0]).exp(), (2.0 * p[1]).exp());
-    let inv: Vec<f64> = p[2..].iter().map(|l| (-l).exp()).collect();
-    let scale = |x: &[f64]| -> Vec<f64> {
+    let features = |x: &[f64]| {
+        let mut f = Vec::new();
         x.chunks_exact(d)
-            .flat_map(|row| row.iter().zip(&inv).map(|(v, s)| v * s))
-            .collect()
+            .for_each(|row| kernel.features(vocab, row, &mut f));
+        f
     };
-    let (xs, vs) = (scale(x), scale(xv));
-    fn row_of(m: &[f64], d: usize, i: usize) -> &[f64] {
-        &m[i * d..(i + 1) * d]
-    }
-    let row = |m, i| row_of(m, d, i);
-    let cov = |a: &[f64], b: &[f64]| s2 * (-0.5 * sqdist(a, b)).exp();
+    let (fx, fv) = (features(x), features(xv));
+    let flen = fx.len() / n;
+    let (rows, vals): (Vec<&[f64]>, Vec<&[f64]>) =
+        (fx.chunks_exact(flen).collect(), fv.chunks_exact(flen).collect());
+    let noise = kernel.noise_var();
     let mut a = Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
         std::cmp::Ordering::Less => 0.0,
-        std::cmp::Ordering::Equal => s2 + n2,
-        std::cmp::Ordering::Greater => cov(row(&xs, i), row(&xs, j)),
+        std::cmp::Ordering::Equal => kernel.cov(rows[i], rows[i]) + noise,
+        std::cmp::Ordering::Greater => kernel.cov(rows[i], rows[j]),
     });
     if !cholesky_seq_in_place(a.as_mut()) {
         return None;
@@ -271,7 +271,7 @@ pub fn held_out(
     // Columns [L⁻¹r | L⁻¹K*]: μ_j = (L⁻¹r)ᵀ(L⁻¹k*_j), k*ᵀA⁻¹k* = ‖L⁻¹k*_j‖².
     let mut b = Mat::from_fn(n, nv + 1, |i, j| match j {
         0 => r[i],
-        j => cov(row(&xs, i), row(&vs, j - 1)),
+        j => kernel.cov(rows[i], vals[j - 1]),
     });
     faer::linalg::triangular_solve::solve_lower_triangular_in_place(
         a.as_ref(),
@@ -283,7 +283,8 @@ pub fn held_out(
     for (j, &y) in rv.iter().enumerate() {
         let c = b.col_as_slice(j + 1);
         let mean = dot(w, c);
-        let var = (s2 - dot(c, c)).max(0.0) + n2;
+        let prior = kernel.cov(vals[j], vals[j]);
+        let var = (prior - dot(c, c)).max(0.0) + noise;
         let e2 = (y - mean) * (y - mean) / var;
         ld -= 0.5 * ((2.0 * std::f64::consts::PI * var).ln() + e2);
         z2 += e2;
@@ -301,10 +302,12 @@ pub fn held_out(
 /// earlier; the warm one is replaced only when beaten by more than [`SWITCH_MARGIN`] nats a
 /// validation row); if its held-out mean squared standardized residual exceeds [`CALIBRATE_ABOVE`],
 /// [`Candidate::Calibrated`] is scored too and kept if better. Without a scorable candidate,
-/// the first one that fitted (no scores). `None` if no candidate fitted. Deterministic.
+/// the first one that fitted (no scores). `None` if no candidate fitted. Deterministic. (`vocab`
+/// is the fleet's; a learned kernel's features do not use it.)
 pub fn fit_pooled_selected(
     warm: Option<&ResidualKernel>,
     initial: &ResidualKernel,
+    vocab: &Vocabulary,
     fit: &[FitSample],
     validation: &[FitSample],
     opts: &PoolOptions,
@@ -314,7 +317,10 @@ pub fn fit_pooled_selected(
     }
     let d = initial.params().len() - 2;
     let ((x, r), (xv, rv)) = (pooled(fit, d), pooled(validation, d));
-    let score = |p: &[f64]| held_out(p, d, (&x, &r), (&xv, &rv));
+    let score = |p: &[f64]| {
+        let kernel = ResidualKernel::from_params(ResidualKind::Learned, p.to_vec(), d, 0).ok()?;
+        held_out(&kernel, vocab, (&x, &r), (&xv, &rv))
+    };
     let warm = warm.and_then(|w| fit_pooled(w, fit, false, opts));
     let cold = fit_pooled(initial, fit, true, opts);
     let candidates = [(Candidate::Warm, warm), (Candidate::Cold, cold)];
@@ -423,11 +429,22 @@ mod tests {
         ResidualKernel::from_params(ResidualKind::Learned, p.to_vec(), 2, 0).expect("kernel")
     }
 
+    /// A vocabulary for the calls that take one (a learned kernel's features do not use it).
+    fn vocab() -> Vocabulary {
+        Vocabulary::default_design(4, 2, 0).expect("vocabulary")
+    }
+
+    /// [`held_out`] of the learned kernel with parameters `p` on the pooled `fit`, `val`.
+    fn score(p: &[f64], fit: &[FitSample], val: &[FitSample]) -> Option<HeldOut> {
+        let ((x, r), (xv, rv)) = (pooled(fit, 2), pooled(val, 2));
+        held_out(&learned(p), &vocab(), (&x, &r), (&xv, &rv))
+    }
+
     #[test]
     fn the_selection_keeps_the_candidate_the_validation_rows_prefer() {
         let (fit, val) = pooled_sine();
         assert_eq!((fit[0].len(), val[1].len()), (40, 40));
-        let opts = PoolOptions::default();
+        let (opts, vocab) = (PoolOptions::default(), vocab());
         // Lengthscales e⁻⁸ cannot be fitted back in 60 steps: a kernel that sees no
         // correlation predicts 0 ± the whole variance; lengthscale 1 finds the sine.
         let (good, bad) = (
@@ -435,7 +452,7 @@ mod tests {
             learned(&[0.0, -1.0, -8.0, -8.0]),
         );
         let pick = |warm: &ResidualKernel, initial: &ResidualKernel| {
-            fit_pooled_selected(Some(warm), initial, &fit, &val, &opts).expect("a fit")
+            fit_pooled_selected(Some(warm), initial, &vocab, &fit, &val, &opts).expect("a fit")
         };
         let a = pick(&good, &bad);
         assert_eq!(a.chosen, Candidate::Warm, "{:?}", a.scores);
@@ -446,7 +463,7 @@ mod tests {
         assert!((0.5..1.5).contains(&c.msr), "{:?}", b.scores);
         // Deterministic, and a fleet without a previous fit has the cold candidate alone.
         assert_eq!(pick(&bad, &good), b);
-        let first = fit_pooled_selected(None, &good, &fit, &val, &opts).expect("a fit");
+        let first = fit_pooled_selected(None, &good, &vocab, &fit, &val, &opts).expect("a fit");
         assert_eq!(first.scores.len(), 1);
         assert_eq!((first.chosen, &first.params), (Candidate::Cold, &b.params));
     }
@@ -454,15 +471,14 @@ mod tests {
     #[test]
     fn the_calibrated_candidate_scales_the_variance_to_the_held_out_error() {
         let (fit, val) = pooled_sine();
-        let (x, r) = pooled(&fit, 2);
-        let (xv, rv) = pooled(&val, 2);
         // A noise 100 times too small: the validation errors are ~100 σ.
         let p = [0.0, (5e-4f64).ln(), 0.0, 0.0];
-        let h = held_out(&p, 2, (&x, &r), (&xv, &rv)).expect("score");
+        let h = score(&p, &fit, &val).expect("score");
         assert!(h.msr > 10.0, "{h:?}");
         let sel = fit_pooled_selected(
             Some(&learned(&p)),
             &learned(&p),
+            &vocab(),
             &[],
             &val,
             &PoolOptions::default(),
@@ -470,7 +486,7 @@ mod tests {
         assert!(sel.is_none(), "no fit rows, no fit");
         let mut q = p;
         q[..2].iter_mut().for_each(|v| *v += 0.5 * h.msr.ln());
-        let c = held_out(&q, 2, (&x, &r), (&xv, &rv)).expect("score");
+        let c = score(&q, &fit, &val).expect("score");
         assert!((c.msr - 1.0).abs() < 1e-9, "{c:?}");
         assert!(c.log_density > h.log_density, "{h:?} → {c:?}");
     }
