@@ -219,6 +219,22 @@ pub struct HeldOut {
     pub msr: f64,
 }
 
+impl HeldOut {
+    /// The score, on the same `rows` validation rows, of the same predictive means with every
+    /// variance times `c > 0` (a learned kernel with `σ_r²` and `σ_rn²` both times `c`: A, k*
+    /// and k** scale by c, so μ stays and v becomes cv), in closed form: with `e_j² =
+    /// (r_j − μ_j)²/v_j` and `Σ e² = rows · msr`,
+    /// `Σ ln N(r_j; μ_j, c v_j) = log_density − ½ rows ln c + ½ (1 − 1/c) Σ e²` and
+    /// `msr / c`.
+    pub fn scaled(&self, c: f64, rows: usize) -> HeldOut {
+        let (n, sum) = (rows as f64, rows as f64 * self.msr);
+        HeldOut {
+            log_density: self.log_density - 0.5 * n * c.ln() + 0.5 * (1.0 - 1.0 / c) * sum,
+            msr: self.msr / c,
+        }
+    }
+}
+
 /// The outcome of [`fit_pooled_selected`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selected {
@@ -257,8 +273,10 @@ pub fn held_out(
     };
     let (fx, fv) = (features(x), features(xv));
     let flen = fx.len() / n;
-    let (rows, vals): (Vec<&[f64]>, Vec<&[f64]>) =
-        (fx.chunks_exact(flen).collect(), fv.chunks_exact(flen).collect());
+    let (rows, vals): (Vec<&[f64]>, Vec<&[f64]>) = (
+        fx.chunks_exact(flen).collect(),
+        fv.chunks_exact(flen).collect(),
+    );
     let noise = kernel.noise_var();
     let mut a = Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
         std::cmp::Ordering::Less => 0.0,
@@ -344,12 +362,16 @@ pub fn fit_pooled_selected(
         .find(|(c, _)| *c == out.chosen)
         .map(|s| s.1);
     if let Some(b) = best.filter(|b| b.msr > CALIBRATE_ABOVE) {
+        // σ_r², σ_rn² times c = msr: the chosen one's score in closed form, re-scored only
+        // where a log parameter meets its bounds (the variances are then not all times c).
         let mut p = out.params.clone();
         let half = 0.5 * b.msr.ln();
+        let inside = |v: &f64| (LOG_BOUNDS.0..=LOG_BOUNDS.1).contains(&(v + half));
+        let h = p[..2].iter().all(inside).then(|| b.scaled(b.msr, rv.len()));
         p[..2]
             .iter_mut()
             .for_each(|v| *v = (*v + half).clamp(LOG_BOUNDS.0, LOG_BOUNDS.1));
-        let h = score(&p);
+        let h = h.or_else(|| score(&p));
         consider(&mut out, Candidate::Calibrated, p, h, rv.len());
     }
     Some(out)
@@ -489,5 +511,114 @@ mod tests {
         let c = score(&q, &fit, &val).expect("score");
         assert!((c.msr - 1.0).abs() < 1e-9, "{c:?}");
         assert!(c.log_density > h.log_density, "{h:?} → {c:?}");
+    }
+
+    /// The dense score: A, k*, k** from the kernel's covariances, a plain inverse of A.
+    fn dense_score(
+        kernel: &ResidualKernel,
+        vocab: &Vocabulary,
+        fit: (&[f64], &[f64]),
+        val: (&[f64], &[f64]),
+    ) -> (f64, f64) {
+        let d = kernel.input_scale().len();
+        let feat = |x: &[f64]| {
+            let mut f = Vec::new();
+            kernel.features(vocab, x, &mut f);
+            f
+        };
+        let fx: Vec<Vec<f64>> = fit.0.chunks_exact(d).map(feat).collect();
+        let fv: Vec<Vec<f64>> = val.0.chunks_exact(d).map(feat).collect();
+        let (n, noise) = (fx.len(), kernel.noise_var());
+        let a = faer::Mat::from_fn(n, n, |i, j| {
+            kernel.cov(&fx[i], &fx[j]) + if i == j { noise } else { 0.0 }
+        });
+        let ainv = crate::linalg::Cholesky::new(a.as_ref(), "dense")
+            .expect("spd")
+            .inverse();
+        let (mut ld, mut z2) = (0.0, 0.0);
+        for (v, &y) in fv.iter().zip(val.1) {
+            let k: Vec<f64> = fx.iter().map(|f| kernel.cov(f, v)).collect();
+            let c = crate::linalg::mat_vec(ainv.as_ref(), &k);
+            let (mean, var) = (dot(&c, fit.1), kernel.cov(v, v) - dot(&c, &k) + noise);
+            let e2 = (y - mean) * (y - mean) / var;
+            ld -= 0.5 * ((2.0 * std::f64::consts::PI * var).ln() + e2);
+            z2 += e2;
+        }
+        (ld, z2 / fv.len() as f64)
+    }
+
+    #[test]
+    fn the_held_out_score_is_the_dense_exact_gp_s_for_either_kernel() {
+        let (fit, val) = pooled_sine();
+        let ((x, r), (xv, rv)) = (pooled(&fit[..1], 2), pooled(&val[..1], 2));
+        let (x, r, xv, rv) = (&x[..40], &r[..20], &xv[..30], &rv[..15]);
+        let proj = crate::model::Projection::point(
+            faer::Mat::from_fn(2, 2, |i, j| 0.4 + 0.3 * i as f64 - 0.2 * j as f64),
+            0.8,
+            0.3,
+        );
+        let vocab = Vocabulary::default_design(6, 2, 3).expect("vocabulary");
+        for kernel in [
+            learned(&[0.1, -1.2, 0.3, 0.9]),
+            ResidualKernel::initial(ResidualKind::GlobalResidual, &proj),
+        ] {
+            let h = held_out(&kernel, &vocab, (x, r), (xv, rv)).expect("score");
+            let (ld, msr) = dense_score(&kernel, &vocab, (x, r), (xv, rv));
+            assert!(
+                (h.log_density - ld).abs() < 1e-10 * ld.abs().max(1.0),
+                "{h:?} {ld}"
+            );
+            assert!((h.msr - msr).abs() < 1e-10 * msr.max(1.0), "{h:?} {msr}");
+        }
+        assert!(held_out(&learned(&[0.0; 4]), &vocab, (&x[..39], r), (xv, rv)).is_none());
+    }
+
+    #[test]
+    fn the_calibrated_score_follows_in_closed_form() {
+        // Reference: HeldOut::scaled (ld − ½ n ln c + ½ (1 − 1/c) Σ e², msr / c) against the
+        // score of the kernel with σ_r², σ_rn² times c, computed afresh.
+        // A small, well-conditioned problem (the re-score's own rounding stays below 1e-10):
+        // 20 fit rows, 15 validation rows.
+        let (fit, val) = pooled_sine();
+        let ((x, r), (xv, rv)) = (pooled(&fit[..1], 2), pooled(&val[..1], 2));
+        let (x, r, xv, rv) = (&x[..40], &r[..20], &xv[..30], &rv[..15]);
+        let vocab = vocab();
+        let small = |p: &[f64]| held_out(&learned(p), &vocab, (x, r), (xv, rv)).expect("score");
+        for p in [[0.0, (0.01f64).ln(), 0.0, 0.0], [-0.3, -1.0, 0.4, 1.5]] {
+            let h = small(&p);
+            for c in [h.msr, 3.7, 0.25] {
+                let mut q = p;
+                q[..2].iter_mut().for_each(|v| *v += 0.5 * c.ln());
+                let fresh = small(&q);
+                let closed = h.scaled(c, rv.len());
+                let tol = 1e-10 * fresh.log_density.abs().max(1.0);
+                assert!(
+                    (closed.log_density - fresh.log_density).abs() < tol,
+                    "c {c}: {closed:?} vs {fresh:?}"
+                );
+                assert!((closed.msr - fresh.msr).abs() < 1e-10 * fresh.msr.max(1.0));
+            }
+        }
+        // The selection's calibrated candidate carries the closed form's score: validation
+        // residuals four times the fit rows' leave every fitted candidate overconfident.
+        let p = [0.0, -1.0, 0.0, 0.0];
+        let loud: Vec<FitSample> = val
+            .iter()
+            .map(|v| FitSample::new(2, v.x().to_vec(), v.r().iter().map(|r| 4.0 * r).collect()))
+            .collect::<Result<_>>()
+            .expect("samples");
+        let sel = fit_pooled_selected(
+            Some(&learned(&p)),
+            &learned(&p),
+            &vocab,
+            &fit,
+            &loud,
+            &PoolOptions::default(),
+        )
+        .expect("a fit");
+        assert_eq!(sel.chosen, Candidate::Calibrated, "{:?}", sel.scores);
+        let calibrated = sel.scores.iter().find(|s| s.0 == Candidate::Calibrated);
+        let (_, c) = calibrated.expect("a calibrated candidate");
+        assert_eq!(c.msr, 1.0, "{:?}", sel.scores);
     }
 }
