@@ -22,6 +22,30 @@ use crate::model::Vocabulary;
 /// [`PoolOptions::rows`].
 pub const POOL_ROWS: usize = 512;
 
+/// The default of [`PoolOptions::cold_growth`]: the cold candidate is fitted at the first pooled
+/// fit and then each time the fleet's stream has grown past the next power of 4 (rows seen), so
+/// `O(log₄ rows)` times in a run; the warm chain continues at every fusion (measured in
+/// docs/LOCAL.md §9: on the stations the warm chain wins every selection after the first).
+pub const COLD_GROWTH: u64 = 4;
+
+/// Whether the fleet's pooled fit scores a cold candidate ([`Candidate::Cold`]) at a fusion
+/// where its stream went from `before` rows (the previous fusion; 0 at the first) to `now`:
+/// when a power of `growth` lies in `(before, now]`, or at the first fusion. A function of the
+/// stream alone (deterministic). `growth ≤ 1`: at every fusion.
+pub fn cold_due(before: u64, now: u64, growth: u64) -> bool {
+    if growth <= 1 || before == 0 {
+        return true;
+    }
+    let mut power = 1u64;
+    while power <= before {
+        match power.checked_mul(growth) {
+            Some(p) => power = p,
+            None => return false,
+        }
+    }
+    power <= now
+}
+
 /// How the fleet fits the pooled kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolOptions {
@@ -41,6 +65,10 @@ pub struct PoolOptions {
     /// offers twice its share, the even rows are fitted and the odd rows score the candidates
     /// (the warm chain's continuation, a cold start, and a noise-calibrated one).
     pub validate: bool,
+    /// With [`PoolOptions::validate`], how often the cold candidate is fitted ([`cold_due`]):
+    /// when the stream has grown past the next power of `cold_growth` ([`COLD_GROWTH`]; 1: at
+    /// every fusion).
+    pub cold_growth: u64,
 }
 
 impl Default for PoolOptions {
@@ -51,6 +79,7 @@ impl Default for PoolOptions {
             starts: vec![1.0],
             warm_start: true,
             validate: true,
+            cold_growth: COLD_GROWTH,
         }
     }
 }
@@ -315,7 +344,8 @@ pub fn held_out(
 
 /// The pooled fit chosen by held-out evidence (docs/LOCAL.md §9): the candidates
 /// [`Candidate::Warm`] ([`fit_pooled`] from `warm`, if given) and [`Candidate::Cold`]
-/// ([`fit_pooled`] from `initial`, a first fit), both on the `fit` samples, are scored by
+/// ([`fit_pooled`] from `initial`, a first fit; if `cold` or without `warm`), both on the
+/// `fit` samples, are scored by
 /// [`held_out`] on the `validation` samples and the larger log density is kept (a tie keeps the
 /// earlier; the warm one is replaced only when beaten by more than [`SWITCH_MARGIN`] nats a
 /// validation row); if its held-out mean squared standardized residual exceeds [`CALIBRATE_ABOVE`],
@@ -325,6 +355,7 @@ pub fn held_out(
 pub fn fit_pooled_selected(
     warm: Option<&ResidualKernel>,
     initial: &ResidualKernel,
+    cold: bool,
     vocab: &Vocabulary,
     fit: &[FitSample],
     validation: &[FitSample],
@@ -340,7 +371,9 @@ pub fn fit_pooled_selected(
         held_out(&kernel, vocab, (&x, &r), (&xv, &rv))
     };
     let warm = warm.and_then(|w| fit_pooled(w, fit, false, opts));
-    let cold = fit_pooled(initial, fit, true, opts);
+    let cold = (cold || warm.is_none())
+        .then(|| fit_pooled(initial, fit, true, opts))
+        .flatten();
     let candidates = [(Candidate::Warm, warm), (Candidate::Cold, cold)];
     let mut fitted = candidates.into_iter().filter_map(|(c, p)| Some((c, p?)));
     let (c0, p0) = fitted.next()?;
@@ -429,7 +462,23 @@ mod tests {
             assert!(hi.zip(lo).is_none_or(|(h, l)| h - l <= 1), "{s:?}");
         }
         assert_eq!(spaced(10, 4), vec![0, 2, 5, 7]);
-        assert_eq!(spaced(3, 5), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn the_cold_candidate_is_due_at_powers_of_the_growth() {
+        assert!(cold_due(0, 115, COLD_GROWTH), "the first fit");
+        // Wind's fusions: 115, 235, 475, 955, 1915, 3835, 7088 rows: cold past 256, 1024, 4096.
+        let due: Vec<bool> = [115, 235, 475, 955, 1915, 3835, 7088]
+            .windows(2)
+            .map(|w| cold_due(w[0], w[1], 4))
+            .collect();
+        assert_eq!(due, [false, true, false, true, false, true]);
+        assert!(!cold_due(256, 256, 4) && cold_due(255, 256, 4));
+        assert!(
+            (0..5).all(|k| cold_due(100 + k, 101 + k, 1)),
+            "growth 1: always"
+        );
+        assert!(!cold_due(u64::MAX - 1, u64::MAX, 4), "no overflow");
     }
 
     /// Two agents' samples of `y = sin(2 x₀) + 0.05 ε` on [−3, 3]² (input 1 unused), split
@@ -474,7 +523,8 @@ mod tests {
             learned(&[0.0, -1.0, -8.0, -8.0]),
         );
         let pick = |warm: &ResidualKernel, initial: &ResidualKernel| {
-            fit_pooled_selected(Some(warm), initial, &vocab, &fit, &val, &opts).expect("a fit")
+            fit_pooled_selected(Some(warm), initial, true, &vocab, &fit, &val, &opts)
+                .expect("a fit")
         };
         let a = pick(&good, &bad);
         assert_eq!(a.chosen, Candidate::Warm, "{:?}", a.scores);
@@ -485,8 +535,18 @@ mod tests {
         assert!((0.5..1.5).contains(&c.msr), "{:?}", b.scores);
         // Deterministic, and a fleet without a previous fit has the cold candidate alone.
         assert_eq!(pick(&bad, &good), b);
-        let first = fit_pooled_selected(None, &good, &vocab, &fit, &val, &opts).expect("a fit");
+        let first =
+            fit_pooled_selected(None, &good, false, &vocab, &fit, &val, &opts).expect("a fit");
         assert_eq!(first.scores.len(), 1);
+        // Without the cold candidate (not due), the warm chain's continuation alone.
+        let warm_only =
+            fit_pooled_selected(Some(&bad), &good, false, &vocab, &fit, &val, &opts).expect("fit");
+        assert_eq!(warm_only.scores.len(), 1);
+        let chain = fit_pooled(&bad, &fit, false, &opts).expect("fit");
+        assert_eq!(
+            (warm_only.chosen, warm_only.params),
+            (Candidate::Warm, chain)
+        );
         assert_eq!((first.chosen, &first.params), (Candidate::Cold, &b.params));
     }
 
@@ -500,6 +560,7 @@ mod tests {
         let sel = fit_pooled_selected(
             Some(&learned(&p)),
             &learned(&p),
+            true,
             &vocab(),
             &[],
             &val,
@@ -610,6 +671,7 @@ mod tests {
         let sel = fit_pooled_selected(
             Some(&learned(&p)),
             &learned(&p),
+            true,
             &vocab,
             &fit,
             &loud,
