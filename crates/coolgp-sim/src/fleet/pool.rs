@@ -5,20 +5,21 @@
 
 use std::time::Instant;
 
-use coolgp::local::pool::{fit_pooled, fit_pooled_selected, halves, shares, Selected};
+use coolgp::local::pool::{cold_due, fit_pooled, fit_pooled_selected, halves, shares, Selected};
 use coolgp::local::{FitSample, LocalFit, PoolOptions, ResidualKernel, ResidualKind};
-use coolgp::Agent;
+use coolgp::{Agent, Vocabulary};
 use rayon::prelude::*;
 
 use super::Fleet;
 
 impl Fleet<'_> {
     /// With `--local-fit fleet` (and a learned residual kernel): one pooled fit
-    /// ([`fit_agents_pooled`]) from the previous pooled parameters
-    /// ([`PoolOptions::warm_start`], the default) or else from the agents' initial kernel;
-    /// with [`PoolOptions::validate`] (the default) the warm continuation or a cold start,
-    /// whichever held-out evidence prefers ([`fit_agents_selected`]). Counted in the learning
-    /// phase's time.
+    /// ([`fit_agents_pooled`]) from the previous pooled parameters ([`PoolOptions::warm_start`],
+    /// the default) or else from the agents' initial kernel; with [`PoolOptions::validate`]
+    /// (the default) the warm continuation or, at the fusions [`cold_due`] picks
+    /// ([`PoolOptions::cold_growth`]), a cold start, whichever held-out evidence prefers
+    /// ([`fit_agents_selected`]). Counted in the learning phase's time. With `COOLGP_POOL_LOG`
+    /// set, one line per pooled fit on stderr.
     pub(super) fn fit_local_pooled(&mut self) {
         let local = self.cfg.local;
         if !local.is_on() || local.fit != LocalFit::Fleet || local.kernel != ResidualKind::Learned {
@@ -36,18 +37,41 @@ impl Fleet<'_> {
             true if opts.warm_start => (a0.local().kernel().clone(), false),
             _ => (initial.clone(), true),
         };
-        let fitted = if opts.validate {
+        let (fitted, chosen) = if opts.validate {
             let (warm, initial) = ((!first).then_some(&start), initial.clone());
-            fit_agents_selected(&mut self.agents, opts, warm, &initial).map(|s| s.params)
+            // The stream's rows at the previous fusion (`done` still counts its batches).
+            let before: usize = self.dispatch.order[..self.done]
+                .iter()
+                .map(|&b| self.work.batches[b].y.len())
+                .sum();
+            let cold = cold_due(before as u64, self.points as u64, opts.cold_growth);
+            let pick = (warm, &initial, cold);
+            match fit_agents_selected(&mut self.agents, &self.vocab, opts, pick) {
+                Some(s) => (Some(s.params), format!("{:?} {:?}", s.chosen, s.scores)),
+                None => (None, String::new()),
+            }
         } else {
-            fit_agents_pooled(&mut self.agents, opts, &start, first)
+            let p = fit_agents_pooled(&mut self.agents, opts, &start, first);
+            (p, String::new())
         };
+        if let Some(p) = fitted
+            .as_ref()
+            .filter(|_| std::env::var_os(POOL_LOG).is_some())
+        {
+            eprintln!(
+                "pooled fit: {} training points; params {p:?}; {chosen}",
+                self.points
+            );
+        }
         if fitted.is_some() {
             self.local_pooled = true;
         }
         self.phases.learn_s += t.elapsed().as_secs_f64();
     }
 }
+
+/// The environment variable that makes [`Fleet::fit_local_pooled`] log each pooled fit.
+const POOL_LOG: &str = "COOLGP_POOL_LOG";
 
 /// One fleet-wide fit of the learned residual kernel over `agents`: agent i offers
 /// `shares(opts.rows, agents)[i]` evenly spaced rows of its memory with their residuals
@@ -72,21 +96,23 @@ pub fn fit_agents_pooled(
 /// [`fit_agents_pooled`] chosen by held-out evidence ([`fit_pooled_selected`], docs/LOCAL.md
 /// §9): agent i offers twice its share, its even rows join the fit sample (with `2k` rows
 /// at most the memory's, the very rows [`fit_agents_pooled`] fits) and its odd rows the
-/// validation sample; the candidates are the continuation of `warm` (if given) and a cold
-/// start from `initial`. Every agent takes the chosen parameters. Deterministic.
+/// validation sample; the candidates are the continuation of `warm` (if given) and, if `cold`
+/// (or without `warm`), a cold start from `initial`: `pick = (warm, initial, cold)`. Every
+/// agent takes the chosen parameters. Deterministic.
 fn fit_agents_selected(
     agents: &mut [Agent],
+    vocab: &Vocabulary,
     opts: &PoolOptions,
-    warm: Option<&ResidualKernel>,
-    initial: &ResidualKernel,
+    pick: (Option<&ResidualKernel>, &ResidualKernel, bool),
 ) -> Option<Selected> {
+    let (warm, initial, cold) = pick;
     let share: Vec<usize> = shares(opts.rows, agents.len())
         .iter()
         .map(|k| 2 * k)
         .collect();
     let (fit, validation): (Vec<FitSample>, Vec<FitSample>) =
         offered(agents, &share).iter().map(halves).unzip();
-    let selected = fit_pooled_selected(warm, initial, &fit, &validation, opts)?;
+    let selected = fit_pooled_selected(warm, initial, cold, vocab, &fit, &validation, opts)?;
     take(agents, &selected.params);
     Some(selected)
 }

@@ -16,11 +16,36 @@ use super::kernel::{ResidualKernel, LOG_BOUNDS};
 use super::ResidualKind;
 use crate::error::{ensure_dim, ensure_finite, Result};
 use crate::linalg::dot;
-use crate::model::kernel::sqdist;
+use crate::model::Vocabulary;
 
 /// Rows of the pooled sample in all, spread evenly over the agents ([`shares`]): the default of
 /// [`PoolOptions::rows`].
 pub const POOL_ROWS: usize = 512;
+
+/// The default of [`PoolOptions::cold_growth`]: the cold candidate is fitted at the first pooled
+/// fit, when the fleet's stream passes a power of 4 (rows seen) and when the warm one's
+/// held-out msr exceeds [`COLD_ABOVE`]; the warm chain continues at every fusion. Measured in
+/// docs/LOCAL.md §9: wind (B = 500, 2,000), air, traffic and airline identical to a cold
+/// candidate at every fusion (1), with 6 of wind's 17 cold fits.
+pub const COLD_GROWTH: u64 = 4;
+
+/// Whether the fleet's pooled fit scores a cold candidate ([`Candidate::Cold`]) at a fusion
+/// where its stream went from `before` rows (the previous fusion; 0 at the first) to `now`:
+/// when a power of `growth` lies in `(before, now]`, or at the first fusion. A function of the
+/// stream alone (deterministic). `growth ≤ 1`: at every fusion.
+pub fn cold_due(before: u64, now: u64, growth: u64) -> bool {
+    if growth <= 1 || before == 0 {
+        return true;
+    }
+    let mut power = 1u64;
+    while power <= before {
+        match power.checked_mul(growth) {
+            Some(p) => power = p,
+            None => return false,
+        }
+    }
+    power <= now
+}
 
 /// How the fleet fits the pooled kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,6 +66,10 @@ pub struct PoolOptions {
     /// offers twice its share, the even rows are fitted and the odd rows score the candidates
     /// (the warm chain's continuation, a cold start, and a noise-calibrated one).
     pub validate: bool,
+    /// With [`PoolOptions::validate`], how often the cold candidate is fitted ([`cold_due`]):
+    /// when the stream has grown past the next power of `cold_growth` ([`COLD_GROWTH`]; 1: at
+    /// every fusion).
+    pub cold_growth: u64,
 }
 
 impl Default for PoolOptions {
@@ -51,6 +80,7 @@ impl Default for PoolOptions {
             starts: vec![1.0],
             warm_start: true,
             validate: true,
+            cold_growth: COLD_GROWTH,
         }
     }
 }
@@ -197,6 +227,12 @@ pub const CALIBRATE_ABOVE: f64 = 2.0;
 /// more of air's gain than 0.05 (8.52 against 9.71) and did better on airline (34.50, 35.02).
 pub const SWITCH_MARGIN: f64 = 0.1;
 
+/// Held-out mean squared standardized residual of the warm continuation above which
+/// [`fit_pooled_selected`] fits the cold candidate even where [`cold_due`] does not ask for it:
+/// on air the one cold start that won (fusion 15 of 16) met a warm msr of 1.48; on wind, where
+/// the cold start never won, the warm msr stayed in 0.80–1.55.
+pub const COLD_ABOVE: f64 = 1.3;
+
 /// A candidate of [`fit_pooled_selected`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Candidate {
@@ -219,6 +255,22 @@ pub struct HeldOut {
     pub msr: f64,
 }
 
+impl HeldOut {
+    /// The score, on the same `rows` validation rows, of the same predictive means with every
+    /// variance times `c > 0` (a learned kernel with `σ_r²` and `σ_rn²` both times `c`: A, k*
+    /// and k** scale by c, so μ stays and v becomes cv), in closed form: with `e_j² =
+    /// (r_j − μ_j)²/v_j` and `Σ e² = rows · msr`,
+    /// `Σ ln N(r_j; μ_j, c v_j) = log_density − ½ rows ln c + ½ (1 − 1/c) Σ e²` and
+    /// `msr / c`.
+    pub fn scaled(&self, c: f64, rows: usize) -> HeldOut {
+        let (n, sum) = (rows as f64, rows as f64 * self.msr);
+        HeldOut {
+            log_density: self.log_density - 0.5 * n * c.ln() + 0.5 * (1.0 - 1.0 / c) * sum,
+            msr: self.msr / c,
+        }
+    }
+}
+
 /// The outcome of [`fit_pooled_selected`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selected {
@@ -230,40 +282,42 @@ pub struct Selected {
     pub scores: Vec<(Candidate, HeldOut)>,
 }
 
-/// The held-out score of a learned kernel with parameters `p` (`[ln σ_r, ln σ_rn, ln ℓ_1..d]`):
-/// the exact GP on the fit rows `fit = (x [n·d], r [n])`, `A = σ_r² E + σ_rn² I`, predicts each
-/// validation row `val = (x* [n*·d], r* [n*])` with `μ = k*ᵀA⁻¹r`, `v = σ_r² − k*ᵀA⁻¹k* + σ_rn²`
-/// (one Cholesky of A and one triangular solve with `n* + 1` right-hand sides). `None` with no
-/// row on either side, parameters of another length, or A not positive definite.
+/// The held-out score of a residual kernel: the exact GP on the fit rows
+/// `fit = (x [n·d], r [n])` (raw inputs), `A = K_r(X, X) + σ²I` with the kernel's noise, predicts
+/// each validation row `val = (x* [n*·d], r* [n*])` with `μ = k*ᵀA⁻¹r`,
+/// `v = k_r(x*, x*) − k*ᵀA⁻¹k* + σ²` (the covariances are the kernel's own
+/// [`ResidualKernel::features`] and [`ResidualKernel::cov`]; one Cholesky of A and one
+/// triangular solve with `n* + 1` right-hand sides). `None` with no row on either side, rows of
+/// another width than the kernel's, or A not positive definite.
 pub fn held_out(
-    p: &[f64],
-    d: usize,
+    kernel: &ResidualKernel,
+    vocab: &Vocabulary,
     fit: (&[f64], &[f64]),
     val: (&[f64], &[f64]),
 ) -> Option<HeldOut> {
     use faer::{Mat, Par};
     let ((x, r), (xv, rv)) = (fit, val);
-    let (n, nv) = (r.len(), rv.len());
-    if n == 0 || nv == 0 || p.len() != d + 2 || x.len() != n * d || xv.len() != nv * d {
+    let (n, nv, d) = (r.len(), rv.len(), kernel.input_scale().len());
+    if n == 0 || nv == 0 || d == 0 || x.len() != n * d || xv.len() != nv * d {
         return None;
     }
-    let (s2, n2) = ((2.0 * p[0]).exp(), (2.0 * p[1]).exp());
-    let inv: Vec<f64> = p[2..].iter().map(|l| (-l).exp()).collect();
-    let scale = |x: &[f64]| -> Vec<f64> {
+    let features = |x: &[f64]| {
+        let mut f = Vec::new();
         x.chunks_exact(d)
-            .flat_map(|row| row.iter().zip(&inv).map(|(v, s)| v * s))
-            .collect()
+            .for_each(|row| kernel.features(vocab, row, &mut f));
+        f
     };
-    let (xs, vs) = (scale(x), scale(xv));
-    fn row_of(m: &[f64], d: usize, i: usize) -> &[f64] {
-        &m[i * d..(i + 1) * d]
-    }
-    let row = |m, i| row_of(m, d, i);
-    let cov = |a: &[f64], b: &[f64]| s2 * (-0.5 * sqdist(a, b)).exp();
+    let (fx, fv) = (features(x), features(xv));
+    let flen = fx.len() / n;
+    let (rows, vals): (Vec<&[f64]>, Vec<&[f64]>) = (
+        fx.chunks_exact(flen).collect(),
+        fv.chunks_exact(flen).collect(),
+    );
+    let noise = kernel.noise_var();
     let mut a = Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
         std::cmp::Ordering::Less => 0.0,
-        std::cmp::Ordering::Equal => s2 + n2,
-        std::cmp::Ordering::Greater => cov(row(&xs, i), row(&xs, j)),
+        std::cmp::Ordering::Equal => kernel.cov(rows[i], rows[i]) + noise,
+        std::cmp::Ordering::Greater => kernel.cov(rows[i], rows[j]),
     });
     if !cholesky_seq_in_place(a.as_mut()) {
         return None;
@@ -271,7 +325,7 @@ pub fn held_out(
     // Columns [L⁻¹r | L⁻¹K*]: μ_j = (L⁻¹r)ᵀ(L⁻¹k*_j), k*ᵀA⁻¹k* = ‖L⁻¹k*_j‖².
     let mut b = Mat::from_fn(n, nv + 1, |i, j| match j {
         0 => r[i],
-        j => cov(row(&xs, i), row(&vs, j - 1)),
+        j => kernel.cov(rows[i], vals[j - 1]),
     });
     faer::linalg::triangular_solve::solve_lower_triangular_in_place(
         a.as_ref(),
@@ -283,7 +337,8 @@ pub fn held_out(
     for (j, &y) in rv.iter().enumerate() {
         let c = b.col_as_slice(j + 1);
         let mean = dot(w, c);
-        let var = (s2 - dot(c, c)).max(0.0) + n2;
+        let prior = kernel.cov(vals[j], vals[j]);
+        let var = (prior - dot(c, c)).max(0.0) + noise;
         let e2 = (y - mean) * (y - mean) / var;
         ld -= 0.5 * ((2.0 * std::f64::consts::PI * var).ln() + e2);
         z2 += e2;
@@ -296,15 +351,19 @@ pub fn held_out(
 
 /// The pooled fit chosen by held-out evidence (docs/LOCAL.md §9): the candidates
 /// [`Candidate::Warm`] ([`fit_pooled`] from `warm`, if given) and [`Candidate::Cold`]
-/// ([`fit_pooled`] from `initial`, a first fit), both on the `fit` samples, are scored by
+/// ([`fit_pooled`] from `initial`, a first fit; if `cold`, without `warm`, or when the warm
+/// one's held-out msr exceeds [`COLD_ABOVE`]), both on the `fit` samples, are scored by
 /// [`held_out`] on the `validation` samples and the larger log density is kept (a tie keeps the
 /// earlier; the warm one is replaced only when beaten by more than [`SWITCH_MARGIN`] nats a
 /// validation row); if its held-out mean squared standardized residual exceeds [`CALIBRATE_ABOVE`],
 /// [`Candidate::Calibrated`] is scored too and kept if better. Without a scorable candidate,
-/// the first one that fitted (no scores). `None` if no candidate fitted. Deterministic.
+/// the first one that fitted (no scores). `None` if no candidate fitted. Deterministic. (`vocab`
+/// is the fleet's; a learned kernel's features do not use it.)
 pub fn fit_pooled_selected(
     warm: Option<&ResidualKernel>,
     initial: &ResidualKernel,
+    cold: bool,
+    vocab: &Vocabulary,
     fit: &[FitSample],
     validation: &[FitSample],
     opts: &PoolOptions,
@@ -314,22 +373,33 @@ pub fn fit_pooled_selected(
     }
     let d = initial.params().len() - 2;
     let ((x, r), (xv, rv)) = (pooled(fit, d), pooled(validation, d));
-    let score = |p: &[f64]| held_out(p, d, (&x, &r), (&xv, &rv));
-    let warm = warm.and_then(|w| fit_pooled(w, fit, false, opts));
-    let cold = fit_pooled(initial, fit, true, opts);
+    let score = |p: &[f64]| {
+        let kernel = ResidualKernel::from_params(ResidualKind::Learned, p.to_vec(), d, 0).ok()?;
+        held_out(&kernel, vocab, (&x, &r), (&xv, &rv))
+    };
+    let scored = |p: Vec<f64>| {
+        let h = score(&p);
+        (p, h)
+    };
+    let warm = warm
+        .and_then(|w| fit_pooled(w, fit, false, opts))
+        .map(scored);
+    // The cold start when due, without a scorable warm candidate, or when the warm one's
+    // held-out errors are off ([`COLD_ABOVE`]).
+    let off = |h: &Option<HeldOut>| h.is_none_or(|h| h.msr > COLD_ABOVE);
+    let cold = (cold || warm.as_ref().is_none_or(|w| off(&w.1)))
+        .then(|| fit_pooled(initial, fit, true, opts).map(scored))
+        .flatten();
     let candidates = [(Candidate::Warm, warm), (Candidate::Cold, cold)];
     let mut fitted = candidates.into_iter().filter_map(|(c, p)| Some((c, p?)));
-    let (c0, p0) = fitted.next()?;
+    let (c0, (p0, h0)) = fitted.next()?;
     let mut out = Selected {
-        params: p0,
+        params: p0.clone(),
         chosen: c0,
         scores: Vec::new(),
     };
-    let h0 = score(&out.params);
-    let first = out.params.clone();
-    consider(&mut out, c0, first, h0, rv.len());
-    for (c, p) in fitted {
-        let h = score(&p);
+    consider(&mut out, c0, p0, h0, rv.len());
+    for (c, (p, h)) in fitted {
         consider(&mut out, c, p, h, rv.len());
     }
     let best = out
@@ -338,12 +408,16 @@ pub fn fit_pooled_selected(
         .find(|(c, _)| *c == out.chosen)
         .map(|s| s.1);
     if let Some(b) = best.filter(|b| b.msr > CALIBRATE_ABOVE) {
+        // σ_r², σ_rn² times c = msr: the chosen one's score in closed form, re-scored only
+        // where a log parameter meets its bounds (the variances are then not all times c).
         let mut p = out.params.clone();
         let half = 0.5 * b.msr.ln();
+        let inside = |v: &f64| (LOG_BOUNDS.0..=LOG_BOUNDS.1).contains(&(v + half));
+        let h = p[..2].iter().all(inside).then(|| b.scaled(b.msr, rv.len()));
         p[..2]
             .iter_mut()
             .for_each(|v| *v = (*v + half).clamp(LOG_BOUNDS.0, LOG_BOUNDS.1));
-        let h = score(&p);
+        let h = h.or_else(|| score(&p));
         consider(&mut out, Candidate::Calibrated, p, h, rv.len());
     }
     Some(out)
@@ -388,90 +462,4 @@ fn rounds(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shares_sum_to_the_total_and_differ_by_at_most_one() {
-        for (total, agents) in [(512, 12), (512, 70), (512, 1000), (7, 3), (0, 4)] {
-            let s = shares(total, agents);
-            assert_eq!(s.len(), agents);
-            assert_eq!(s.iter().sum::<usize>(), total);
-            let (lo, hi) = (s.iter().min(), s.iter().max());
-            assert!(hi.zip(lo).is_none_or(|(h, l)| h - l <= 1), "{s:?}");
-        }
-        assert_eq!(spaced(10, 4), vec![0, 2, 5, 7]);
-        assert_eq!(spaced(3, 5), vec![0, 1, 2]);
-    }
-
-    /// Two agents' samples of `y = sin(2 x₀) + 0.05 ε` on [−3, 3]² (input 1 unused), split
-    /// into fit and validation halves as the fleet splits them.
-    fn pooled_sine() -> (Vec<FitSample>, Vec<FitSample>) {
-        let mut rng = crate::rng::Rng::new(7, 3);
-        let agent = |rng: &mut crate::rng::Rng| {
-            let x: Vec<f64> = (0..160).map(|_| -3.0 + 6.0 * rng.uniform()).collect();
-            let r = x
-                .chunks_exact(2)
-                .map(|v| (2.0 * v[0]).sin() + 0.05 * rng.normal())
-                .collect();
-            halves(&FitSample::new(2, x, r).expect("sample"))
-        };
-        (0..2).map(|_| agent(&mut rng)).unzip()
-    }
-
-    fn learned(p: &[f64]) -> ResidualKernel {
-        ResidualKernel::from_params(ResidualKind::Learned, p.to_vec(), 2, 0).expect("kernel")
-    }
-
-    #[test]
-    fn the_selection_keeps_the_candidate_the_validation_rows_prefer() {
-        let (fit, val) = pooled_sine();
-        assert_eq!((fit[0].len(), val[1].len()), (40, 40));
-        let opts = PoolOptions::default();
-        // Lengthscales e⁻⁸ cannot be fitted back in 60 steps: a kernel that sees no
-        // correlation predicts 0 ± the whole variance; lengthscale 1 finds the sine.
-        let (good, bad) = (
-            learned(&[0.0, -1.0, 0.0, 0.0]),
-            learned(&[0.0, -1.0, -8.0, -8.0]),
-        );
-        let pick = |warm: &ResidualKernel, initial: &ResidualKernel| {
-            fit_pooled_selected(Some(warm), initial, &fit, &val, &opts).expect("a fit")
-        };
-        let a = pick(&good, &bad);
-        assert_eq!(a.chosen, Candidate::Warm, "{:?}", a.scores);
-        let b = pick(&bad, &good);
-        assert_eq!(b.chosen, Candidate::Cold, "{:?}", b.scores);
-        let (w, c) = (b.scores[0].1, b.scores[1].1);
-        assert!(c.log_density > w.log_density + 20.0, "{:?}", b.scores);
-        assert!((0.5..1.5).contains(&c.msr), "{:?}", b.scores);
-        // Deterministic, and a fleet without a previous fit has the cold candidate alone.
-        assert_eq!(pick(&bad, &good), b);
-        let first = fit_pooled_selected(None, &good, &fit, &val, &opts).expect("a fit");
-        assert_eq!(first.scores.len(), 1);
-        assert_eq!((first.chosen, &first.params), (Candidate::Cold, &b.params));
-    }
-
-    #[test]
-    fn the_calibrated_candidate_scales_the_variance_to_the_held_out_error() {
-        let (fit, val) = pooled_sine();
-        let (x, r) = pooled(&fit, 2);
-        let (xv, rv) = pooled(&val, 2);
-        // A noise 100 times too small: the validation errors are ~100 σ.
-        let p = [0.0, (5e-4f64).ln(), 0.0, 0.0];
-        let h = held_out(&p, 2, (&x, &r), (&xv, &rv)).expect("score");
-        assert!(h.msr > 10.0, "{h:?}");
-        let sel = fit_pooled_selected(
-            Some(&learned(&p)),
-            &learned(&p),
-            &[],
-            &val,
-            &PoolOptions::default(),
-        );
-        assert!(sel.is_none(), "no fit rows, no fit");
-        let mut q = p;
-        q[..2].iter_mut().for_each(|v| *v += 0.5 * h.msr.ln());
-        let c = held_out(&q, 2, (&x, &r), (&xv, &rv)).expect("score");
-        assert!((c.msr - 1.0).abs() < 1e-9, "{c:?}");
-        assert!(c.log_density > h.log_density, "{h:?} → {c:?}");
-    }
-}
+mod tests;
