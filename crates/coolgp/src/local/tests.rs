@@ -121,11 +121,10 @@ pub(super) fn dense(
     )
 }
 
-// `..LocalConfig::default()`: LocalConfig gains fields (helper `pool`'s `fit`).
-#[allow(clippy::needless_update)]
-fn check(kind: ResidualKind, point: bool, seed: u64) {
-    let mut rng = Rng::new(seed, 77);
-    let (m, dz, d, n) = (7, 2, 3, 12);
+/// A global model for the tests on d = 3 inputs: m = 7 inducing inputs in d' = 2, a point
+/// (`point`) or real q(W) and a random q(u), drawn from `rng` in that order.
+pub(super) fn global(point: bool, rng: &mut Rng) -> (Vocabulary, Projection, Posterior) {
+    let (m, dz, d) = (7, 2, 3);
     let vocab = Vocabulary::default_design(m, dz, 3).expect("design");
     let w = Mat::from_fn(dz, d, |_, _| 0.5 * rng.normal());
     let proj = if point {
@@ -138,7 +137,16 @@ fn check(kind: ResidualKind, point: bool, seed: u64) {
             -0.9,
         )
     };
-    let post = posterior(&vocab, &mut rng);
+    let post = posterior(&vocab, rng);
+    (vocab, proj, post)
+}
+
+// `..LocalConfig::default()`: LocalConfig gains fields (helper `pool`'s `fit`).
+#[allow(clippy::needless_update)]
+fn check(kind: ResidualKind, point: bool, seed: u64) {
+    let mut rng = Rng::new(seed, 77);
+    let (d, n) = (3, 12);
+    let (vocab, proj, post) = global(point, &mut rng);
     let config = LocalConfig {
         capacity: n,
         policy: MemoryPolicy::Recent,

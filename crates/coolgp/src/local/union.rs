@@ -227,7 +227,7 @@ mod tests {
     use faer::Mat;
 
     use super::super::answer::answers as own_answers;
-    use super::super::tests::{dense, posterior, worst_gap};
+    use super::super::tests::{dense, global, worst_gap};
     use super::super::{LocalConfig, LocalModel, MemoryPolicy, ResidualKind};
     use super::*;
     use crate::rng::Rng;
@@ -257,25 +257,6 @@ mod tests {
         m.offer(vocab, x.as_ref(), &y);
         assert_eq!(m.len(), n);
         m
-    }
-
-    /// Vocabulary, a point or real q(W) and a random q(u).
-    fn global(point: bool, rng: &mut Rng) -> (Vocabulary, Projection, Posterior) {
-        let (m, dz, d) = (7, 2, 3);
-        let vocab = Vocabulary::default_design(m, dz, 3).expect("design");
-        let w = Mat::from_fn(dz, d, |_, _| 0.5 * rng.normal());
-        let proj = if point {
-            Projection::point(w, 1.3, 0.4)
-        } else {
-            Projection::new(
-                w,
-                Mat::from_fn(dz, d, |_, _| -1.2 + 0.3 * rng.normal()),
-                0.2,
-                -0.9,
-            )
-        };
-        let post = posterior(&vocab, rng);
-        (vocab, proj, post)
     }
 
     #[test]
