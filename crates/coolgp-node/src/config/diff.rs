@@ -115,6 +115,7 @@ pub fn setting_differences(
             ("--local-kernel", l.kernel.name().to_owned()),
         ]
     };
+    // (`LocalConfig::in_effect`: an off memory's policy and kernel do not take effect.)
     let both_on = written.local.is_on() && wanted.local.is_on();
     let flags = local(&written.local).into_iter().zip(local(&wanted.local));
     for ((flag, w), (_, n)) in flags.take(if both_on { 3 } else { 1 }) {

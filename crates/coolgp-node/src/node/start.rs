@@ -206,16 +206,14 @@ fn check_checkpoint(s: &NodeSettings, cp: &Checkpoint, layout: &Layout) -> Resul
     Ok(())
 }
 
-/// `c` with the policy and kernel of an off local memory at the core's defaults: a memory that
-/// is off has neither, so `--local-memory 0` resumes a memory-less checkpoint whatever the
-/// (default) policy was when it was written.
+/// `c` with its local memory's settings as they take effect ([`coolgp::LocalConfig::in_effect`]):
+/// `--local-memory 0` resumes a memory-less checkpoint whatever the (default) policy was when
+/// it was written.
 fn without_off_memory(c: &AgentConfig) -> AgentConfig {
-    let mut c = c.clone();
-    if !c.local.is_on() {
-        let off = coolgp::LocalConfig::default();
-        (c.local.policy, c.local.kernel) = (off.policy, off.kernel);
+    AgentConfig {
+        local: c.local.in_effect(),
+        ..c.clone()
     }
-    c
 }
 
 /// The agent of a checked checkpoint, its rounds moved past the lease, and the stream

@@ -69,6 +69,16 @@ impl LocalConfig {
     pub fn is_on(&self) -> bool {
         self.capacity > 0
     }
+
+    /// The settings that take effect: an off memory has no policy, kernel or fit, so they are
+    /// set to [`LocalConfig::default`]'s (two off memories compare equal whatever they were
+    /// given).
+    pub fn in_effect(&self) -> Self {
+        match self.is_on() {
+            true => *self,
+            false => Self::default(),
+        }
+    }
 }
 
 /// Which of the agent's rows the memory keeps.

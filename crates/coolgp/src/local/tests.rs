@@ -306,3 +306,17 @@ fn answers_after_lazy_updates_equal_a_fresh_factor() {
         }
     }
 }
+
+#[test]
+fn an_off_memory_has_no_policy_kernel_or_fit_in_effect() {
+    let off = LocalConfig {
+        capacity: 0,
+        policy: MemoryPolicy::Reservoir,
+        kernel: ResidualKind::GlobalResidual,
+        fit: super::LocalFit::Fleet,
+    };
+    assert_eq!(off.in_effect(), LocalConfig::default());
+    assert_ne!(off, LocalConfig::default());
+    let on = LocalConfig { capacity: 5, ..off };
+    assert_eq!(on.in_effect(), on);
+}
