@@ -168,6 +168,13 @@ pub fn print_report(r: &Report) {
             r.coverage95_fleet_query,
             o(r.rmse_oracle_local)
         );
+        println!(
+            "  fleet query calibration  variance x{:.3} (from {} leave-one-out memory rows)   uncalibrated NLPD {:.4}  95% coverage {:.3}",
+            r.fleet_query_var_scale,
+            r.fleet_calibration_rows,
+            r.nlpd_fleet_query_raw,
+            r.coverage95_fleet_query_raw
+        );
     }
     println!(
         "  σ_s, σ_n  post-fusion {:.4}, {:.4}   central {}, {}",

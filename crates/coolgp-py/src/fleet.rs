@@ -12,6 +12,7 @@ use coolgp::local::{FleetRule, LocalAnswer};
 use coolgp::rng::Rng;
 use coolgp::{Agent, View};
 use coolgp_data::Standardizer;
+use coolgp_sim::fleet::calibrate;
 use coolgp_sim::{Batch, Fleet, FusionChoice, SimConfig, SimError, TopologyKind, Workload};
 use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
@@ -26,6 +27,8 @@ use crate::fence::{core_err, fenced};
 struct Fitted {
     agents: Vec<Agent>,
     scaler: Standardizer,
+    /// The fleet rule's variance scale (1 without memory; docs/LOCAL.md §10).
+    var_scale: f64,
 }
 
 /// The settings of a fleet.
@@ -81,6 +84,17 @@ struct Settings {
 pub struct FleetRegressor {
     s: Settings,
     fitted: Option<Fitted>,
+}
+
+impl FleetRegressor {
+    /// True when predict answers with the fleet rule over every agent: the local memory is on
+    /// (`local_memory` unset is [`coolgp_config::DEFAULT_LOCAL_MEMORY`]).
+    fn fleet_answers(&self) -> bool {
+        self.s
+            .local_memory
+            .unwrap_or(coolgp_config::DEFAULT_LOCAL_MEMORY)
+            > 0
+    }
 }
 
 /// The fleet's graph: one of the tree kinds of the simulator's [`TopologyKind`] (tree fusion
@@ -374,7 +388,12 @@ impl FleetRegressor {
                 let ys: Vec<f64> = y.iter().map(|&v| scaler.scale_y(v)).collect();
                 let rows = split(x.nrows(), s.agents.min(x.nrows()), groups, s.seed);
                 let agents = s.run(&xs, &ys, &rows)?;
-                Ok(Fitted { agents, scaler })
+                let var_scale = calibrate(&agents, &[s.fleet_rule]).scale(s.fleet_rule);
+                Ok(Fitted {
+                    agents,
+                    scaler,
+                    var_scale,
+                })
             })
         })?;
         slf.fitted = Some(fitted);
@@ -408,7 +427,7 @@ impl FleetRegressor {
                     f.agents.len()
                 ))
             })?],
-            None if self.s.local_memory.unwrap_or(0) > 0 => f.agents.iter().collect(),
+            None if self.fleet_answers() => f.agents.iter().collect(),
             None => f.agents.iter().take(1).collect(),
         };
         let mut xs = convert::matrix(x, "X", Some(f.scaler.dim()))?;
@@ -416,11 +435,14 @@ impl FleetRegressor {
             .apply_x(&mut xs)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let rule = self.s.fleet_rule;
-        let (mean, var) = py.detach(|| {
+        let (mean, mut var) = py.detach(|| {
             fenced("predict", || {
                 moments(&chosen, xs.as_ref(), rule, include_noise)
             })
         })?;
+        if agent.is_none() && self.fleet_answers() {
+            var.iter_mut().for_each(|v| *v *= f.var_scale);
+        }
         let scaler = &f.scaler;
         let mean: Vec<f64> = mean.iter().map(|&v| scaler.unscale_y(v)).collect();
         let mean = convert::to_numpy_vec(py, mean);
@@ -495,6 +517,14 @@ impl FleetRegressor {
         self.fitted
             .as_ref()
             .map(|f| f.agents.iter().map(Agent::local_points).collect())
+    }
+
+    /// The fleet rule's variance scale: predict's variances of the fleet's combined answer
+    /// are its answers' times this, measured at fit on the agents' leave-one-out answers at
+    /// their own memory rows (1 without local memory; None before fit).
+    #[getter]
+    fn var_scale_(&self) -> Option<f64> {
+        self.fitted.as_ref().map(|f| f.var_scale)
     }
 
     /// Points represented in each agent's fused model (all equal to n after fit on a tree).

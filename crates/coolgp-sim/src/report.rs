@@ -88,10 +88,21 @@ pub struct Report {
     /// subset: the test set is shuffled), every agent answering with its fused q(u) plus its
     /// local memory's correction (without memory: the global model alone).
     pub rmse_fleet_query: f64,
-    /// As `rmse_fleet_query`, the mean Gaussian NLPD (original units) of the combined answer.
+    /// As `rmse_fleet_query`, the mean Gaussian NLPD (original units) of the combined answer,
+    /// its variance calibrated by `fleet_query_var_scale`.
     pub nlpd_fleet_query: f64,
-    /// As `rmse_fleet_query`, the fraction of targets inside `mean ± 1.96·sqrt(var_y)`.
+    /// As `rmse_fleet_query`, the fraction of targets inside `mean ± 1.96·sqrt(var_y)`, the
+    /// variance calibrated by `fleet_query_var_scale`.
     pub coverage95_fleet_query: f64,
+    /// The rule's variance scale, measured on the agents' leave-one-out answers at their own
+    /// memory rows (docs/LOCAL.md §10; 1 without memory).
+    pub fleet_query_var_scale: f64,
+    /// `nlpd_fleet_query` of the uncalibrated answers.
+    pub nlpd_fleet_query_raw: f64,
+    /// `coverage95_fleet_query` of the uncalibrated answers.
+    pub coverage95_fleet_query_raw: f64,
+    /// Memory rows the calibration was measured on (over all agents).
+    pub fleet_calibration_rows: usize,
     /// The fleet rule of the `*_fleet_query` fields (`--fleet-rule`).
     pub fleet_rule: String,
     /// The fleet-wide query's scores under every rule of the core (`min-variance`, `bcm`,

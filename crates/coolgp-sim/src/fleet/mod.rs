@@ -12,13 +12,15 @@
 //!    the fleet-wide fit of the residual kernel (`pool.rs`).
 //! 4. [`Fleet::evaluate`] (`evaluate.rs`): the fused agents and the references (the central
 //!    learner, dDTC and dPITC) on the test sets, and the fleet-wide queries (`query.rs`:
-//!    every agent's answer with its local memory, combined by the fleet rules, and the
-//!    oracle's; `union.rs`: the union rules of `--union-k`), as a [`Report`].
+//!    every agent's answer with its local memory, combined by the fleet rules and calibrated
+//!    by each rule's variance scale (`calibrate.rs`), and the oracle's; `union.rs`: the
+//!    union rules of `--union-k`), as a [`Report`].
 //!
 //! [`crate::run`] is these phases in order; the Python `FleetRegressor` drives the same
 //! phases on in-memory arrays and keeps the fused agents instead of evaluating them.
 
 mod build;
+mod calibrate;
 mod evaluate;
 mod fuse;
 mod pool;
@@ -39,6 +41,7 @@ use crate::report::{CurvePoint, Phases};
 use crate::workload::{TestSet, Workload};
 use crate::SimError;
 
+pub use calibrate::{calibrate, Calibration};
 use fuse::Fusion;
 pub use pool::fit_agents_pooled;
 pub use query::{local_bytes, QueryScores, QUERY_POINTS, RULES};

@@ -3,7 +3,8 @@
 //! ([`coolgp::local::combine`]); and the oracle, the agents whose region (or station) the
 //! point belongs to; and, with `--union-k`, the union rules (`union.rs`: an exact GP on the
 //! pooled rows of the most informative agents, which needs their rows, not only their
-//! answers). Scored on the first [`QUERY_POINTS`] rows of each test set.
+//! answers). Scored on the first [`QUERY_POINTS`] rows of each test set; each fleet rule's
+//! answers calibrated by its variance scale (`calibrate.rs`), the raw scores kept beside.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -14,6 +15,7 @@ use coolgp::{Agent, View};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::calibrate::calibrate;
 use super::stream::members;
 use super::union::{cpu_seconds, UnionStats};
 use super::Fleet;
@@ -37,6 +39,14 @@ pub struct QueryScores {
     pub nlpd: f64,
     /// Fraction of targets inside `mean ± 1.96·sqrt(var_y)`.
     pub coverage95: f64,
+    /// The variance scale the answers were calibrated with (1: uncalibrated;
+    /// [`super::calibrate`]): `nlpd` and `coverage95` are of the answers with every variance
+    /// times it.
+    pub var_scale: f64,
+    /// `nlpd` of the uncalibrated answers.
+    pub nlpd_raw: f64,
+    /// `coverage95` of the uncalibrated answers.
+    pub coverage95_raw: f64,
 }
 
 impl QueryScores {
@@ -45,10 +55,19 @@ impl QueryScores {
         rmse: f64::NAN,
         nlpd: f64::NAN,
         coverage95: f64::NAN,
+        var_scale: f64::NAN,
+        nlpd_raw: f64::NAN,
+        coverage95_raw: f64::NAN,
     };
 
     /// The scores of `answers` (standardized) against `y`, in original units (`y_scale`).
     fn of(answers: &[LocalAnswer], y: &[f64], y_scale: f64) -> Self {
+        Self::calibrated(answers, y, y_scale, 1.0)
+    }
+
+    /// [`QueryScores::of`] with every variance of the answers times `scale` (the raw scores
+    /// beside).
+    fn calibrated(answers: &[LocalAnswer], y: &[f64], y_scale: f64, scale: f64) -> Self {
         if y.is_empty() {
             return Self::NAN;
         }
@@ -57,10 +76,18 @@ impl QueryScores {
             var_f: answers.iter().map(LocalAnswer::var_f).collect(),
             var_y: answers.iter().map(LocalAnswer::var_y).collect(),
         };
+        let scaled = Prediction {
+            mean: p.mean.clone(),
+            var_f: p.var_f.iter().map(|v| v * scale).collect(),
+            var_y: p.var_y.iter().map(|v| v * scale).collect(),
+        };
         Self {
             rmse: rmse(&p.mean, y) * y_scale,
-            nlpd: p.nlpd(y) + y_scale.ln(),
-            coverage95: coverage95(&p, y),
+            nlpd: scaled.nlpd(y) + y_scale.ln(),
+            coverage95: coverage95(&scaled, y),
+            var_scale: scale,
+            nlpd_raw: p.nlpd(y) + y_scale.ln(),
+            coverage95_raw: coverage95(&p, y),
         }
     }
 
@@ -75,6 +102,9 @@ impl QueryScores {
             rmse: avg(|s| s.rmse),
             nlpd: avg(|s| s.nlpd),
             coverage95: avg(|s| s.coverage95),
+            var_scale: avg(|s| s.var_scale),
+            nlpd_raw: avg(|s| s.nlpd_raw),
+            coverage95_raw: avg(|s| s.coverage95_raw),
         }
     }
 }
@@ -90,6 +120,8 @@ pub(super) struct FleetQuery {
     /// The run's rule's RMSE (original units) on the rows of each routing group (`None` for a
     /// group without a row).
     pub by_group: Vec<Option<f64>>,
+    /// Rows the calibration was measured on ([`super::calibrate`]).
+    pub calibration_rows: usize,
     /// Mean rows in the agents' local memories.
     pub local_points_mean: f64,
     /// Mean bytes of local state per agent ([`local_bytes`]).
@@ -110,6 +142,7 @@ impl Fleet<'_> {
         let mut by_group = GroupErrors::new(self.work.groups);
         let mut per_union: Vec<Vec<QueryScores>> = vec![Vec::new(); self.cfg.union.len()];
         let mut union = vec![UnionStats::default(); self.cfg.union.len()];
+        let calibration = calibrate(&self.agents, RULES);
         for t in &self.work.tests {
             let w = window(t, 0, QUERY_POINTS);
             let cpu = cpu_seconds();
@@ -134,7 +167,7 @@ impl Fleet<'_> {
                     by_group.add(&w, &combined);
                 }
                 per_rule[r].push(if combined.len() == n {
-                    QueryScores::of(&combined, &w.y, y_scale)
+                    QueryScores::calibrated(&combined, &w.y, y_scale, calibration.scale(rule))
                 } else {
                     QueryScores::NAN
                 });
@@ -169,6 +202,7 @@ impl Fleet<'_> {
             union: union_names.zip(union).collect(),
             oracle: (!oracle.is_empty()).then(|| QueryScores::mean(&oracle)),
             by_group: by_group.rmse(y_scale),
+            calibration_rows: calibration.rows,
             local_points_mean: self
                 .agents
                 .iter()

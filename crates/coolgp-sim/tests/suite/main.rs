@@ -1,6 +1,7 @@
 //! The integration tests of `coolgp-sim` in one binary (one link instead of
 //! 3): one module per former test file.
 
+mod calibrate;
 mod claims;
 mod fleet;
 mod pool;

@@ -14,6 +14,8 @@
 //! part) + O(n f) (kernel) + O(n²) (one triangular solve, batched over the query rows) +
 //! O(n m + m²), since `Ψ_Bᵀ c = σ_s Gᵀ L⁻¹ k_r(B, x*)`.
 
+use std::sync::Arc;
+
 use faer::{Mat, MatRef};
 
 use super::cache::{Key, MemoryPart};
@@ -91,7 +93,7 @@ impl LocalAnswer {
 /// The global part at each query row: `(mean, var_f − ρ)` per row and the unit `ψ̄1(x*)`
 /// as the columns of `[m, q]`. `var_f` is computed as [`crate::model::predict::predict`]
 /// does (same bits for the mean).
-fn global_part(
+pub(super) fn global_part(
     vocab: &Vocabulary,
     proj: &Projection,
     post: &Posterior,
@@ -137,6 +139,28 @@ pub(crate) fn answers(
     post: &Posterior,
     x: MatRef<'_, f64>,
 ) -> Result<Vec<LocalAnswer>> {
+    let (factor, part) = prepared(model, vocab, proj, post)?;
+    let rows = Corrector {
+        kernel: model.kernel(),
+        feats: model.features(),
+        factor: &factor,
+        g: part.g.as_ref(),
+        z: &part.z,
+    };
+    Ok(corrected(&rows, vocab, proj, post, x))
+}
+
+/// The memory's factor, brought up to date, and its part of the answers under q(W) `proj`
+/// and q(u) `post` ([`memory_terms`], kept in the model's cache while nothing changes).
+///
+/// # Errors
+/// As [`answers`].
+pub(crate) fn prepared(
+    model: &LocalModel,
+    vocab: &Vocabulary,
+    proj: &Projection,
+    post: &Posterior,
+) -> Result<(Arc<Factor>, Arc<MemoryPart>)> {
     let factor = model.factor()?;
     let key = Key {
         version: model.version(),
@@ -156,14 +180,7 @@ pub(crate) fn answers(
         )?;
         Ok(MemoryPart::new(key, g, z))
     })?;
-    let rows = Corrector {
-        kernel: model.kernel(),
-        feats: model.features(),
-        factor: &factor,
-        g: part.g.as_ref(),
-        z: &part.z,
-    };
-    Ok(corrected(&rows, vocab, proj, post, x))
+    Ok((factor, part))
 }
 
 /// The rows a correction is computed from, factored: the residual kernel, the rows' features
@@ -220,10 +237,9 @@ pub(crate) fn corrected(
         .map(|r| {
             let vr = v.col_as_slice(r);
             let (sr, wr) = (s.col_as_slice(r), wbar.col_as_slice(r));
-            let cross = ss * ss * (dot(sr, wr) - 2.0 * dot(sr, phi.col_as_slice(r)));
             LocalAnswer {
                 global_mean: mean_g[r],
-                global_var: (gvar[r] + cross).max(0.0),
+                global_var: global_var(gvar[r], ss, sr, wr, phi.col_as_slice(r)),
                 residual_mean: dot(vr, zc),
                 residual_var: (kss[r] - dot(vr, vr)).max(0.0),
                 residual_prior: kss[r],
@@ -231,6 +247,12 @@ pub(crate) fn corrected(
             }
         })
         .collect()
+}
+
+/// The global part's variance carried through a correction with weights c:
+/// `[var_f − ρ] + σ_s² (sᵀw̄ − 2 sᵀφ*)` with `w̄ = Ψ̄_Bᵀ c`, `s = Σ w̄` (floored at 0).
+pub(super) fn global_var(gvar: f64, ss: f64, s: &[f64], wbar: &[f64], phi: &[f64]) -> f64 {
+    (gvar + ss * ss * (dot(s, wbar) - 2.0 * dot(s, phi))).max(0.0)
 }
 
 /// The rows' part of the correction under the factor L of their A: `G = L⁻¹ Ψ̄_B [n, m]`

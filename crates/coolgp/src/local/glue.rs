@@ -5,7 +5,7 @@
 use faer::MatRef;
 
 use super::pool::{self, FitSample};
-use super::{fit, LocalAnswer, LocalFit, ResidualKernel, ResidualKind};
+use super::{fit, HeldOutRows, LocalAnswer, LocalFit, ResidualKernel, ResidualKind};
 use crate::error::{ensure_dim, ensure_finite, Result};
 use crate::model::predict::{predict, predict_mean};
 use crate::model::Prediction;
@@ -36,6 +36,27 @@ impl Agent {
                 .collect());
         }
         super::answer::answers(local, self.vocabulary(), proj, &post, x)
+    }
+
+    /// The leave-one-out answers at memory rows `rows` ([`HeldOutRows`], docs/LOCAL.md §10):
+    /// at each, what the agent would answer with the chosen q(u) had the row never entered its
+    /// memory. Empty with the memory off or empty.
+    ///
+    /// # Errors
+    /// As [`Agent::predict`]; [`crate::Error::DimensionMismatch`] for a row outside the
+    /// memory; [`crate::Error::NotPositiveDefinite`] when the memory's A cannot be factored.
+    pub fn local_held_out(&self, rows: &[usize], view: View) -> Result<HeldOutRows> {
+        let local = self.local();
+        if local.is_empty() {
+            return Ok(HeldOutRows {
+                x: faer::Mat::zeros(0, local.memory().d()),
+                y: Vec::new(),
+                answers: Vec::new(),
+            });
+        }
+        let post = self.posterior(view)?;
+        let proj = self.learning().projection();
+        super::loo::loo_answers(local, self.vocabulary(), proj, &post, rows)
     }
 
     /// [`Agent::local_answers`] as a [`Prediction`] (`mean`, `var_f`, `var_y` of each

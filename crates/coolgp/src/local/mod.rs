@@ -17,11 +17,13 @@
 
 pub mod answer;
 mod cache;
+pub mod calibrate;
 pub mod combine;
 pub mod factor;
 pub mod fit;
 mod glue;
 pub mod kernel;
+mod loo;
 pub mod memory;
 mod model;
 pub mod pool;
@@ -33,6 +35,7 @@ pub mod union;
 pub use answer::LocalAnswer;
 pub use combine::{combine, FleetRule};
 pub use kernel::ResidualKernel;
+pub use loo::HeldOutRows;
 pub use model::LocalModel;
 pub use pool::{FitSample, PoolOptions};
 pub use snapshot::LocalSnapshot;

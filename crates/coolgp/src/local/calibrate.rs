@@ -1,0 +1,111 @@
+//! Calibration of the fleet's answers (docs/LOCAL.md §10): one variance scale `s` for the
+//! combined answers, measured on answers given the way a query gets them (each agent's
+//! memory rows answered by the fleet with that agent's leave-one-out answer,
+//! [`crate::Agent::local_held_out`]). `s` multiplies every variance of an answer
+//! ([`LocalAnswer::scaled`]); the means, the fused q(u) and the residual kernel do not change.
+
+use super::LocalAnswer;
+
+/// Calibration rows the fleet draws over all its agents (spread by [`super::pool::shares`]).
+pub const CALIBRATION_ROWS: usize = 512;
+
+/// Fewer standardized errors than this give no scale (1 is used).
+pub const MIN_CALIBRATION_ROWS: usize = 20;
+
+/// The scale is clamped to this range (a guard against a degenerate calibration set, e.g.
+/// every error 0).
+pub const SCALE_RANGE: (f64, f64) = (1.0 / 16.0, 16.0);
+
+/// The two-sided 95% normal quantile.
+const Z95: f64 = 1.959_963_984_540_054;
+
+/// The variance scale that puts 95% of the standardized errors `e_j = (y_j − μ_j)/√v_j`
+/// inside `±1.96 √s`: `s = (q/1.96)²` with `q` the ⌈0.95 k⌉-th smallest `|e_j|` (of the k
+/// finite ones), clamped to [`SCALE_RANGE`]. `None` below [`MIN_CALIBRATION_ROWS`] errors.
+/// A coverage target rather than the mean squared error: heavy tails inflate the mean
+/// square and would widen every interval for a few outliers.
+pub fn variance_scale(errors: &[f64]) -> Option<f64> {
+    let mut a: Vec<f64> = errors
+        .iter()
+        .filter(|e| e.is_finite())
+        .map(|e| e.abs())
+        .collect();
+    if a.len() < MIN_CALIBRATION_ROWS {
+        return None;
+    }
+    a.sort_by(f64::total_cmp);
+    let rank = (0.95 * a.len() as f64).ceil() as usize;
+    let q = a[rank.clamp(1, a.len()) - 1];
+    Some((q / Z95).powi(2).clamp(SCALE_RANGE.0, SCALE_RANGE.1))
+}
+
+/// The standardized error `(y − mean)/√var_y` of an answer (NaN for a non-positive variance).
+pub fn standardized_error(answer: &LocalAnswer, y: f64) -> f64 {
+    let v = answer.var_y();
+    if v > 0.0 {
+        (y - answer.mean()) / v.sqrt()
+    } else {
+        f64::NAN
+    }
+}
+
+impl LocalAnswer {
+    /// The answer with every variance (global, residual posterior and prior, noise) times
+    /// `s`: the same mean, `var_f` and `var_y` times `s`, the same information gain.
+    pub fn scaled(&self, s: f64) -> Self {
+        Self {
+            global_var: s * self.global_var,
+            residual_var: s * self.residual_var,
+            residual_prior: s * self.residual_prior,
+            noise_var: s * self.noise_var,
+            ..*self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{standardized_error, variance_scale, SCALE_RANGE};
+    use crate::local::LocalAnswer;
+    use crate::rng::Rng;
+
+    #[test]
+    fn the_scale_gives_95_percent_coverage_on_its_errors() {
+        // Errors of N(0, 4) standardized by 1: the scale is ≈ 4 and covers 95% of them.
+        let mut rng = Rng::new(5, 1);
+        let e: Vec<f64> = (0..4000).map(|_| 2.0 * rng.normal()).collect();
+        let s = variance_scale(&e).expect("enough rows");
+        assert!((s - 4.0).abs() < 0.4, "scale {s}");
+        let inside = e.iter().filter(|v| v.abs() <= 1.96 * s.sqrt()).count();
+        assert!(inside as f64 >= 0.95 * e.len() as f64, "{inside}");
+        assert!((inside as f64) < 0.951 * e.len() as f64 + 1.0, "{inside}");
+    }
+
+    #[test]
+    fn too_few_or_degenerate_errors_give_no_scale_or_a_clamped_one() {
+        assert_eq!(variance_scale(&[1.0; 19]), None);
+        assert_eq!(variance_scale(&[0.0; 40]), Some(SCALE_RANGE.0));
+        assert_eq!(variance_scale(&[1e9; 40]), Some(SCALE_RANGE.1));
+        let mut with_nan = vec![f64::NAN; 30];
+        with_nan.extend([1.96; 10]);
+        assert_eq!(variance_scale(&with_nan), None);
+    }
+
+    #[test]
+    fn a_scaled_answer_keeps_its_mean_and_information_and_scales_its_variances() {
+        let a = LocalAnswer {
+            global_mean: 0.3,
+            global_var: 0.2,
+            residual_mean: -0.1,
+            residual_var: 0.05,
+            residual_prior: 0.4,
+            noise_var: 0.1,
+        };
+        let b = a.scaled(2.5);
+        assert_eq!(b.mean(), a.mean());
+        assert!((b.var_y() - 2.5 * a.var_y()).abs() < 1e-15);
+        assert!((b.information_gain() - a.information_gain()).abs() < 1e-12);
+        let e = standardized_error(&a, 1.0);
+        assert!((standardized_error(&b, 1.0) - e / 2.5f64.sqrt()).abs() < 1e-12);
+    }
+}
