@@ -15,7 +15,8 @@ use zenoh::query::{ConsolidationMode, QueryTarget};
 
 use crate::error::{NodeError, Result};
 use crate::keys;
-use crate::status::{AnswerParts, ErrorReply, PredictReply, PredictRequest};
+use crate::status::{AnswerParts, ErrorReply, HeldOutRows, PredictReply, PredictRequest};
+use coolgp::local::calibrate::{standardized_error, variance_scale};
 use coolgp::local::{combine, FleetRule, LocalAnswer};
 
 /// How long one round of the query waits for replies before it is repeated.
@@ -30,6 +31,9 @@ pub struct FleetAnswers {
     pub dropped: Vec<(String, String)>,
     /// Live members (liveliness tokens) that did not answer in time.
     pub silent: Vec<u64>,
+    /// Per agent id, the memory rows it offered, for a held-out request (its `answers` are
+    /// then its leave-one-out answers at them).
+    pub held_out: BTreeMap<u64, HeldOutRows>,
 }
 
 impl FleetAnswers {
@@ -50,14 +54,79 @@ impl FleetAnswers {
     }
 }
 
-/// One agent's answers from a reply payload for `n` points, or why it is refused.
-fn parse_reply(bytes: &[u8], n: usize) -> std::result::Result<Vec<LocalAnswer>, String> {
+/// What one agent's reply carries: its answers, and for a held-out request its rows.
+type Parsed = (Vec<LocalAnswer>, Option<HeldOutRows>);
+
+/// One agent's answers from a reply payload for `n` points (`None`: a held-out request, as
+/// many points as the rows it offers), or why it is refused.
+fn parse_reply(bytes: &[u8], n: Option<usize>) -> std::result::Result<Parsed, String> {
     let reply: PredictReply =
         serde_json::from_slice(bytes).map_err(|e| format!("not a prediction document: {e}"))?;
     let parts: AnswerParts = reply
         .parts
         .ok_or("the reply carries no answer parts (a node of an older build?)")?;
-    parts.to_answers(n)
+    match n {
+        Some(n) => Ok((parts.to_answers(n)?, None)),
+        None => {
+            let rows = reply
+                .held_out
+                .ok_or("the reply carries no held-out rows (a node of an older build?)")?;
+            rows.check()?;
+            Ok((parts.to_answers(rows.y.len())?, Some(rows)))
+        }
+    }
+}
+
+/// The variance scale of `rule` (docs/LOCAL.md §10) from the agents' offered rows and
+/// leave-one-out answers (`held`, a held-out request's [`FleetAnswers`]) and every agent's
+/// answers at those rows stacked in agent-id order (`at`, a request at the rows of
+/// [`FleetAnswers::stacked_rows`]): at each row the owner's leave-one-out answer replaces its
+/// own, the rule combines, and [`variance_scale`] turns the standardized errors into the
+/// scale. `None` below its minimum of rows.
+pub fn calibration_scale(rule: FleetRule, held: &FleetAnswers, at: &FleetAnswers) -> Option<f64> {
+    let mut errors = Vec::new();
+    let mut j = 0;
+    for (&owner, rows) in &held.held_out {
+        let loo = held.answers.get(&owner)?;
+        for (r, &y) in rows.y.iter().enumerate() {
+            let mut answers: BTreeMap<u64, LocalAnswer> = at
+                .answers
+                .iter()
+                .filter_map(|(&id, v)| v.get(j).map(|a| (id, *a)))
+                .collect();
+            answers.insert(owner, loo[r]);
+            let list: Vec<LocalAnswer> = answers.into_values().collect();
+            if let Some(c) = combine(rule, &list) {
+                errors.push(standardized_error(&c, y));
+            }
+            j += 1;
+        }
+    }
+    variance_scale(&errors)
+}
+
+impl FleetAnswers {
+    /// The offered rows of a held-out request stacked in agent-id order, as one request's
+    /// `(columns, x)` in the first agent's column order; rows of an agent whose columns are
+    /// another set are left out (named in the returned warnings).
+    pub fn stacked_rows(&mut self) -> (Vec<String>, Vec<Vec<f64>>, Vec<String>) {
+        let columns = self
+            .held_out
+            .values()
+            .next()
+            .map(|h| h.columns.clone())
+            .unwrap_or_default();
+        let mut warnings = Vec::new();
+        self.held_out.retain(|id, h| {
+            let same = h.columns == columns;
+            if !same {
+                warnings.push(format!("agent {id}: other input columns {:?}", h.columns));
+            }
+            same
+        });
+        let x = self.held_out.values().flat_map(|h| h.x.clone()).collect();
+        (columns, x, warnings)
+    }
 }
 
 /// The ids of the fleet's live members (liveliness tokens), as far as this session sees
@@ -89,7 +158,7 @@ async fn ask_once(
     session: &zenoh::Session,
     fleet: &str,
     body: &[u8],
-    n: usize,
+    n: Option<usize>,
     wait: Duration,
     into: &mut FleetAnswers,
 ) -> Result<()> {
@@ -113,8 +182,11 @@ async fn ask_once(
                     continue;
                 };
                 match parse_reply(&sample.payload().to_bytes(), n) {
-                    Ok(a) => {
+                    Ok((a, rows)) => {
                         into.answers.insert(id, a);
+                        if let Some(rows) = rows {
+                            into.held_out.insert(id, rows);
+                        }
                     }
                     Err(e) => into.dropped.push((format!("agent {id}"), e)),
                 }
@@ -150,7 +222,7 @@ pub async fn fetch_all(
         ..req.clone()
     };
     let body = serde_json::to_vec(&req).map_err(|e| NodeError::Config(e.to_string()))?;
-    let n = req.x.len();
+    let n = req.held_out.is_none().then_some(req.x.len());
     let deadline = Instant::now() + timeout;
     let mut got = FleetAnswers::default();
     let mut alive = BTreeSet::new();
@@ -163,6 +235,7 @@ pub async fn fetch_all(
         let mut round = FleetAnswers::default();
         ask_once(session, fleet, &body, n, wait, &mut round).await?;
         got.answers.append(&mut round.answers);
+        got.held_out.append(&mut round.held_out);
         // Keep the last round's drops only: an agent that answered well later is not named.
         got.dropped = round.dropped;
         // Until a member is seen alive, one more round: a fresh session may see neither all
@@ -187,6 +260,72 @@ pub async fn fetch_all(
     Ok(got)
 }
 
+/// What [`calibrate`] measured: the rule's variance scale, the rows it was measured on and
+/// who offered them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Calibrated {
+    /// The variance scale (`None`: too few rows).
+    pub scale: Option<f64>,
+    /// Rows answered.
+    pub rows: usize,
+    /// The agents whose rows were used.
+    pub owners: Vec<u64>,
+}
+
+/// `coolgp query --all --calibrate K` (docs/LOCAL.md §10): asks every agent for up to `k` of
+/// its memory rows and its leave-one-out answers there (one get), then every agent for its
+/// answers at all those rows (a second), and measures `rule`'s variance scale
+/// ([`calibration_scale`]). The rows are raw data sent to this querier. Warnings (dropped
+/// replies, agents with other columns) go to stderr.
+///
+/// # Errors
+/// As [`fetch_all`] for either get.
+pub async fn calibrate(
+    session: &zenoh::Session,
+    fleet: &str,
+    view: Option<String>,
+    k: usize,
+    rule: FleetRule,
+    timeout: Duration,
+) -> Result<Calibrated> {
+    let ask = PredictRequest {
+        columns: None,
+        x: Vec::new(),
+        view,
+        parts: true,
+        held_out: Some(k),
+    };
+    let mut held = fetch_all(session, fleet, &ask, timeout).await?;
+    for (peer, why) in &held.dropped {
+        eprintln!("warning: calibration: dropped the reply of {peer}: {why}");
+    }
+    let (columns, x, warnings) = held.stacked_rows();
+    for w in warnings {
+        eprintln!("warning: calibration: left out {w}");
+    }
+    let rows = x.len();
+    let owners: Vec<u64> = held.held_out.keys().copied().collect();
+    if rows == 0 {
+        return Ok(Calibrated {
+            scale: None,
+            rows,
+            owners,
+        });
+    }
+    let at = PredictRequest {
+        columns: Some(columns),
+        x,
+        held_out: None,
+        ..ask
+    };
+    let answers = fetch_all(session, fleet, &at, timeout).await?;
+    Ok(Calibrated {
+        scale: calibration_scale(rule, &held, &answers),
+        rows,
+        owners,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,23 +348,100 @@ mod tests {
             var_f: vec![0.5],
             var_y: vec![0.6],
             parts: Some(AnswerParts::from_answers(&[answer(1.0, 0.5)])),
+            held_out: None,
         };
         let bytes = serde_json::to_vec(&good).expect("json");
-        assert_eq!(parse_reply(&bytes, 1), Ok(vec![answer(1.0, 0.5)]));
-        assert!(parse_reply(&bytes, 2)
+        assert_eq!(
+            parse_reply(&bytes, Some(1)),
+            Ok((vec![answer(1.0, 0.5)], None))
+        );
+        assert!(parse_reply(&bytes, Some(2))
             .unwrap_err()
             .contains("1 values for 2 points"));
-        assert!(parse_reply(b"{\"mean\": [1]}", 1)
+        assert!(parse_reply(&bytes, None)
+            .unwrap_err()
+            .contains("no held-out rows"));
+        assert!(parse_reply(b"{\"mean\": [1]}", Some(1))
             .unwrap_err()
             .contains("not a prediction document"));
+        let rows = HeldOutRows {
+            columns: vec!["a".into(), "b".into()],
+            x: vec![vec![0.5, 1.5]],
+            y: vec![2.0],
+        };
+        let offered = PredictReply {
+            held_out: Some(rows.clone()),
+            ..good.clone()
+        };
+        let bytes = serde_json::to_vec(&offered).expect("json");
+        assert_eq!(
+            parse_reply(&bytes, None),
+            Ok((vec![answer(1.0, 0.5)], Some(rows.clone())))
+        );
+        for (bad, why) in [
+            (vec![vec![0.5]], "has 1 values for 2 columns"),
+            (
+                vec![vec![0.5, 1.5], vec![1.0, 1.0]],
+                "2 held-out rows for 1 targets",
+            ),
+        ] {
+            let reply = PredictReply {
+                held_out: Some(HeldOutRows {
+                    x: bad,
+                    ..rows.clone()
+                }),
+                ..good.clone()
+            };
+            let bytes = serde_json::to_vec(&reply).expect("json");
+            assert!(
+                parse_reply(&bytes, None).unwrap_err().contains(why),
+                "{why}"
+            );
+        }
         let bare = PredictReply {
             parts: None,
             ..good
         };
         let bytes = serde_json::to_vec(&bare).expect("json");
-        assert!(parse_reply(&bytes, 1)
+        assert!(parse_reply(&bytes, Some(1))
             .unwrap_err()
             .contains("no answer parts"));
+    }
+
+    #[test]
+    fn the_calibration_replaces_each_owner_s_answer_by_its_leave_one_out_answer() {
+        // Agents 1 and 4 offer 12 rows each; agents 1, 4 and 6 answer at the 24 stacked rows.
+        // Under min-variance the owner's leave-one-out answer (var 0.5) wins at its rows; had
+        // its own answer there (mean 100) been used, agent 6's (var 1) would.
+        let y: Vec<f64> = (0..24).map(|j| 0.1 * j as f64 - 1.0).collect();
+        let mut held = FleetAnswers::default();
+        for (k, id) in [1u64, 4].into_iter().enumerate() {
+            let ys = y[12 * k..12 * (k + 1)].to_vec();
+            held.answers.insert(id, vec![answer(0.0, 0.5); 12]);
+            held.held_out.insert(
+                id,
+                HeldOutRows {
+                    columns: vec!["a".into()],
+                    x: ys.iter().map(|v| vec![*v]).collect(),
+                    y: ys,
+                },
+            );
+        }
+        let (columns, x, warnings) = held.stacked_rows();
+        assert_eq!(
+            (columns, x.len(), warnings.len()),
+            (vec!["a".to_string()], 24, 0)
+        );
+        let mut at = FleetAnswers::default();
+        at.answers.insert(1, vec![answer(100.0, 2.0); 24]);
+        at.answers.insert(4, vec![answer(100.0, 2.0); 24]);
+        at.answers.insert(6, vec![answer(0.0, 1.0); 24]);
+        let want: Vec<f64> = y.iter().map(|v| v / 0.6f64.sqrt()).collect();
+        assert_eq!(
+            calibration_scale(FleetRule::MinVariance, &held, &at),
+            variance_scale(&want)
+        );
+        assert!(variance_scale(&want).is_some());
     }
 
     #[test]

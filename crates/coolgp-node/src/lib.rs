@@ -152,6 +152,7 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
         x: table.rows,
         view: Some(args.view.clone()),
         parts: args.parts,
+        held_out: None,
     };
     let timeout = Duration::from_millis(args.timeout_ms);
     let reply = runtime()?.block_on(async {
@@ -160,7 +161,7 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
             Some(agent) if !args.all => {
                 client::fetch_predictions(&session, &args.fleet, agent, &req, timeout).await
             }
-            _ => fleet_reply(&session, &args.fleet, &req, rule, timeout).await,
+            _ => fleet_reply(&session, &args.fleet, &req, (rule, args.calibrate), timeout).await,
         };
         let _ = session.close().await;
         r
@@ -174,15 +175,36 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
 /// The fleet rule of `coolgp query --all` without `--fleet-rule`.
 pub const DEFAULT_FLEET_RULE: FleetRule = FleetRule::Rbcm;
 
-/// `coolgp query --all`: every agent's answers, combined by `rule`, as one reply; who
-/// answered, who was dropped and who stayed silent go to stderr.
+/// `coolgp query --all`: every agent's answers, combined by `rule`, as one reply, with
+/// `calibrate = Some(k)` every variance times the rule's scale measured on up to k memory
+/// rows per agent ([`fleet_query::calibrate`]); who answered, who was dropped and who stayed
+/// silent go to stderr.
 async fn fleet_reply(
     session: &zenoh::Session,
     fleet: &str,
     req: &PredictRequest,
-    rule: FleetRule,
+    (rule, calibrate): (FleetRule, Option<usize>),
     timeout: Duration,
 ) -> Result<PredictReply> {
+    let scale = match calibrate {
+        Some(k) => {
+            let c =
+                fleet_query::calibrate(session, fleet, req.view.clone(), k, rule, timeout).await?;
+            match c.scale {
+                Some(s) => eprintln!(
+                    "calibration: variance x{s:.6} from {} leave-one-out memory rows of agent(s) {:?} (their raw rows, sent to this querier)",
+                    c.rows, c.owners
+                ),
+                None => eprintln!(
+                    "warning: calibration: {} rows are too few for a scale ({} needed); answers uncalibrated",
+                    c.rows,
+                    coolgp::local::calibrate::MIN_CALIBRATION_ROWS
+                ),
+            }
+            c.scale.unwrap_or(1.0)
+        }
+        None => 1.0,
+    };
     let got = fleet_query::fetch_all(session, fleet, req, timeout).await?;
     for (peer, why) in &got.dropped {
         eprintln!("warning: dropped the reply of {peer}: {why}");
@@ -199,12 +221,15 @@ async fn fleet_reply(
         got.who(),
         rule.name()
     );
-    let combined = got
+    let combined: Vec<_> = got
         .combined(rule, req.x.len())
         .ok_or_else(|| NodeError::NoReply {
             key: keys::predict_all(fleet),
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        })?;
+        })?
+        .iter()
+        .map(|a| a.scaled(scale))
+        .collect();
     Ok(query::reply_of(&combined, None, req.parts))
 }
 

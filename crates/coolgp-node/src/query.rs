@@ -16,7 +16,8 @@ use coolgp_data::Standardizer;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use zenoh::query::Query;
 
-use crate::status::{AnswerParts, ErrorReply, PredictReply, PredictRequest};
+use crate::status::{AnswerParts, ErrorReply, HeldOutRows, PredictReply, PredictRequest};
+use coolgp::local::calibrate::offered_rows;
 use coolgp::local::LocalAnswer;
 
 /// Most rows one predict query may carry.
@@ -194,12 +195,45 @@ pub fn predict(model: &QueryModel, body: &[u8]) -> std::result::Result<PredictRe
         "own" => View::Own,
         other => return Err(format!("unknown view '{other}': use fused or own")),
     };
+    if let Some(k) = req.held_out {
+        return held_out(model, k.min(MAX_QUERY_ROWS), view);
+    }
     // The global fused model and, with a local memory, its residual GP's correction.
     let answers = model
         .agent
         .local_answers(x.as_ref(), view)
         .map_err(|e| e.to_string())?;
     Ok(reply_of(&answers, model.scaler.as_ref(), req.parts))
+}
+
+/// Up to `k` of the agent's memory rows ([`offered_rows`]) in original units and its
+/// leave-one-out answers there, with their parts (docs/LOCAL.md §10).
+///
+/// # Errors
+/// The agent's own error (e.g. a memory that cannot be factored).
+fn held_out(model: &QueryModel, k: usize, view: View) -> std::result::Result<PredictReply, String> {
+    let a = &model.agent;
+    let rows = offered_rows(a.local_points(), k);
+    let h = a.local_held_out(&rows, view).map_err(|e| e.to_string())?;
+    let sc = model.scaler.as_ref();
+    let x = (0..h.y.len())
+        .map(|r| {
+            (0..h.x.ncols())
+                .map(|j| sc.map_or(h.x[(r, j)], |s| s.mean[j] + s.std[j] * h.x[(r, j)]))
+                .collect()
+        })
+        .collect();
+    let y =
+        h.y.iter()
+            .map(|&v| sc.map_or(v, |s| s.unscale_y(v)))
+            .collect();
+    let mut reply = reply_of(&h.answers, sc, true);
+    reply.held_out = Some(HeldOutRows {
+        columns: model.inputs.clone(),
+        x,
+        y,
+    });
+    Ok(reply)
 }
 
 /// `answers` in original units (the standardization undone): the reply's mean and variances,
@@ -235,6 +269,7 @@ pub fn reply_of(
         var_f: answers.iter().map(|a| a.var_f() * v).collect(),
         var_y: answers.iter().map(|a| a.var_y() * v).collect(),
         parts,
+        held_out: None,
     }
 }
 

@@ -299,6 +299,54 @@ pub struct PredictRequest {
     /// combine several agents' answers (`coolgp query --all`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub parts: bool,
+    /// Instead of answering at `x`: offer up to this many of the agent's own memory rows and
+    /// its leave-one-out answers there ([`PredictReply::held_out`], the parts of those
+    /// answers; `coolgp query --all --calibrate`, docs/LOCAL.md §10). The rows are raw data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out: Option<usize>,
+}
+
+/// An agent's memory rows offered for calibration ([`PredictRequest::held_out`]), in
+/// original units; the reply's answers are its leave-one-out answers at them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeldOutRows {
+    /// The agent's input column names (the order of each row of `x`).
+    pub columns: Vec<String>,
+    /// The rows' inputs.
+    pub x: Vec<Vec<f64>>,
+    /// The rows' targets.
+    pub y: Vec<f64>,
+}
+
+impl HeldOutRows {
+    /// `Err` naming the defect if the rows are ragged, of another count than `y`, or not
+    /// finite (a peer's reply is untrusted).
+    ///
+    /// # Errors
+    /// A message for the querier's warning.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.x.len() != self.y.len() {
+            return Err(format!(
+                "{} held-out rows for {} targets",
+                self.x.len(),
+                self.y.len()
+            ));
+        }
+        let width = self.columns.len();
+        if let Some(i) = self.x.iter().position(|r| r.len() != width) {
+            return Err(format!(
+                "held-out row {i} has {} values for {width} columns",
+                self.x[i].len()
+            ));
+        }
+        let finite = |v: &f64| v.is_finite();
+        if let Some(i) =
+            (0..self.y.len()).find(|&i| !self.x[i].iter().all(finite) || !self.y[i].is_finite())
+        {
+            return Err(format!("held-out row {i} is not finite"));
+        }
+        Ok(())
+    }
 }
 
 /// The reply of `coolgp/<fleet>/<agent>/predict`, in original units.
@@ -313,6 +361,9 @@ pub struct PredictReply {
     /// The parts of each answer, when the request asked for them ([`PredictRequest::parts`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parts: Option<AnswerParts>,
+    /// The memory rows offered, when the request asked for them ([`PredictRequest::held_out`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_out: Option<HeldOutRows>,
 }
 
 /// The parts of an agent's answers at n query points, column by column (n values each), in

@@ -575,6 +575,7 @@ fn fused_predictions(fleet: &Fleet, n: usize, x: &[Vec<f64>]) -> Vec<Option<Vec<
         x: x.to_vec(),
         view: None,
         parts: false,
+        held_out: None,
     };
     let client = fleet.client.as_ref().expect("client");
     (0..n)

@@ -185,6 +185,44 @@ fn query_all_returns_the_fleet_rule_over_the_nodes_own_answers() {
         own[0] != own[2],
         "the nodes' memories should give different answers"
     );
+    // --calibrate: each node offers 20 of its 30 memory rows; the combined answers' variances
+    // are the uncalibrated ones times the scale printed on stderr (the same state: retried
+    // while the models move), and the means are unchanged.
+    let scale_of = |stderr: &str| -> f64 {
+        let tail = stderr
+            .split("variance x")
+            .nth(1)
+            .expect("the scale on stderr");
+        tail.split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("a number")
+    };
+    let mut calibrated = false;
+    for _ in 0..5 {
+        let (raw, _) = query(&fleet, &["--all", "--input", &input, "--parts"]);
+        let args = ["--all", "--input", &input, "--parts", "--calibrate", "20"];
+        let (cal, stderr) = query(&fleet, &args);
+        assert!(
+            stderr.contains("from 60 leave-one-out memory rows of agent(s) [0, 1, 2]"),
+            "{stderr}"
+        );
+        let s = scale_of(&stderr);
+        assert!((1.0 / 16.0..=16.0).contains(&s), "scale {s}");
+        calibrated = raw.iter().zip(&cal).all(|(r, c)| {
+            close(c[0], r[0])
+                && (c[2] / r[2] - s).abs() < 1e-4 * s
+                && (c[1] / r[1] - s).abs() < 1e-4 * s
+        });
+        if calibrated {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        calibrated,
+        "--calibrate is not the raw answer with its variance scaled"
+    );
     // Without --parts the three columns only; an unknown rule is refused by name.
     let (rows, _) = query(&fleet, &["--all", "--input", &input]);
     assert_eq!(rows[0].len(), 3);

@@ -439,6 +439,7 @@ fn rounds_keep_running_while_a_100k_row_query_is_computed() {
             x,
             view: None,
             parts: false,
+            held_out: None,
         };
         let too_many = c.predict(
             &name,

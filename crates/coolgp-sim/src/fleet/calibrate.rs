@@ -7,7 +7,9 @@
 //! answer there.
 
 use coolgp::faer::Mat;
-use coolgp::local::calibrate::{standardized_error, variance_scale, CALIBRATION_ROWS};
+use coolgp::local::calibrate::{
+    offered_rows, standardized_error, variance_scale, CALIBRATION_ROWS,
+};
 use coolgp::local::pool::shares;
 use coolgp::local::{combine, FleetRule, HeldOutRows, LocalAnswer};
 use coolgp::{Agent, View};
@@ -32,18 +34,8 @@ impl Calibration {
     }
 }
 
-/// The memory rows agent `a` of `agents` offers for calibration: its share of
-/// [`CALIBRATION_ROWS`] ([`shares`]), spaced evenly at the midpoints `(2i + 1)·n/(2k)` (the
-/// pooled fit's validation rows, not its fit rows), every row if it holds fewer.
-fn offered(n: usize, k: usize) -> Vec<usize> {
-    if k >= n {
-        (0..n).collect()
-    } else {
-        (0..k).map(|i| (2 * i + 1) * n / (2 * k)).collect()
-    }
-}
-
-/// Measures each rule's variance scale on the fused `agents` (module doc). Agents that cannot
+/// Measures each rule's variance scale on the fused `agents` (module doc): each agent offers
+/// its share of [`CALIBRATION_ROWS`] ([`shares`], [`offered_rows`]). Agents that cannot
 /// answer (no factorizable model) offer no rows and give no answers.
 pub fn calibrate(agents: &[Agent], rules: &[FleetRule]) -> Calibration {
     let k = shares(CALIBRATION_ROWS, agents.len());
@@ -51,7 +43,7 @@ pub fn calibrate(agents: &[Agent], rules: &[FleetRule]) -> Calibration {
         .par_iter()
         .zip(k.par_iter())
         .map(|(a, &k)| {
-            a.local_held_out(&offered(a.local_points(), k), View::Fused)
+            a.local_held_out(&offered_rows(a.local_points(), k), View::Fused)
                 .ok()
         })
         .collect();
@@ -92,19 +84,5 @@ pub fn calibrate(agents: &[Agent], rules: &[FleetRule]) -> Calibration {
     Calibration {
         rows: owners.len(),
         scales,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::offered;
-
-    #[test]
-    fn offered_rows_are_midpoints_inside_the_memory() {
-        assert_eq!(offered(10, 2), vec![2, 7]);
-        assert_eq!(offered(3, 5), vec![0, 1, 2]);
-        assert_eq!(offered(100, 0), Vec::<usize>::new());
-        let rows = offered(501, 43);
-        assert!(rows.windows(2).all(|w| w[0] < w[1]) && rows[42] < 501);
     }
 }

@@ -16,6 +16,17 @@ pub const MIN_CALIBRATION_ROWS: usize = 20;
 /// every error 0).
 pub const SCALE_RANGE: (f64, f64) = (1.0 / 16.0, 16.0);
 
+/// The memory rows an agent holding `n` offers for calibration when asked for `k`: spaced
+/// evenly at the midpoints `(2i + 1)·n/(2k)` (the pooled fit's validation rows, not its fit
+/// rows, [`super::pool`]), every row if it holds no more than `k`.
+pub fn offered_rows(n: usize, k: usize) -> Vec<usize> {
+    if k >= n {
+        (0..n).collect()
+    } else {
+        (0..k).map(|i| (2 * i + 1) * n / (2 * k)).collect()
+    }
+}
+
 /// The two-sided 95% normal quantile.
 const Z95: f64 = 1.959_963_984_540_054;
 
@@ -65,7 +76,7 @@ impl LocalAnswer {
 
 #[cfg(test)]
 mod tests {
-    use super::{standardized_error, variance_scale, SCALE_RANGE};
+    use super::{offered_rows, standardized_error, variance_scale, SCALE_RANGE};
     use crate::local::LocalAnswer;
     use crate::rng::Rng;
 
@@ -79,6 +90,15 @@ mod tests {
         let inside = e.iter().filter(|v| v.abs() <= 1.96 * s.sqrt()).count();
         assert!(inside as f64 >= 0.95 * e.len() as f64, "{inside}");
         assert!((inside as f64) < 0.951 * e.len() as f64 + 1.0, "{inside}");
+    }
+
+    #[test]
+    fn offered_rows_are_midpoints_inside_the_memory() {
+        assert_eq!(offered_rows(10, 2), vec![2, 7]);
+        assert_eq!(offered_rows(3, 5), vec![0, 1, 2]);
+        assert_eq!(offered_rows(100, 0), Vec::<usize>::new());
+        let rows = offered_rows(501, 43);
+        assert!(rows.windows(2).all(|w| w[0] < w[1]) && rows[42] < 501);
     }
 
     #[test]
