@@ -122,6 +122,8 @@ pub(super) struct FleetQuery {
     pub by_group: Vec<Option<f64>>,
     /// Rows the calibration was measured on ([`super::calibrate`]).
     pub calibration_rows: usize,
+    /// CPU seconds of the calibration (the process's, all threads; 0 where unknown).
+    pub calibration_cpu_s: f64,
     /// Mean rows in the agents' local memories.
     pub local_points_mean: f64,
     /// Mean bytes of local state per agent ([`local_bytes`]).
@@ -142,7 +144,9 @@ impl Fleet<'_> {
         let mut by_group = GroupErrors::new(self.work.groups);
         let mut per_union: Vec<Vec<QueryScores>> = vec![Vec::new(); self.cfg.union.len()];
         let mut union = vec![UnionStats::default(); self.cfg.union.len()];
+        let cpu = cpu_seconds();
         let calibration = calibrate(&self.agents, RULES);
+        let calibration_cpu_s = cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
         for t in &self.work.tests {
             let w = window(t, 0, QUERY_POINTS);
             let cpu = cpu_seconds();
@@ -203,6 +207,7 @@ impl Fleet<'_> {
             oracle: (!oracle.is_empty()).then(|| QueryScores::mean(&oracle)),
             by_group: by_group.rmse(y_scale),
             calibration_rows: calibration.rows,
+            calibration_cpu_s,
             local_points_mean: self
                 .agents
                 .iter()
