@@ -849,6 +849,7 @@ fn local_experiment_writes_finite_figures_and_plots() {
         "local-air.svg",
         "local-airline-regions.png",
         "local-cost.png",
+        "local-coverage.svg",
     ] {
         let bytes = std::fs::read(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(bytes.len() > 100, "{f}");
@@ -864,6 +865,8 @@ fn local_experiment_writes_finite_figures_and_plots() {
             "nlpd_fleet_query",
             "rmse_oracle_local",
             "learn_ms_per_block",
+            "fleet_query_var_scale",
+            "coverage95_fleet_query_raw",
         ] {
             assert!(num(r, k).is_finite(), "{k}: {r}");
         }

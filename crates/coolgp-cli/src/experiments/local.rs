@@ -4,7 +4,7 @@
 //! model alone (`rmse_post`), the fleet-wide query (every agent answers with its memory's
 //! correction, combined by `--fleet-rule`) and the oracle agent alone (the station's or
 //! region's own agent); the learning phase's wall time per block and the local state's bytes
-//! per agent.
+//! per agent; the fleet query's coverage, uncalibrated and calibrated (docs/LOCAL.md §10).
 
 use std::path::Path;
 
@@ -87,78 +87,27 @@ const CASES: [Case; 3] = [
     },
 ];
 
+/// What the runs of the experiment collect: the CSV and JSON rows, and per dataset the
+/// learning time per block and the fleet query's coverage (uncalibrated and calibrated).
+#[derive(Default)]
+struct Collected {
+    rows: Vec<String>,
+    json: Vec<serde_json::Value>,
+    cost: Vec<Series>,
+    coverage: Vec<Series>,
+}
+
 /// Runs every dataset × memory size; writes `local.csv` and `local.json` (one row per run)
 /// and per dataset `local-DATASET.png/.svg` (RMSE against B: global only, global + local by
-/// the fleet query, the oracle agent alone) and `local-cost.png/.svg` (wall time per block).
+/// the fleet query, the oracle agent alone), `local-cost.png/.svg` (wall time per block) and
+/// `local-coverage.png/.svg` (the fleet query's coverage95, uncalibrated and calibrated,
+/// docs/LOCAL.md §10).
 pub(super) fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
     let memories: &[usize] = if a.quick { &QUICK_MEMORIES } else { &MEMORIES };
     println!("  fleet projection; RMSE of the global model / fleet query / oracle agent");
-    let (mut rows, mut json_rows, mut cost) = (Vec::new(), Vec::new(), Vec::new());
+    let mut all = Collected::default();
     for case in &CASES {
-        let mut series: Vec<Series> = [
-            "global only",
-            "global + local (fleet query)",
-            "oracle agent (own memory)",
-        ]
-        .iter()
-        .map(|l| Series {
-            label: (*l).into(),
-            points: Vec::new(),
-        })
-        .collect();
-        let mut per_block = Series {
-            label: case.label.into(),
-            points: Vec::new(),
-        };
-        for &b in memories {
-            let args = (case.args)(a, b);
-            let r = super::sim(&args, a.quiet, &format!("{} B={b}", case.label))?;
-            let ms = 1e3 * r.phases.learn_s / r.batches.max(1) as f64;
-            println!(
-                "    {:<16} B {b:>5}  global {:.4}  fleet query {:.4} ({})  oracle {}  coverage {:.3}  {:.0} points, {:.0} kB/agent, {ms:.3} ms/block",
-                case.label,
-                r.rmse_post,
-                r.rmse_fleet_query,
-                r.fleet_rule,
-                o(r.rmse_oracle_local),
-                r.coverage95_fleet_query,
-                r.local_points_mean,
-                r.local_bytes_per_agent / 1e3,
-            );
-            let x = b as f64;
-            series[0].points.push((x, r.rmse_post));
-            series[1].points.push((x, r.rmse_fleet_query));
-            series[2]
-                .points
-                .push((x, r.rmse_oracle_local.unwrap_or(f64::NAN)));
-            per_block.points.push((x, ms));
-            rows.push(row(case.label, b, &r, ms));
-            json_rows.push(json!({
-                "dataset": case.label,
-                "memory": b,
-                "rmse_global": r.rmse_post,
-                "rmse_fleet_query": r.rmse_fleet_query,
-                "nlpd_fleet_query": r.nlpd_fleet_query,
-                "coverage95_fleet_query": r.coverage95_fleet_query,
-                "fleet_rule": r.fleet_rule,
-                "fleet_query_rules": r.fleet_query_rules,
-                "rmse_oracle_local": r.rmse_oracle_local,
-                "local_points_mean": r.local_points_mean,
-                "local_bytes_per_agent": r.local_bytes_per_agent,
-                "learn_ms_per_block": ms,
-                "query_s": r.phases.local_s,
-                "wall_s": r.wall_s,
-            }));
-        }
-        plot::lines(
-            dir,
-            &format!("local-{}", case.label),
-            &format!("{}: RMSE against the local memory B", case.label),
-            "local memory B (rows per agent)",
-            "RMSE",
-            &series,
-        )?;
-        cost.push(per_block);
+        run_case(case, a, memories, dir, &mut all)?;
     }
     plot::lines(
         dir,
@@ -166,24 +115,116 @@ pub(super) fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
         "learning time per block against the local memory B",
         "local memory B (rows per agent)",
         "ms per block (wall, learning phase)",
-        &cost,
+        &all.cost,
+    )?;
+    plot::lines(
+        dir,
+        "local-coverage",
+        "fleet query: 95% interval coverage against the local memory B (target 0.90-0.98)",
+        "local memory B (rows per agent)",
+        "coverage95",
+        &all.coverage,
     )?;
     std::fs::write(
         dir.join("local.json"),
-        serde_json::to_string_pretty(&json_rows)? + "\n",
+        serde_json::to_string_pretty(&all.json)? + "\n",
     )?;
     write_table(
         dir,
         "local.csv",
-        "dataset,memory,rmse_global,rmse_fleet_query,nlpd_fleet_query,coverage95_fleet_query,fleet_rule,rmse_oracle_local,local_points_mean,local_bytes_per_agent,learn_ms_per_block,query_s,wall_s",
-        &rows,
+        "dataset,memory,rmse_global,rmse_fleet_query,nlpd_fleet_query,coverage95_fleet_query,fleet_rule,rmse_oracle_local,local_points_mean,local_bytes_per_agent,learn_ms_per_block,query_s,wall_s,fleet_query_var_scale,coverage95_fleet_query_raw,nlpd_fleet_query_raw",
+        &all.rows,
     )
+}
+
+/// A series named `label` without points.
+fn series(label: &str) -> Series {
+    Series {
+        label: label.into(),
+        points: Vec::new(),
+    }
+}
+
+/// One dataset over the memory sizes: its runs into `all`, its RMSE plot into `dir`.
+fn run_case(
+    case: &Case,
+    a: &ExperimentArgs,
+    memories: &[usize],
+    dir: &Path,
+    all: &mut Collected,
+) -> Result<()> {
+    let mut rmse = [
+        "global only",
+        "global + local (fleet query)",
+        "oracle agent (own memory)",
+    ]
+    .map(series);
+    let mut per_block = series(case.label);
+    let mut raw = series(&format!("{} uncalibrated", case.label));
+    let mut calibrated = series(&format!("{} calibrated", case.label));
+    for &b in memories {
+        let args = (case.args)(a, b);
+        let r = super::sim(&args, a.quiet, &format!("{} B={b}", case.label))?;
+        let ms = 1e3 * r.phases.learn_s / r.batches.max(1) as f64;
+        println!(
+            "    {:<16} B {b:>5}  global {:.4}  fleet query {:.4} ({})  oracle {}  coverage {:.3} (uncalibrated {:.3})  {:.0} points, {:.0} kB/agent, {ms:.3} ms/block",
+            case.label,
+            r.rmse_post,
+            r.rmse_fleet_query,
+            r.fleet_rule,
+            o(r.rmse_oracle_local),
+            r.coverage95_fleet_query,
+            r.coverage95_fleet_query_raw,
+            r.local_points_mean,
+            r.local_bytes_per_agent / 1e3,
+        );
+        let x = b as f64;
+        rmse[0].points.push((x, r.rmse_post));
+        rmse[1].points.push((x, r.rmse_fleet_query));
+        rmse[2]
+            .points
+            .push((x, r.rmse_oracle_local.unwrap_or(f64::NAN)));
+        per_block.points.push((x, ms));
+        raw.points.push((x, r.coverage95_fleet_query_raw));
+        calibrated.points.push((x, r.coverage95_fleet_query));
+        all.rows.push(row(case.label, b, &r, ms));
+        all.json.push(json!({
+            "dataset": case.label,
+            "memory": b,
+            "rmse_global": r.rmse_post,
+            "rmse_fleet_query": r.rmse_fleet_query,
+            "nlpd_fleet_query": r.nlpd_fleet_query,
+            "coverage95_fleet_query": r.coverage95_fleet_query,
+            "fleet_query_var_scale": r.fleet_query_var_scale,
+            "nlpd_fleet_query_raw": r.nlpd_fleet_query_raw,
+            "coverage95_fleet_query_raw": r.coverage95_fleet_query_raw,
+            "fleet_rule": r.fleet_rule,
+            "fleet_query_rules": r.fleet_query_rules,
+            "rmse_oracle_local": r.rmse_oracle_local,
+            "local_points_mean": r.local_points_mean,
+            "local_bytes_per_agent": r.local_bytes_per_agent,
+            "learn_ms_per_block": ms,
+            "query_s": r.phases.local_s,
+            "wall_s": r.wall_s,
+        }));
+    }
+    plot::lines(
+        dir,
+        &format!("local-{}", case.label),
+        &format!("{}: RMSE against the local memory B", case.label),
+        "local memory B (rows per agent)",
+        "RMSE",
+        &rmse,
+    )?;
+    all.cost.push(per_block);
+    all.coverage.extend([raw, calibrated]);
+    Ok(())
 }
 
 /// One line of `local.csv`.
 fn row(label: &str, b: usize, r: &Report, ms: f64) -> String {
     format!(
-        "{label},{b},{},{},{},{},{},{},{},{},{ms},{},{}",
+        "{label},{b},{},{},{},{},{},{},{},{},{ms},{},{},{},{},{}",
         r.rmse_post,
         r.rmse_fleet_query,
         r.nlpd_fleet_query,
@@ -193,6 +234,9 @@ fn row(label: &str, b: usize, r: &Report, ms: f64) -> String {
         r.local_points_mean,
         r.local_bytes_per_agent,
         r.phases.local_s,
-        r.wall_s
+        r.wall_s,
+        r.fleet_query_var_scale,
+        r.coverage95_fleet_query_raw,
+        r.nlpd_fleet_query_raw
     )
 }
