@@ -152,6 +152,16 @@ def test_fleet_regressor_with_memory_answers_with_the_fleet_rule():
     truth = np.sin(xt[:, 0]) + 0.6 * np.sin(5 * xt[:, 1])
     rmse = lambda m: float(np.sqrt(np.mean((m - truth) ** 2)))
     assert rmse(mean) < rmse(plain.predict(xt)), (rmse(mean), rmse(plain.predict(xt)))
+    # The default memory (local_memory unset: B = 500) answers with the rule over every agent
+    # too, not with agent 0 alone.
+    d = coolgp.FleetRegressor(agents=4, inducing=15, fleet_rule="min-variance", seed=0)
+    d.fit(x, y, groups=groups)
+    assert d.get_params()["local_memory"] is None and all(p > 0 for p in d.local_points_)
+    dmean, dstd = d.predict(xt, return_std=True, include_noise=True)
+    each = [d.predict(xt, return_std=True, include_noise=True, agent=i) for i in range(4)]
+    sd = np.stack([s for _, s in each])
+    np.testing.assert_allclose(dstd, sd.min(axis=0) * np.sqrt(d.var_scale_), rtol=1e-12)
+    assert not np.allclose(dmean, each[0][0]), "the fleet's answer, not agent 0's"
     rb = coolgp.FleetRegressor(agents=4, inducing=15, local_memory=60, fleet_rule="rbcm", seed=0)
     assert np.all(np.isfinite(rb.fit(x, y, groups=groups).predict(xt)))
     # local_fit: the residual kernel fitted by each agent or once by the fleet on a pooled
