@@ -197,11 +197,12 @@ pub struct QueryArgs {
     /// measured: EXPERIMENTS.md].
     #[arg(long, value_name = "NAME", requires = "all")]
     pub fleet_rule: Option<String>,
-    /// With --all: calibrate the combined answers' variances (docs/LOCAL.md §10). Each agent
-    /// offers up to K of its memory rows (RAW DATA, sent to this querier) with its
-    /// leave-one-out answers there; every agent answers at those rows; the variances are then
-    /// scaled so that 95% of those rows fall inside mean ± 1.96 sd (the scale goes to stderr).
-    /// Without it the answers are uncalibrated. E.g. 64.
+    /// With --all: calibrate the combined answers' variances (docs/LOCAL.md §10). Each node
+    /// started with --local-fit fleet offers up to K of its memory rows (RAW DATA, sent to
+    /// this querier) with its leave-one-out answers there (other nodes refuse); every node
+    /// answers at those rows; the variances are then scaled so that 95% of those rows fall
+    /// inside mean ± 1.96 sd (the scale goes to stderr). Without it the answers are
+    /// uncalibrated. E.g. 64.
     #[arg(long, value_name = "K", requires = "all")]
     pub calibrate: Option<usize>,
     /// Also print each answer's parts: global_mean, global_var (the fused global model),

@@ -15,7 +15,7 @@ use zenoh::query::{ConsolidationMode, QueryTarget};
 
 use crate::error::{NodeError, Result};
 use crate::keys;
-use crate::status::{AnswerParts, ErrorReply, HeldOutRows, PredictReply, PredictRequest};
+use crate::status::{AnswerParts, ErrorReply, OfferedRows, PredictReply, PredictRequest};
 use coolgp::local::calibrate::{standardized_error, variance_scale};
 use coolgp::local::{combine, FleetRule, LocalAnswer};
 
@@ -33,7 +33,7 @@ pub struct FleetAnswers {
     pub silent: Vec<u64>,
     /// Per agent id, the memory rows it offered, for a held-out request (its `answers` are
     /// then its leave-one-out answers at them).
-    pub held_out: BTreeMap<u64, HeldOutRows>,
+    pub held_out: BTreeMap<u64, OfferedRows>,
 }
 
 impl FleetAnswers {
@@ -55,7 +55,7 @@ impl FleetAnswers {
 }
 
 /// What one agent's reply carries: its answers, and for a held-out request its rows.
-type Parsed = (Vec<LocalAnswer>, Option<HeldOutRows>);
+type Parsed = (Vec<LocalAnswer>, Option<OfferedRows>);
 
 /// One agent's answers from a reply payload for `n` points (`None`: a held-out request, as
 /// many points as the rows it offers), or why it is refused.
@@ -217,6 +217,27 @@ pub async fn fetch_all(
     req: &PredictRequest,
     timeout: Duration,
 ) -> Result<FleetAnswers> {
+    let got = gather(session, fleet, req, timeout).await?;
+    if got.answers.is_empty() {
+        return Err(NodeError::NoReply {
+            key: keys::predict_all(fleet),
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        });
+    }
+    Ok(got)
+}
+
+/// [`fetch_all`] without its error for no answer: what arrived, what was dropped and who
+/// stayed silent.
+///
+/// # Errors
+/// [`NodeError::Zenoh`] if the query cannot be sent.
+async fn gather(
+    session: &zenoh::Session,
+    fleet: &str,
+    req: &PredictRequest,
+    timeout: Duration,
+) -> Result<FleetAnswers> {
     let req = PredictRequest {
         parts: true,
         ..req.clone()
@@ -251,14 +272,12 @@ pub async fn fetch_all(
         .into_iter()
         .filter(|id| !got.answers.contains_key(id))
         .collect();
-    if got.answers.is_empty() {
-        return Err(NodeError::NoReply {
-            key: keys::predict_all(fleet),
-            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        });
-    }
     Ok(got)
 }
+
+/// The longest [`calibrate`] waits for the nodes' offered rows (a node that does not share
+/// them replies with an error, which does not end the wait).
+const OFFER_WAIT: Duration = Duration::from_secs(3);
 
 /// What [`calibrate`] measured: the rule's variance scale, the rows it was measured on and
 /// who offered them.
@@ -275,11 +294,12 @@ pub struct Calibrated {
 /// `coolgp query --all --calibrate K` (docs/LOCAL.md §10): asks every agent for up to `k` of
 /// its memory rows and its leave-one-out answers there (one get), then every agent for its
 /// answers at all those rows (a second), and measures `rule`'s variance scale
-/// ([`calibration_scale`]). The rows are raw data sent to this querier. Warnings (dropped
-/// replies, agents with other columns) go to stderr.
+/// ([`calibration_scale`]). The rows are raw data sent to this querier (only nodes started
+/// with `--local-fit fleet` send them). Warnings (dropped replies, refusals, agents with other
+/// columns) go to stderr.
 ///
 /// # Errors
-/// As [`fetch_all`] for either get.
+/// [`NodeError::Zenoh`] if a query cannot be sent; as [`fetch_all`] for the second get.
 pub async fn calibrate(
     session: &zenoh::Session,
     fleet: &str,
@@ -294,8 +314,10 @@ pub async fn calibrate(
         view,
         parts: true,
         held_out: Some(k),
+        fit_sample: None,
     };
-    let mut held = fetch_all(session, fleet, &ask, timeout).await?;
+    // Nodes that do not share rows answer with an error: wait for them at most OFFER_WAIT.
+    let mut held = gather(session, fleet, &ask, timeout.min(OFFER_WAIT)).await?;
     for (peer, why) in &held.dropped {
         eprintln!("warning: calibration: dropped the reply of {peer}: {why}");
     }
@@ -349,6 +371,7 @@ mod tests {
             var_y: vec![0.6],
             parts: Some(AnswerParts::from_answers(&[answer(1.0, 0.5)])),
             held_out: None,
+            fit_sample: None,
         };
         let bytes = serde_json::to_vec(&good).expect("json");
         assert_eq!(
@@ -364,7 +387,7 @@ mod tests {
         assert!(parse_reply(b"{\"mean\": [1]}", Some(1))
             .unwrap_err()
             .contains("not a prediction document"));
-        let rows = HeldOutRows {
+        let rows = OfferedRows {
             columns: vec!["a".into(), "b".into()],
             x: vec![vec![0.5, 1.5]],
             y: vec![2.0],
@@ -386,7 +409,7 @@ mod tests {
             ),
         ] {
             let reply = PredictReply {
-                held_out: Some(HeldOutRows {
+                held_out: Some(OfferedRows {
                     x: bad,
                     ..rows.clone()
                 }),
@@ -420,7 +443,7 @@ mod tests {
             held.answers.insert(id, vec![answer(0.0, 0.5); 12]);
             held.held_out.insert(
                 id,
-                HeldOutRows {
+                OfferedRows {
                     columns: vec!["a".into()],
                     x: ys.iter().map(|v| vec![*v]).collect(),
                     y: ys,

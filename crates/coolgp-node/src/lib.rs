@@ -59,6 +59,7 @@ pub mod fleet_query;
 pub mod inbound;
 pub mod keys;
 pub mod node;
+pub mod pooled_fit;
 pub mod query;
 pub mod standardize;
 pub mod status;
@@ -153,6 +154,7 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
         view: Some(args.view.clone()),
         parts: args.parts,
         held_out: None,
+        fit_sample: None,
     };
     let timeout = Duration::from_millis(args.timeout_ms);
     let reply = runtime()?.block_on(async {

@@ -16,7 +16,7 @@ use coolgp_data::Standardizer;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use zenoh::query::Query;
 
-use crate::status::{AnswerParts, ErrorReply, HeldOutRows, PredictReply, PredictRequest};
+use crate::status::{AnswerParts, ErrorReply, OfferedRows, PredictReply, PredictRequest};
 use coolgp::local::calibrate::offered_rows;
 use coolgp::local::LocalAnswer;
 
@@ -24,6 +24,10 @@ use coolgp::local::LocalAnswer;
 pub const MAX_QUERY_ROWS: usize = 100_000;
 /// Most bytes one predict query may carry.
 pub const MAX_QUERY_BYTES: usize = 64 << 20;
+/// The reply to a request for raw memory rows from a node that does not share them.
+pub const NOT_SHARED: &str = "this node does not send its memory rows (a node started with \
+     --local-fit fleet does: it pools rows with the fleet)";
+
 /// Most predict queries computed at once; more are refused as busy.
 pub const MAX_CONCURRENT_QUERIES: usize = 2;
 
@@ -38,6 +42,9 @@ pub struct QueryModel {
     /// The node's own predict key, which replies carry (a query may name many agents with a
     /// wildcard, `coolgp query --all`: the reply's key tells the querier who answered).
     pub key: String,
+    /// Whether the node sends raw memory rows when asked (`held_out`, `fit_sample`): only a
+    /// node started with `--local-fit fleet`, which pools rows with the fleet.
+    pub share_rows: bool,
 }
 
 /// Counters of predict queries (reported in `status`).
@@ -195,8 +202,14 @@ pub fn predict(model: &QueryModel, body: &[u8]) -> std::result::Result<PredictRe
         "own" => View::Own,
         other => return Err(format!("unknown view '{other}': use fused or own")),
     };
+    if (req.held_out.is_some() || req.fit_sample.is_some()) && !model.share_rows {
+        return Err(NOT_SHARED.into());
+    }
     if let Some(k) = req.held_out {
         return held_out(model, k.min(MAX_QUERY_ROWS), view);
+    }
+    if let Some(k) = req.fit_sample {
+        return fit_sample(model, k.min(MAX_QUERY_ROWS));
     }
     // The global fused model and, with a local memory, its residual GP's correction.
     let answers = model
@@ -219,7 +232,7 @@ fn held_out(model: &QueryModel, k: usize, view: View) -> std::result::Result<Pre
     let x = (0..h.y.len())
         .map(|r| {
             (0..h.x.ncols())
-                .map(|j| sc.map_or(h.x[(r, j)], |s| s.mean[j] + s.std[j] * h.x[(r, j)]))
+                .map(|j| unscale_x(sc, j, h.x[(r, j)]))
                 .collect()
         })
         .collect();
@@ -228,12 +241,44 @@ fn held_out(model: &QueryModel, k: usize, view: View) -> std::result::Result<Pre
             .map(|&v| sc.map_or(v, |s| s.unscale_y(v)))
             .collect();
     let mut reply = reply_of(&h.answers, sc, true);
-    reply.held_out = Some(HeldOutRows {
+    reply.held_out = Some(OfferedRows {
         columns: model.inputs.clone(),
         x,
         y,
     });
     Ok(reply)
+}
+
+/// Input `j`'s standardized value `v` in original units.
+fn unscale_x(sc: Option<&Standardizer>, j: usize, v: f64) -> f64 {
+    sc.map_or(v, |s| s.mean[j] + s.std[j] * v)
+}
+
+/// The pooled fit's sample of the agent ([`Agent::local_fit_sample`]: up to `k` evenly spaced
+/// memory rows and their residuals against its global mean) in original units: inputs
+/// unstandardized, residuals times y's standard deviation (docs/LOCAL.md §9).
+///
+/// # Errors
+/// The agent's own error.
+fn fit_sample(model: &QueryModel, k: usize) -> std::result::Result<PredictReply, String> {
+    let s = model.agent.local_fit_sample(k).map_err(|e| e.to_string())?;
+    let (d, sc) = (s.d(), model.scaler.as_ref());
+    let x = (0..s.len())
+        .map(|i| (0..d).map(|j| unscale_x(sc, j, s.x()[i * d + j])).collect())
+        .collect();
+    let y = s
+        .r()
+        .iter()
+        .map(|&r| sc.map_or(r, |c| r * c.y_std))
+        .collect();
+    Ok(PredictReply {
+        fit_sample: Some(OfferedRows {
+            columns: model.inputs.clone(),
+            x,
+            y,
+        }),
+        ..PredictReply::default()
+    })
 }
 
 /// `answers` in original units (the standardization undone): the reply's mean and variances,
@@ -270,6 +315,7 @@ pub fn reply_of(
         var_y: answers.iter().map(|a| a.var_y() * v).collect(),
         parts,
         held_out: None,
+        fit_sample: None,
     }
 }
 

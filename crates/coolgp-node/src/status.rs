@@ -86,6 +86,14 @@ pub struct Status {
     /// Rows in the local memory now (at most `local_memory`).
     #[serde(default)]
     pub local_points: usize,
+    /// Pooled fits of the residual kernel applied by this process (`--local-fit fleet`;
+    /// 0 otherwise).
+    #[serde(default)]
+    pub local_pooled_fits: u64,
+    /// The residual kernel's parameters now (learned: `[ln σ_r, ln σ_rn, ln ℓ_1..d]`;
+    /// `global`: `[ln σ_s, ln σ_n, W̄]`; empty with the memory off).
+    #[serde(default)]
+    pub local_kernel: Vec<f64>,
     /// Own blocks acknowledged (in a durable checkpoint; absorbed if no `--state`).
     pub blocks: u64,
     /// Own data points acknowledged.
@@ -284,7 +292,7 @@ impl ProjectionSummary {
 }
 
 /// The request of `coolgp/<fleet>/<agent>/predict`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PredictRequest {
     /// Column names of `x` (matched to the agent's inputs by name; extra columns ignored).
     /// Without names, columns are taken in the agent's input order.
@@ -304,12 +312,20 @@ pub struct PredictRequest {
     /// answers; `coolgp query --all --calibrate`, docs/LOCAL.md §10). The rows are raw data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_out: Option<usize>,
+    /// Instead of answering at `x`: offer up to this many memory rows, evenly spaced, with
+    /// their residuals against the agent's global mean ([`PredictReply::fit_sample`]; a node
+    /// with `--local-fit fleet` pools them to fit the residual kernel, docs/LOCAL.md §9). The
+    /// rows are raw data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit_sample: Option<usize>,
 }
 
-/// An agent's memory rows offered for calibration ([`PredictRequest::held_out`]), in
-/// original units; the reply's answers are its leave-one-out answers at them.
+/// An agent's memory rows offered to a peer, in original units: for calibration
+/// ([`PredictRequest::held_out`]: `y` the targets; the reply's answers are its leave-one-out
+/// answers at them) or for the pooled fit ([`PredictRequest::fit_sample`]: `y` the residuals
+/// against the agent's global mean, scaled to original units).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HeldOutRows {
+pub struct OfferedRows {
     /// The agent's input column names (the order of each row of `x`).
     pub columns: Vec<String>,
     /// The rows' inputs.
@@ -318,7 +334,7 @@ pub struct HeldOutRows {
     pub y: Vec<f64>,
 }
 
-impl HeldOutRows {
+impl OfferedRows {
     /// `Err` naming the defect if the rows are ragged, of another count than `y`, or not
     /// finite (a peer's reply is untrusted).
     ///
@@ -350,7 +366,7 @@ impl HeldOutRows {
 }
 
 /// The reply of `coolgp/<fleet>/<agent>/predict`, in original units.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PredictReply {
     /// Predictive mean.
     pub mean: Vec<f64>,
@@ -363,7 +379,10 @@ pub struct PredictReply {
     pub parts: Option<AnswerParts>,
     /// The memory rows offered, when the request asked for them ([`PredictRequest::held_out`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held_out: Option<HeldOutRows>,
+    pub held_out: Option<OfferedRows>,
+    /// The pooled fit's sample, when the request asked for it ([`PredictRequest::fit_sample`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit_sample: Option<OfferedRows>,
 }
 
 /// The parts of an agent's answers at n query points, column by column (n values each), in

@@ -576,6 +576,7 @@ fn fused_predictions(fleet: &Fleet, n: usize, x: &[Vec<f64>]) -> Vec<Option<Vec<
         view: None,
         parts: false,
         held_out: None,
+        fit_sample: None,
     };
     let client = fleet.client.as_ref().expect("client");
     (0..n)

@@ -185,43 +185,11 @@ fn query_all_returns_the_fleet_rule_over_the_nodes_own_answers() {
         own[0] != own[2],
         "the nodes' memories should give different answers"
     );
-    // --calibrate: each node offers 20 of its 30 memory rows; the combined answers' variances
-    // are the uncalibrated ones times the scale printed on stderr (the same state: retried
-    // while the models move), and the means are unchanged.
-    let scale_of = |stderr: &str| -> f64 {
-        let tail = stderr
-            .split("variance x")
-            .nth(1)
-            .expect("the scale on stderr");
-        tail.split_whitespace()
-            .next()
-            .and_then(|v| v.parse().ok())
-            .expect("a number")
-    };
-    let mut calibrated = false;
-    for _ in 0..5 {
-        let (raw, _) = query(&fleet, &["--all", "--input", &input, "--parts"]);
-        let args = ["--all", "--input", &input, "--parts", "--calibrate", "20"];
-        let (cal, stderr) = query(&fleet, &args);
-        assert!(
-            stderr.contains("from 60 leave-one-out memory rows of agent(s) [0, 1, 2]"),
-            "{stderr}"
-        );
-        let s = scale_of(&stderr);
-        assert!((1.0 / 16.0..=16.0).contains(&s), "scale {s}");
-        calibrated = raw.iter().zip(&cal).all(|(r, c)| {
-            close(c[0], r[0])
-                && (c[2] / r[2] - s).abs() < 1e-4 * s
-                && (c[1] / r[1] - s).abs() < 1e-4 * s
-        });
-        if calibrated {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    // Nodes that fit their own kernels send no memory rows: --calibrate gets none.
+    let (_, stderr) = query(&fleet, &["--all", "--input", &input, "--calibrate", "20"]);
     assert!(
-        calibrated,
-        "--calibrate is not the raw answer with its variance scaled"
+        stderr.contains("does not send its memory rows") && stderr.contains("0 rows are too few"),
+        "{stderr}"
     );
     // Without --parts the three columns only; an unknown rule is refused by name.
     let (rows, _) = query(&fleet, &["--all", "--input", &input]);
@@ -417,4 +385,125 @@ fn query_all_works_in_a_tls_fleet() {
     let (rows, stderr) = query(&fleet, &["--all", "--input", &input, "--parts"]);
     assert!(stderr.contains("answers from agent(s) [0, 1]"), "{stderr}");
     assert_eq!((rows.len(), rows[0].len()), (7, 9));
+}
+
+/// Node i is a station at its own place `x1 = i − 1` with 40 rows on days `x2` spread over
+/// [−3, 3]: `y = 0.3·x1 + sin(3·x2)` plus a little noise from `make_rows`' second input.
+fn station_shares(n: usize, seed: u64) -> Vec<Vec<(Vec<f64>, f64)>> {
+    (0..n)
+        .map(|i| {
+            make_rows(seed + i as u64, 40)
+                .into_iter()
+                .enumerate()
+                .map(|(r, (x, _))| {
+                    let (place, day) = (i as f64 - 1.0, -3.0 + 6.0 * (r as f64 + 0.5) / 40.0);
+                    let y = 0.3 * place + (3.0 * day).sin() + 0.05 * x[1];
+                    (vec![place, day], y)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn nodes_with_the_fleet_fit_pool_their_samples_and_learn_the_place_lengthscale() {
+    // Issue 19, docs/LOCAL.md §9 on real nodes: every row of a station shares its place, so a
+    // node's own likelihood is flat in the place's lengthscale and `--local-fit agent` leaves
+    // it at its start, the same on every node; with `--local-fit fleet` each node fits on the
+    // samples it asks of every node (one get over the fleet's predict keys) and moves it.
+    let _g = serial();
+    let t0 = Instant::now();
+    let shares = station_shares(3, 970);
+    let total: usize = shares.iter().map(Vec::len).sum();
+    let mut place = Vec::new();
+    for fit in ["agent", "fleet"] {
+        let mut fleet = Fleet::new(&format!("pool{fit}"), 3);
+        let extra = ["--local-memory", "30", "--local-fit", fit];
+        start_path(&mut fleet, &shares, 10, 40, false, &extra);
+        let st = fleet.wait_all(
+            "the streams and a pooled fit",
+            Duration::from_secs(60),
+            |_, s| {
+                s.stream_ended
+                    && s.fleet_points == total as f64
+                    && s.local_points == 30
+                    && (fit == "agent" || s.local_pooled_fits >= 1)
+            },
+        );
+        for s in &st {
+            assert_eq!(
+                s.local_kernel.len(),
+                4,
+                "[ln σ_r, ln σ_rn, ln ℓ_place, ln ℓ_day]"
+            );
+            if fit == "agent" {
+                assert_eq!(s.local_pooled_fits, 0);
+            }
+        }
+        place.push(st.iter().map(|s| s.local_kernel[2]).collect::<Vec<f64>>());
+        // The fleet query answers either way.
+        let input = query_csv(&fleet);
+        let (rows, _) = query(&fleet, &["--all", "--input", &input]);
+        assert!(rows.iter().flatten().all(|v| v.is_finite()), "{rows:?}");
+        if fit == "fleet" {
+            calibrated_query(&fleet, &input);
+        }
+    }
+    let (own, pooled) = (&place[0], &place[1]);
+    assert!(
+        own.iter().all(|v| *v == own[0]),
+        "agent fits leave ln ℓ_place at its common start: {own:?}"
+    );
+    assert!(
+        pooled.iter().all(|v| (v - own[0]).abs() > 1e-3),
+        "pooled fits move ln ℓ_place: {pooled:?} against {own:?}"
+    );
+    eprintln!(
+        "pooled fit test: {:.1} s; ln ℓ_place own {own:?}, pooled {pooled:?}",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+/// `coolgp query --all --calibrate 20` on three nodes that share their rows (30 in memory
+/// each): the combined answers' variances are the uncalibrated ones times the scale printed
+/// on stderr (the same state: retried while the models move), and the means are unchanged.
+fn calibrated_query(fleet: &Fleet, input: &str) {
+    // --calibrate: each node offers 20 of its 30 memory rows; the combined answers' variances
+    // are the uncalibrated ones times the scale printed on stderr (the same state: retried
+    // while the models move), and the means are unchanged.
+    let scale_of = |stderr: &str| -> f64 {
+        let tail = stderr
+            .split("variance x")
+            .nth(1)
+            .expect("the scale on stderr");
+        tail.split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("a number")
+    };
+    let mut calibrated = false;
+    for _ in 0..5 {
+        let (raw, _) = query(fleet, &["--all", "--input", input, "--parts"]);
+        let args = ["--all", "--input", input, "--parts", "--calibrate", "20"];
+        let (cal, stderr) = query(fleet, &args);
+        assert!(
+            stderr.contains("from 60 leave-one-out memory rows of agent(s) [0, 1, 2]"),
+            "{stderr}"
+        );
+        let s = scale_of(&stderr);
+        assert!((1.0 / 16.0..=16.0).contains(&s), "scale {s}");
+        calibrated = raw.iter().zip(&cal).all(|(r, c)| {
+            close(c[0], r[0])
+                && (c[2] / r[2] - s).abs() < 1e-4 * s
+                && (c[1] / r[1] - s).abs() < 1e-4 * s
+        });
+        if calibrated {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        calibrated,
+        "--calibrate is not the raw answer with its variance scaled"
+    );
 }

@@ -440,6 +440,7 @@ fn rounds_keep_running_while_a_100k_row_query_is_computed() {
             view: None,
             parts: false,
             held_out: None,
+            fit_sample: None,
         };
         let too_many = c.predict(
             &name,

@@ -13,6 +13,7 @@
 
 mod exchange;
 mod intake;
+mod pooled;
 mod report;
 mod session;
 mod start;
@@ -193,6 +194,8 @@ struct Node {
     traffic: Traffic,
     progress: Progress,
     queries: Queries,
+    /// `--local-fit fleet`: the pooled fit of the residual kernel ([`pooled`]).
+    pooled: Option<pooled::Pooled>,
 }
 
 /// Runs a node until SIGTERM/SIGINT (then writes a final checkpoint).
@@ -222,7 +225,9 @@ impl Node {
         peers: Peers,
     ) -> Self {
         let last_ckpt_round = resumed.agent.round();
+        let pooled = pooled::Pooled::for_agent(&resumed.agent);
         Node {
+            pooled,
             agent: resumed.agent,
             inputs,
             intake: Intake {
@@ -321,7 +326,10 @@ impl Node {
             tokio::select! {
                 biased;
                 () = &mut shutdown => return Ok(()),
-                _ = ticker.tick() => self.on_round().await?,
+                _ = ticker.tick() => {
+                    self.on_round().await?;
+                    self.pooled_fit_step(endpoints.session());
+                }
                 q = endpoints.status.recv_async() => {
                     if let Ok(q) = q {
                         self.answer_status(q).await;

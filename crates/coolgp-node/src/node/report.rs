@@ -64,6 +64,11 @@ impl Node {
                 .then(|| self.s.agent.site.memory.name().to_owned()),
             local_memory: self.s.agent.local.capacity,
             local_points: self.agent.local_points(),
+            local_pooled_fits: self.pooled.as_ref().map_or(0, |p| p.fits),
+            local_kernel: match self.s.agent.local.is_on() {
+                true => self.agent.local().kernel().params().to_vec(),
+                false => Vec::new(),
+            },
             blocks: d.acked_blocks,
             points: d.acked_points,
             rows_skipped: self.intake.committed.rows_skipped,
@@ -134,6 +139,7 @@ impl Node {
             inputs: self.inputs.layout.inputs.clone(),
             scaler: self.inputs.scaler.clone(),
             key: crate::keys::predict(&self.s.fleet, self.s.id),
+            share_rows: self.s.agent.local.fit == coolgp::local::LocalFit::Fleet,
         }
     }
 }

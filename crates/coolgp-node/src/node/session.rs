@@ -51,6 +51,11 @@ pub(super) struct Endpoints {
 }
 
 impl Endpoints {
+    /// The node's zenoh session (for the gets of the pooled fit).
+    pub(super) fn session(&self) -> &Session {
+        &self.session
+    }
+
     /// Withdraws the liveliness token and closes the session.
     pub(super) async fn close(self) {
         drop(self.token);
