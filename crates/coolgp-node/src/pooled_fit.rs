@@ -26,10 +26,19 @@ pub const POOL_GROWTH: f64 = 0.25;
 /// How long a node waits for the fleet's samples.
 pub const SAMPLE_TIMEOUT: Duration = Duration::from_millis(2500);
 
+/// How long the fused model must stay unchanged before a node makes a last pooled fit on
+/// what it grew since its previous one ([`due`]).
+pub const SETTLED_MS: u64 = 2_000;
+
 /// True when a pooled fit is due: the fused model holds points and, since the last pooled fit
-/// at `last` fused points (0: none yet), they grew by [`POOL_GROWTH`].
-pub fn due(last: f64, now: f64) -> bool {
-    now > 0.0 && (last <= 0.0 || now >= last * (1.0 + POOL_GROWTH))
+/// at `last` fused points (0: none yet), they grew by [`POOL_GROWTH`], or grew at all and then
+/// stayed unchanged for [`SETTLED_MS`] (`settled_ms`: how long it has been unchanged), so the
+/// fleet's final memories get their fit when the streams end.
+pub fn due(last: f64, now: f64, settled_ms: u64) -> bool {
+    now > 0.0
+        && (last <= 0.0
+            || now >= last * (1.0 + POOL_GROWTH)
+            || (now > last && settled_ms >= SETTLED_MS))
 }
 
 /// Each node's sample in one get: agent id → its offered rows; replies that are not a valid
@@ -163,11 +172,16 @@ mod tests {
     use coolgp_data::Standardizer;
 
     #[test]
-    fn a_fit_is_due_at_the_first_points_and_after_a_quarter_more() {
-        assert!(!due(0.0, 0.0));
-        assert!(due(0.0, 10.0));
-        assert!(!due(100.0, 124.0));
-        assert!(due(100.0, 125.0));
+    fn a_fit_is_due_at_the_first_points_after_a_quarter_more_and_when_settled() {
+        assert!(!due(0.0, 0.0, 0));
+        assert!(due(0.0, 10.0, 0));
+        assert!(!due(100.0, 124.0, SETTLED_MS - 1));
+        assert!(due(100.0, 125.0, 0));
+        assert!(due(100.0, 101.0, SETTLED_MS), "settled after growing");
+        assert!(
+            !due(100.0, 100.0, 10 * SETTLED_MS),
+            "settled without growing"
+        );
     }
 
     #[test]

@@ -409,8 +409,9 @@ fn station_shares(n: usize, seed: u64) -> Vec<Vec<(Vec<f64>, f64)>> {
 fn nodes_with_the_fleet_fit_pool_their_samples_and_learn_the_place_lengthscale() {
     // Issue 19, docs/LOCAL.md §9 on real nodes: every row of a station shares its place, so a
     // node's own likelihood is flat in the place's lengthscale and `--local-fit agent` leaves
-    // it at its start, the same on every node; with `--local-fit fleet` each node fits on the
-    // samples it asks of every node (one get over the fleet's predict keys) and moves it.
+    // it at its start, the same on every node; with `--local-fit fleet` node 0 fits on the
+    // samples it asks of every node (one get over the fleet's predict keys), moving it, and
+    // the others take its kernel.
     let _g = serial();
     let t0 = Instant::now();
     let shares = station_shares(3, 970);
@@ -439,6 +440,23 @@ fn nodes_with_the_fleet_fit_pool_their_samples_and_learn_the_place_lengthscale()
             if fit == "agent" {
                 assert_eq!(s.local_pooled_fits, 0);
             }
+        }
+        // With the fleet fit, node 0 fits and the others take its kernel: once settled, the
+        // fleet holds one kernel.
+        let mut st = st;
+        for _ in 0..20 {
+            if fit == "agent" || st.iter().all(|s| s.local_kernel == st[0].local_kernel) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            st = (0..3).filter_map(|i| fleet.status(i, false)).collect();
+        }
+        if fit == "fleet" {
+            assert!(
+                st.len() == 3 && st.iter().all(|s| s.local_kernel == st[0].local_kernel),
+                "one kernel for the fleet: {:?}",
+                st.iter().map(|s| &s.local_kernel).collect::<Vec<_>>()
+            );
         }
         place.push(st.iter().map(|s| s.local_kernel[2]).collect::<Vec<f64>>());
         // The fleet query answers either way.

@@ -1,18 +1,27 @@
-//! `--local-fit fleet` on a node: after a round, when the fused model has grown by
-//! [`crate::pooled_fit::POOL_GROWTH`] since the last pooled fit ([`due`]), the node gathers every node's memory
-//! sample and fits the residual kernel on them ([`crate::pooled_fit`]) on other threads; a
-//! later round applies the result. One fit at a time.
+//! `--local-fit fleet` on a node: one residual kernel for the fleet, as in the simulator. The
+//! node with the lowest live id (the *fitter*) makes the pooled fits: after a round, when the
+//! fused model has grown by [`crate::pooled_fit::POOL_GROWTH`] since its last one, or grew and
+//! then settled ([`due`]), it gathers every node's memory sample and fits the kernel on them
+//! ([`crate::pooled_fit`]) on other threads. Every other node polls the fitter's status every
+//! [`FOLLOW_EVERY`] and takes its kernel whenever the fitter has made a new fit. A later round
+//! applies a result; one job at a time.
 
-use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use coolgp::local::pool::{cold_due, COLD_GROWTH};
-use coolgp::local::PoolOptions;
-use coolgp::local::{LocalFit, ResidualKernel, ResidualKind};
+use coolgp::local::{LocalFit, PoolOptions, ResidualKernel, ResidualKind};
 use coolgp::Vocabulary;
 use tokio::sync::oneshot;
 
 use super::Node;
+use crate::client::fetch_status;
 use crate::pooled_fit::{due, fetch_samples, fit, to_sample, Start, SAMPLE_TIMEOUT};
+
+/// How often a node that is not the fitter asks the fitter's status for its kernel.
+pub const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+
+/// A finished job: the kernel's parameters and, when taken from the fitter, its fit count.
+type Outcome = Option<(Vec<f64>, Option<u64>)>;
 
 /// The pooled fit's state on a node.
 pub(super) struct Pooled {
@@ -20,10 +29,14 @@ pub(super) struct Pooled {
     initial: ResidualKernel,
     /// Fused points at the last pooled fit started (0: none yet in this process).
     last_points: f64,
-    /// Pooled fits applied by this process (status `local_pooled_fits`).
+    /// Pooled fits made or taken by this process (status `local_pooled_fits`).
     pub(super) fits: u64,
-    /// The running fit's result, if one runs.
-    pending: Option<oneshot::Receiver<Option<Vec<f64>>>>,
+    /// The fitter's fit count whose kernel this node holds.
+    followed: u64,
+    /// When this node last asked the fitter.
+    last_poll: Option<Instant>,
+    /// The running job's result, if one runs.
+    pending: Option<oneshot::Receiver<Outcome>>,
 }
 
 impl Pooled {
@@ -36,50 +49,86 @@ impl Pooled {
             initial: ResidualKernel::initial(ResidualKind::Learned, agent.projection()),
             last_points: 0.0,
             fits: 0,
+            followed: 0,
+            last_poll: None,
             pending: None,
         })
     }
 }
 
 impl Node {
-    /// Applies a finished pooled fit; starts one when due (module doc).
+    /// Applies a finished job; starts the next one when due (module doc).
     pub(super) fn pooled_fit_step(&mut self, session: &zenoh::Session) {
+        if !self.pooled_result() || self.agent.local_points() == 0 {
+            return;
+        }
+        let me = self.s.id;
+        let fitter = self
+            .peers
+            .members
+            .lock()
+            .ok()
+            .and_then(|m| m.iter().copied().min())
+            .map_or(me, |low| low.min(me));
+        if fitter == me {
+            self.start_fit(session);
+        } else {
+            self.follow(session, fitter);
+        }
+    }
+
+    /// Takes a finished job's kernel; false while a job runs.
+    fn pooled_result(&mut self) -> bool {
+        let Some(p) = self.pooled.as_mut() else {
+            return false;
+        };
+        let Some(rx) = p.pending.as_mut() else {
+            return true;
+        };
+        let outcome = match rx.try_recv() {
+            Err(oneshot::error::TryRecvError::Empty) => return false,
+            Err(oneshot::error::TryRecvError::Closed) => None,
+            Ok(outcome) => outcome,
+        };
+        p.pending = None;
+        if let Some((params, from)) = outcome {
+            match self.agent.set_local_kernel_params(&params) {
+                Ok(()) => {
+                    p.fits += 1;
+                    if let Some(n) = from {
+                        p.followed = n;
+                    }
+                    tracing::info!(?params, fitter_fits = ?from, "pooled residual kernel taken");
+                }
+                Err(e) => tracing::warn!(error = %e, "pooled residual kernel not applied"),
+            }
+        }
+        true
+    }
+
+    /// The fitter's step: a pooled fit when due.
+    fn start_fit(&mut self, session: &zenoh::Session) {
+        let now = self.agent.fleet_points();
+        let settled = self
+            .progress
+            .fused_changed_unix_ms
+            .map_or(0, |t| super::unix_ms().saturating_sub(t));
+        let members = self.peers.members.lock().map_or(1, |m| m.len()).max(1);
+        let first = self.agent.local().fit_state().0 == 0;
+        let warm = (!first).then(|| self.agent.local().kernel().clone());
         let Some(p) = self.pooled.as_mut() else {
             return;
         };
-        if let Some(rx) = p.pending.as_mut() {
-            match rx.try_recv() {
-                Err(oneshot::error::TryRecvError::Empty) => return,
-                Err(oneshot::error::TryRecvError::Closed) => p.pending = None,
-                Ok(result) => {
-                    p.pending = None;
-                    if let Some(params) = result {
-                        match self.agent.set_local_kernel_params(&params) {
-                            Ok(()) => {
-                                p.fits += 1;
-                                tracing::info!(?params, "pooled fit of the residual kernel");
-                            }
-                            Err(e) => tracing::warn!(error = %e, "pooled fit not applied"),
-                        }
-                    }
-                }
-            }
-        }
-        let now = self.agent.fleet_points();
-        if !due(p.last_points, now) || self.agent.local_points() == 0 {
+        if !due(p.last_points, now, settled) {
             return;
         }
-        let first = self.agent.local().fit_state().0 == 0;
         let start = Start {
-            warm: (!first).then(|| self.agent.local().kernel().clone()),
+            warm,
             initial: p.initial.clone(),
             cold: cold_due(p.last_points as u64, now as u64, COLD_GROWTH),
         };
         p.last_points = now;
-        let members = self.peers.members.lock().map_or(1, |m| m.len()).max(1);
         let k = 2 * PoolOptions::default().rows.div_ceil(members);
-        let (tx, rx) = oneshot::channel();
-        p.pending = Some(rx);
         let job = Job {
             session: session.clone(),
             fleet: self.s.fleet.clone(),
@@ -88,8 +137,32 @@ impl Node {
             vocab: self.agent.vocabulary().clone(),
             start,
         };
+        let (tx, rx) = oneshot::channel();
+        p.pending = Some(rx);
         tokio::spawn(async move {
-            let _ = tx.send(job.run(k).await);
+            let _ = tx.send(job.run(k).await.map(|params| (params, None)));
+        });
+    }
+
+    /// A follower's step: every [`FOLLOW_EVERY`], the fitter's kernel if it made a new fit.
+    fn follow(&mut self, session: &zenoh::Session, fitter: u64) {
+        let Some(p) = self.pooled.as_mut() else {
+            return;
+        };
+        if p.last_poll.is_some_and(|t| t.elapsed() < FOLLOW_EVERY) {
+            return;
+        }
+        p.last_poll = Some(Instant::now());
+        let (session, fleet, held) = (session.clone(), self.s.fleet.clone(), p.followed);
+        let (tx, rx) = oneshot::channel();
+        p.pending = Some(rx);
+        tokio::spawn(async move {
+            let st = fetch_status(&session, &fleet, fitter, false, SAMPLE_TIMEOUT).await;
+            let taken = st
+                .ok()
+                .filter(|s| s.local_pooled_fits > held && !s.local_kernel.is_empty())
+                .map(|s| (s.local_kernel, Some(s.local_pooled_fits)));
+            let _ = tx.send(taken);
         });
     }
 }
@@ -100,7 +173,7 @@ struct Job {
     fleet: String,
     inputs: Vec<String>,
     scaler: Option<coolgp_data::Standardizer>,
-    vocab: Arc<Vocabulary>,
+    vocab: std::sync::Arc<Vocabulary>,
     start: Start,
 }
 
