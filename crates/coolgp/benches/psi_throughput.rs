@@ -3,6 +3,10 @@
 //! - `psi2_terms/d{d'}_m{m}`: `psi::accumulate_block` on n = 200 points; criterion's
 //!   `elem/s` is **terms/s**: one term is one (point, j, k ≥ j) entry of ψ̄2 with its d'-sum
 //!   and exponential, `n·m(m+1)/2` per call.
+//! - `window_rows/d8_m100`: `learn::window::window_loglik_grad` on a 320-point stream window
+//!   whose newest 20 rows' ψ̄ are held (the fleet projection's re-evaluation after a fusion,
+//!   issue 18); `elem/s` is **re-evaluated rows/s** (ψ̄ of the 300 older rows and the
+//!   gradient's contractions of all 320).
 //! - `faer_gemm/{200,1000}`: `C = A B`, f64, `Par::Seq`; `elem/s` is **flop/s** (`2 s³` per
 //!   call).
 //!
@@ -14,7 +18,10 @@ use std::hint::black_box;
 mod common;
 
 use coolgp::faer::Mat;
+use coolgp::learn::elbo::BlockPsi;
+use coolgp::learn::window::window_loglik_grad;
 use coolgp::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
+use coolgp::model::{Excess, NaturalParams};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 fn bench_terms(c: &mut Criterion) {
@@ -36,6 +43,34 @@ fn bench_terms(c: &mut Criterion) {
     g.finish();
 }
 
+fn bench_window(c: &mut Criterion) {
+    let (m, dz, n, tail) = (100, 8, 320, 20);
+    let (vocab, proj, x, y) = common::psi_case(m, dz, n);
+    let mut stats = UnitStats::zeros(m);
+    BlockPsi::compute(&vocab, &proj, x.as_ref()).accumulate_into(&y, &mut stats);
+    let e = Excess::from_unit_stats(&stats, 1.0, 0.5);
+    let post = NaturalParams::from_excess(&vocab, &e)
+        .posterior(&vocab)
+        .expect("posterior");
+    let mut bp = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(n - tail, tail));
+    let mut g = c.benchmark_group("window_rows");
+    g.throughput(Throughput::Elements((n - tail) as u64));
+    g.bench_function(BenchmarkId::from_parameter(format!("d{dz}_m{m}")), |b| {
+        b.iter(|| {
+            window_loglik_grad(
+                &vocab,
+                &proj,
+                &post,
+                black_box(x.as_ref()),
+                &y,
+                &mut bp,
+                tail,
+            )
+        })
+    });
+    g.finish();
+}
+
 fn bench_gemm(c: &mut Criterion) {
     let mut g = c.benchmark_group("faer_gemm");
     for &s in &[200usize, 1000] {
@@ -52,6 +87,6 @@ fn bench_gemm(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = common::config(1500);
-    targets = bench_terms, bench_gemm
+    targets = bench_terms, bench_window, bench_gemm
 }
 criterion_main!(benches);

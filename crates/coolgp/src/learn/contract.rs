@@ -29,38 +29,88 @@ pub(crate) fn dot4(a: &[f64], b: &[f64]) -> f64 {
 dispatch! {
     /// Per point, from the upper triangle of `ψ̄2 [m, m]` and `G [m, m]` (row-major):
     /// `h_j = Σ_k G_jk ψ̄2_jk` into `h [m]`, `q_i = Σ_jk G_jk ψ̄2_jk z_ji z_ki` into `q [d']`,
-    /// and `total = Σ_jk G_jk ψ̄2_jk`. `zg` is Z in groups of 8 columns (see [`z_groups`]).
+    /// and `total = Σ_jk G_jk ψ̄2_jk`. `zl` is Z laid out for the kernel ([`ZLayout`]).
     /// Cost (d'_8 + 3)·m²/2 with d'_8 = d' rounded up to a multiple of 8; every sum is taken
     /// in a fixed order (the partial sums of [`sum_fixed`] and [`row_times_z`]), so every
     /// dispatch path gives the same bits. For d' ≤ 8 each row is one pass
     /// ([`offdiag_row`]), bit-identical to the passes of [`contract_row_groups`].
-    pub(crate) fn g_psi2_contractions(psi2: &[f64], g: &[f64], zg: &[f64], m: usize, out: &mut Contractions) {
+    pub(crate) fn g_psi2_contractions(psi2: &[f64], g: &[f64], zl: &ZLayout, m: usize, out: &mut Contractions) {
         let Contractions { h, q, t, total: out_total } = out;
-        let dz = q.len();
         h[..m].fill(0.0);
         q.fill(0.0);
         let mut total = 0.0;
+        let zg = &zl.groups[..];
         let one_group = zg.len() == GROUP * m;
+        #[cfg(target_arch = "x86_64")]
+        if one_group && !zl.quads.is_empty() && crate::simd::has_avx2() {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+            *out_total = unsafe { rows_in_quads(psi2, g, zl, m, h, q) };
+            return;
+        }
         for j in 0..m {
             let row = j * m + j..(j + 1) * m;
             let diag = g[row.start] * psi2[row.start];
-            let (off, v) = if one_group {
-                let (g, p) = (&g[row.start + 1..row.end], &psi2[row.start + 1..row.end]);
-                offdiag_row(g, p, &mut h[j + 1..m], &zg[(j + 1) * GROUP..])
-            } else {
-                contract_row_groups(&g[row.clone()], &psi2[row], &mut h[j..m], zg, m, j, t, q)
-            };
-            h[j] += diag + off;
-            total += diag + 2.0 * off;
             if one_group {
-                let zj = &zg[j * GROUP..(j + 1) * GROUP];
-                for (l, qi) in q.iter_mut().enumerate().take(dz) {
-                    *qi += zj[l] * (zj[l] * diag + 2.0 * v[l]);
-                }
+                let (g, p) = (&g[row.start + 1..row.end], &psi2[row.start + 1..row.end]);
+                let (off, v) = offdiag_row(g, p, &mut h[j + 1..m], &zg[(j + 1) * GROUP..]);
+                total += finish_row(h, q, zg, j, diag, off, v);
+            } else {
+                let (gr, pr) = (&g[row.clone()], &psi2[row]);
+                let (off, _) = contract_row_groups(gr, pr, &mut h[j..m], zg, m, j, t, q);
+                h[j] += diag + off;
+                total += diag + 2.0 * off;
             }
         }
         *out_total = total;
     }
+}
+
+/// The end of row `j` of [`g_psi2_contractions`] for d' ≤ 8, from its diagonal term `diag`,
+/// its off-diagonal sum `off` and `v = Σ_{k>j} t_jk z_k`: `h_j` and `q` take the row's part;
+/// returns the row's part of the total, `diag + 2·off`.
+#[inline(always)]
+fn finish_row(
+    h: &mut [f64],
+    q: &mut [f64],
+    zg: &[f64],
+    j: usize,
+    diag: f64,
+    off: f64,
+    v: [f64; GROUP],
+) -> f64 {
+    h[j] += diag + off;
+    let zj = &zg[j * GROUP..(j + 1) * GROUP];
+    for (l, qi) in q.iter_mut().enumerate() {
+        *qi += zj[l] * (zj[l] * diag + 2.0 * v[l]);
+    }
+    diag + 2.0 * off
+}
+
+/// The rows of [`g_psi2_contractions`] for d' ≤ 8 on AVX2 ([`offdiag_row_quads`]; `h` and
+/// `q` zeroed); returns the total. The same bits as the rows of [`offdiag_row`].
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows_in_quads(
+    psi2: &[f64],
+    g: &[f64],
+    zl: &ZLayout,
+    m: usize,
+    h: &mut [f64],
+    q: &mut [f64],
+) -> f64 {
+    let mut total = 0.0;
+    for j in 0..m {
+        let row = j * m + j..(j + 1) * m;
+        let diag = g[row.start] * psi2[row.start];
+        let (gr, pr) = (&g[row.start + 1..row.end], &psi2[row.start + 1..row.end]);
+        // SAFETY: the caller's CPU supports AVX2.
+        let (off, v) = unsafe { offdiag_row_quads(gr, pr, &mut h[j + 1..m], zl.quads_from(j + 1)) };
+        total += finish_row(h, q, &zl.groups, j, diag, off, v);
+    }
+    total
 }
 
 /// One row `j` of [`g_psi2_contractions`] for d' ≤ 8, in one pass: from `g`, `p` (row `j` of
@@ -122,6 +172,101 @@ fn offdiag_row(g: &[f64], p: &[f64], h: &mut [f64], z: &[f64]) -> (f64, [f64; GR
     }
     ((acc4[0] + acc4[1]) + (acc4[2] + acc4[3]) + tail, v)
 }
+
+/// [`offdiag_row`] with Z in quads from row `j + 1` on (`zq`, [`ZLayout::quads_from`]) and
+/// the same bits, on AVX2: the partial sum of `k mod 4 = r` is lane `r` of a four-lane
+/// accumulator per latent dimension, so a quad of products `t` costs one multiply and one
+/// add per dimension, with no broadcast of each `t_k`; the products, the partial sums and the
+/// `h` update are vector operations, the last 1–3 entries masked (their lanes past the row
+/// add `t = 0` to the `Σ t_k z_k` sums: a no-op, as a sum that starts at +0 is never −0).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn offdiag_row_quads(
+    g: &[f64],
+    p: &[f64],
+    h: &mut [f64],
+    zq: &[f64],
+) -> (f64, [f64; GROUP]) {
+    use std::arch::x86_64::{
+        __m256d, _mm256_add_pd, _mm256_loadu_pd, _mm256_maskload_pd, _mm256_maskstore_pd,
+        _mm256_mul_pd, _mm256_setr_epi64x, _mm256_setzero_pd, _mm256_storeu_pd,
+    };
+    /// `rz[c] += t·z[4c .. 4c + 4]` for the eight latent dimensions of one quad.
+    #[inline(always)]
+    unsafe fn quad(rz: &mut [__m256d; GROUP], t: __m256d, z: *const f64) {
+        for (c, r) in rz.iter_mut().enumerate() {
+            // SAFETY: the caller's quad holds 32 numbers.
+            let prod = unsafe { _mm256_mul_pd(t, _mm256_loadu_pd(z.add(4 * c))) };
+            *r = _mm256_add_pd(*r, prod);
+        }
+    }
+    let n = g.len();
+    let (p, h) = (&p[..n], &mut h[..n]);
+    let zq = &zq[..n.div_ceil(4) * QUAD];
+    let (gp, pp, hp, zp) = (g.as_ptr(), p.as_ptr(), h.as_mut_ptr(), zq.as_ptr());
+    let mut acc = [_mm256_setzero_pd(); 4];
+    let mut rz = [_mm256_setzero_pd(); GROUP];
+    let mut k = 0;
+    // SAFETY (every block below): the entries read and written are below n (masked past
+    // it), and quad k/4 of zq exists for every k < n.
+    while k + 16 <= n {
+        for (l, a) in acc.iter_mut().enumerate() {
+            let o = k + 4 * l;
+            unsafe {
+                let t = _mm256_mul_pd(_mm256_loadu_pd(gp.add(o)), _mm256_loadu_pd(pp.add(o)));
+                *a = _mm256_add_pd(*a, t);
+                _mm256_storeu_pd(hp.add(o), _mm256_add_pd(_mm256_loadu_pd(hp.add(o)), t));
+                quad(&mut rz, t, zp.add((o / 4) * QUAD));
+            }
+        }
+        k += 16;
+    }
+    // acc4[l] = (acc16[l] + acc16[l + 4]) + (acc16[l + 8] + acc16[l + 12]).
+    let mut acc4 = _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3]));
+    while k + 4 <= n {
+        unsafe {
+            let t = _mm256_mul_pd(_mm256_loadu_pd(gp.add(k)), _mm256_loadu_pd(pp.add(k)));
+            acc4 = _mm256_add_pd(acc4, t);
+            _mm256_storeu_pd(hp.add(k), _mm256_add_pd(_mm256_loadu_pd(hp.add(k)), t));
+            quad(&mut rz, t, zp.add((k / 4) * QUAD));
+        }
+        k += 4;
+    }
+    let r = n - k;
+    let mut t = [0.0f64; 4];
+    if r > 0 {
+        let on = |l: usize| if l < r { -1 } else { 0 };
+        let mask = _mm256_setr_epi64x(on(0), on(1), on(2), on(3));
+        unsafe {
+            let tv = _mm256_mul_pd(
+                _mm256_maskload_pd(gp.add(k), mask),
+                _mm256_maskload_pd(pp.add(k), mask),
+            );
+            let hv = _mm256_add_pd(_mm256_maskload_pd(hp.add(k), mask), tv);
+            _mm256_maskstore_pd(hp.add(k), mask, hv);
+            quad(&mut rz, tv, zp.add((k / 4) * QUAD));
+            _mm256_storeu_pd(t.as_mut_ptr(), tv);
+        }
+    }
+    let tail: f64 = t[..r].iter().sum();
+    let mut a4 = [0.0f64; 4];
+    let mut v = [0.0; GROUP];
+    // SAFETY: each store writes four f64 into an array of four.
+    unsafe { _mm256_storeu_pd(a4.as_mut_ptr(), acc4) };
+    for (vc, rc) in v.iter_mut().zip(rz) {
+        let mut a = [0.0f64; 4];
+        unsafe { _mm256_storeu_pd(a.as_mut_ptr(), rc) };
+        *vc = (a[0] + a[1]) + (a[2] + a[3]);
+    }
+    ((a4[0] + a4[1]) + (a4[2] + a4[3]) + tail, v)
+}
+
+/// Numbers in one quad of [`ZLayout`]: four inducing inputs × eight latent dimensions.
+const QUAD: usize = 4 * GROUP;
 
 /// One row `j` of [`g_psi2_contractions`] for any d', in passes: `g`, `p` are row `j` of G
 /// and ψ̄2 at `k ≥ j`, `h` is `h [k ≥ j]`; adds `t_k` to `h [k > j]` and the row's part of `q`,
@@ -248,6 +393,57 @@ pub(crate) fn z_groups(vocab: &Vocabulary) -> Vec<f64> {
     out
 }
 
+/// Z laid out for [`g_psi2_contractions`] and [`z_sums`]: the column groups of [`z_groups`],
+/// and for d' ≤ 8 the same numbers in quads for the one-pass rows ([`ZLayout::quads_from`]).
+pub(crate) struct ZLayout {
+    /// [`z_groups`] `[⌈d'/8⌉, m, 8]`.
+    pub(crate) groups: Vec<f64>,
+    /// d' ≤ 8: for each phase `f ∈ 0..4`, `[m/4 + 2]` quads `[8][4]`, quad `Q` holding
+    /// `z_{f+4Q+r, c}` at `(c, r)` (zero past m); empty for d' > 8.
+    quads: Vec<f64>,
+    /// Quads per phase.
+    per_phase: usize,
+}
+
+impl ZLayout {
+    /// The layouts of `vocab`'s Z.
+    pub(crate) fn new(vocab: &Vocabulary) -> Self {
+        let groups = z_groups(vocab);
+        let m = vocab.m();
+        if groups.len() != GROUP * m {
+            return Self {
+                groups,
+                quads: Vec::new(),
+                per_phase: 0,
+            };
+        }
+        let per_phase = m / 4 + 2;
+        let mut quads = vec![0.0; 4 * per_phase * QUAD];
+        for f in 0..4 {
+            for k in (f..m).step_by(4) {
+                for r in 0..4.min(m - k) {
+                    let base = (f * per_phase + (k - f) / 4) * QUAD;
+                    for c in 0..GROUP {
+                        quads[base + 4 * c + r] = groups[(k + r) * GROUP + c];
+                    }
+                }
+            }
+        }
+        Self {
+            groups,
+            quads,
+            per_phase,
+        }
+    }
+
+    /// The quads of the inducing inputs `s, s+1, …` (d' ≤ 8): quad `q` holds `s+4q .. s+4q+4`.
+    #[track_caller]
+    fn quads_from(&self, s: usize) -> &[f64] {
+        let f = s % 4;
+        &self.quads[(f * self.per_phase + s / 4) * QUAD..(f + 1) * self.per_phase * QUAD]
+    }
+}
+
 /// `Σ_k t_k z_k` for rows `z_k [8]` stored contiguously in `z [len(t)·8]`: four partial sums
 /// over `k mod 4`, combined as `(s0 + s1) + (s2 + s3)`.
 #[inline(always)]
@@ -348,10 +544,11 @@ mod tests {
             for m in (1usize..=70).chain([99, 100, 101, 128]) {
                 let z = Mat::from_fn(m, dz, |_, _| rng.normal());
                 let vocab = Vocabulary::new(z, 1).expect("vocabulary");
-                let zg = z_groups(&vocab);
+                let zl = ZLayout::new(&vocab);
+                let zg = &zl.groups;
                 let p: Vec<f64> = (0..m * m).map(|_| rng.uniform()).collect();
                 let g: Vec<f64> = (0..m * m).map(|_| rng.normal()).collect();
-                let want = contractions_in_passes(&p, &g, &zg, m, dz);
+                let want = contractions_in_passes(&p, &g, zg, m, dz);
                 for level in [2, 1, 0] {
                     let mut ct = Contractions {
                         h: vec![0.0; m],
@@ -359,7 +556,7 @@ mod tests {
                         t: vec![0.0; m],
                         total: 0.0,
                     };
-                    at_level(level, || g_psi2_contractions(&p, &g, &zg, m, &mut ct));
+                    at_level(level, || g_psi2_contractions(&p, &g, &zl, m, &mut ct));
                     let mut bits: Vec<u64> =
                         ct.h.iter().chain(&ct.q).map(|v| v.to_bits()).collect();
                     bits.push(ct.total.to_bits());
@@ -411,7 +608,7 @@ mod tests {
         ] {
             let z = Mat::from_fn(m, dz, |_, _| rng.normal());
             let vocab = Vocabulary::new(z, 1).expect("vocabulary");
-            let zg = z_groups(&vocab);
+            let zl = ZLayout::new(&vocab);
             let sym = |rng: &mut Rng| {
                 let a = Mat::from_fn(m, m, |_, _| rng.normal());
                 Mat::from_fn(m, m, |j, k| a[(j, k)] + a[(k, j)])
@@ -436,7 +633,7 @@ mod tests {
                     total: 0.0,
                 };
                 at_level(level, || {
-                    g_psi2_contractions(&p_rows, &g_rows, &zg, m, &mut ct)
+                    g_psi2_contractions(&p_rows, &g_rows, &zl, m, &mut ct)
                 });
                 let mut bits: Vec<u64> = ct.h.iter().chain(&ct.q).map(|v| v.to_bits()).collect();
                 bits.push(ct.total.to_bits());

@@ -10,7 +10,7 @@
 
 use faer::{Mat, MatRef};
 
-use crate::learn::contract::{dot4, g_psi2_contractions, z_groups, z_sums, Contractions, ZSums};
+use crate::learn::contract::{dot4, g_psi2_contractions, z_sums, Contractions, ZLayout, ZSums};
 use crate::learn::hyper::HyperStats;
 use crate::model::natural::Posterior;
 use crate::model::projection::{Projection, ProjectionGrad};
@@ -295,7 +295,7 @@ pub(crate) fn loglik_grad_rows(
     let n = y.len();
     let ss = proj.sigma_s();
     let sn2 = proj.sigma_n() * proj.sigma_n();
-    let zg = z_groups(vocab);
+    let zl = ZLayout::new(vocab);
     let alpha = &post.alpha;
     // Row-major G for the contraction kernel.
     let mut g = vec![0.0; m * m];
@@ -331,12 +331,12 @@ pub(crate) fn loglik_grad_rows(
         let a_unit = yn * dot4(psi1, alpha);
         y_psi_alpha += ss * a_unit;
         hyper.a += a_unit;
-        g_psi2_contractions(psi2, &g, &zg, m, &mut ct);
+        g_psi2_contractions(psi2, &g, &zl, m, &mut ct);
         let (trg, h, q) = (ct.total, &ct.h, &ct.q);
         tr_g_psi2 += ss * ss * trg;
         hyper.b += trg;
         let htot = c * trg;
-        z_sums(&w1, h, &zg, m, &mut zs);
+        z_sums(&w1, h, &zl.groups, m, &mut zs);
         for i in 0..dz {
             let (ai, si) = (a[i], s[i]);
             // ψ1 part
