@@ -103,8 +103,6 @@ pub struct Report {
     pub coverage95_fleet_query_raw: f64,
     /// Memory rows the calibration was measured on (over all agents).
     pub fleet_calibration_rows: usize,
-    /// CPU seconds the calibration took (all threads; part of `phases.local_s`'s work).
-    pub fleet_calibration_cpu_s: f64,
     /// The fleet rule of the `*_fleet_query` fields (`--fleet-rule`).
     pub fleet_rule: String,
     /// The fleet-wide query's scores under every rule of the core (`min-variance`, `bcm`,
@@ -190,4 +188,6 @@ pub struct Phases {
     pub baselines_s: f64,
     /// The fleet-wide queries: every agent's local answers and their combinations.
     pub local_s: f64,
+    /// CPU seconds (all threads) of the fleet query's calibration, within `local_s`'s phase.
+    pub calibration_cpu_s: f64,
 }

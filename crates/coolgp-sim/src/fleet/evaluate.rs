@@ -75,6 +75,7 @@ impl Fleet<'_> {
         let t = Instant::now();
         let query = self.fleet_query();
         self.phases.local_s = t.elapsed().as_secs_f64();
+        self.phases.calibration_cpu_s = query.calibration_cpu_s;
         let rule = query
             .rules
             .get(self.cfg.fleet_rule.name())
@@ -115,7 +116,6 @@ impl Fleet<'_> {
             nlpd_fleet_query_raw: rule.nlpd_raw,
             coverage95_fleet_query_raw: rule.coverage95_raw,
             fleet_calibration_rows: query.calibration_rows,
-            fleet_calibration_cpu_s: query.calibration_cpu_s,
             fleet_rule: cfg.fleet_rule.name().into(),
             rmse_oracle_local: oracle(|s| s.rmse),
             nlpd_oracle_local: oracle(|s| s.nlpd),
