@@ -113,15 +113,15 @@ impl Node {
             .progress
             .fused_changed_unix_ms
             .map_or(0, |t| super::unix_ms().saturating_sub(t));
-        let members = self.peers.members.lock().map_or(1, |m| m.len()).max(1);
-        let first = self.agent.local().fit_state().0 == 0;
-        let warm = (!first).then(|| self.agent.local().kernel().clone());
         let Some(p) = self.pooled.as_mut() else {
             return;
         };
         if !due(p.last_points, now, settled) {
             return;
         }
+        let members = self.peers.members.lock().map_or(1, |m| m.len()).max(1);
+        let first = self.agent.local().fit_state().0 == 0;
+        let warm = (!first).then(|| self.agent.local().kernel().clone());
         let start = Start {
             warm,
             initial: p.initial.clone(),
