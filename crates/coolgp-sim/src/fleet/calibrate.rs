@@ -7,11 +7,9 @@
 //! answer there.
 
 use coolgp::faer::Mat;
-use coolgp::local::calibrate::{
-    offered_rows, standardized_error, variance_scale, CALIBRATION_ROWS,
-};
+use coolgp::local::calibrate::{held_out_error, offered_rows, variance_scale, CALIBRATION_ROWS};
 use coolgp::local::pool::shares;
-use coolgp::local::{combine, FleetRule, HeldOutRows, LocalAnswer};
+use coolgp::local::{FleetRule, HeldOutRows, LocalAnswer};
 use coolgp::{Agent, View};
 use rayon::prelude::*;
 
@@ -69,13 +67,9 @@ pub fn calibrate(agents: &[Agent], rules: &[FleetRule]) -> Calibration {
                 .enumerate()
                 .filter_map(|(j, &(o, r))| {
                     let h = held[o].as_ref()?;
-                    let at: Vec<LocalAnswer> = (0..agents.len())
-                        .filter_map(|a| match a == o {
-                            true => Some(h.answers[r]),
-                            false => answers[a].as_ref().map(|v| v[j]),
-                        })
-                        .collect();
-                    Some(standardized_error(&combine(rule, &at)?, h.y[r]))
+                    let at =
+                        (0..agents.len()).filter_map(|a| answers[a].as_ref().map(|v| (a, v[j])));
+                    held_out_error(rule, at, o, h.answers[r], h.y[r])
                 })
                 .collect();
             (rule, variance_scale(&errors).unwrap_or(1.0))

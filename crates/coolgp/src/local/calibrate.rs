@@ -4,7 +4,7 @@
 //! [`crate::Agent::local_held_out`]). `s` multiplies every variance of an answer
 //! ([`LocalAnswer::scaled`]); the means, the fused q(u) and the residual kernel do not change.
 
-use super::LocalAnswer;
+use super::{combine, FleetRule, LocalAnswer};
 
 /// Calibration rows the fleet draws over all its agents (spread by [`super::pool::shares`]).
 pub const CALIBRATION_ROWS: usize = 512;
@@ -60,6 +60,24 @@ pub fn standardized_error(answer: &LocalAnswer, y: f64) -> f64 {
     }
 }
 
+/// The standardized error of `rule` at one calibration row of agent `owner`: the fleet's
+/// answers there (`answers`, `(agent key, answer)` in increasing key order), the owner's
+/// replaced by its leave-one-out answer `loo` (added at its place if it gave none), combined
+/// by `rule` and compared with the row's `y`. `None` when the rule gives no answer.
+pub fn held_out_error<K: Ord + Copy>(
+    rule: FleetRule,
+    answers: impl IntoIterator<Item = (K, LocalAnswer)>,
+    owner: K,
+    loo: LocalAnswer,
+    y: f64,
+) -> Option<f64> {
+    let mut at: Vec<(K, LocalAnswer)> = answers.into_iter().filter(|(k, _)| *k != owner).collect();
+    let place = at.partition_point(|(k, _)| *k < owner);
+    at.insert(place, (owner, loo));
+    let list: Vec<LocalAnswer> = at.into_iter().map(|(_, a)| a).collect();
+    Some(standardized_error(&combine(rule, &list)?, y))
+}
+
 impl LocalAnswer {
     /// The answer with every variance (global, residual posterior and prior, noise) times
     /// `s`: the same mean, `var_f` and `var_y` times `s`, the same information gain.
@@ -76,8 +94,8 @@ impl LocalAnswer {
 
 #[cfg(test)]
 mod tests {
-    use super::{offered_rows, standardized_error, variance_scale, SCALE_RANGE};
-    use crate::local::LocalAnswer;
+    use super::{held_out_error, offered_rows, standardized_error, variance_scale, SCALE_RANGE};
+    use crate::local::{combine, FleetRule, LocalAnswer};
     use crate::rng::Rng;
 
     #[test]
@@ -127,5 +145,37 @@ mod tests {
         assert!((b.information_gain() - a.information_gain()).abs() < 1e-12);
         let e = standardized_error(&a, 1.0);
         assert!((standardized_error(&b, 1.0) - e / 2.5f64.sqrt()).abs() < 1e-12);
+    }
+
+    /// An answer with residual mean `m` and residual variance `v` on a shared global part.
+    fn answer(m: f64, v: f64) -> LocalAnswer {
+        LocalAnswer {
+            global_mean: 0.3,
+            global_var: 0.2,
+            residual_mean: m,
+            residual_var: v,
+            residual_prior: 0.4,
+            noise_var: 0.1,
+        }
+    }
+
+    #[test]
+    fn the_owner_answers_by_its_leave_one_out_answer_in_its_place() {
+        let fleet = [
+            (2u64, answer(0.1, 0.3)),
+            (5, answer(-0.2, 0.05)),
+            (9, answer(0.4, 0.2)),
+        ];
+        let loo = answer(0.3, 0.1);
+        for rule in FleetRule::ALL {
+            // The owner (5) answered: its answer is replaced, the order kept.
+            let want = combine(rule, &[fleet[0].1, loo, fleet[2].1]).expect("answer");
+            let got = held_out_error(rule, fleet, 5, loo, 1.0);
+            assert_eq!(got, Some(standardized_error(&want, 1.0)), "{rule:?}");
+            // The owner (7) gave no answer: its leave-one-out answer goes between 5 and 9.
+            let want = combine(rule, &[fleet[0].1, fleet[1].1, loo, fleet[2].1]).expect("answer");
+            let got = held_out_error(rule, fleet, 7, loo, 1.0);
+            assert_eq!(got, Some(standardized_error(&want, 1.0)), "{rule:?}");
+        }
     }
 }
