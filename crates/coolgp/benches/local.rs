@@ -9,6 +9,12 @@
 //!   same agent after 800 rows), residual kernel refits included (recent: one every B rows;
 //!   reservoir: about B ln(2800/800) ≈ 630 rows enter, one refit); the time is per stream,
 //!   so the ratio to B0 is the per-block ratio.
+//! - `local_stream/B500_recent_fleetfit_m100_n{20,100}_d{d}`: the same stream under the
+//!   drivers' default fit (`LocalFit::Fleet`: the agent never refits on its block path; the
+//!   fleet's pooled fit runs once per fusion, `local_pooled_fit`).
+//! - `local_pooled_fit/P512_d{d}`: one warm pooled fit chosen by held-out evidence
+//!   (`pool::fit_pooled_selected`, 512 fit rows and 512 validation rows, the default
+//!   `PoolOptions`): what the fitter pays once per fusion for the whole fleet.
 //! - `local_refit/B500_m100_n100_d{d}`: the same with a block that triggers the residual
 //!   kernel's refit (60 Adam steps on ≤ 256 rows; A is factored at the next answer), once per
 //!   B rows entered.
@@ -20,6 +26,8 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
+use coolgp::local::pool::fit_pooled_selected;
+use coolgp::local::{FitSample, LocalFit, PoolOptions, ResidualKernel, ResidualKind};
 use coolgp::{Agent, AgentConfig, LocalConfig, MemoryPolicy, View, Vocabulary};
 mod common;
 
@@ -50,10 +58,23 @@ fn agent(
     n: usize,
     rows: usize,
 ) -> Agent {
+    agent_fitting(vocab, d, (cap, policy, LocalFit::Agent), n, rows)
+}
+
+/// [`agent`] with the residual kernel's fit `fit` (`memory = (cap, policy, fit)`).
+fn agent_fitting(
+    vocab: &Arc<Vocabulary>,
+    d: usize,
+    memory: (usize, MemoryPolicy, LocalFit),
+    n: usize,
+    rows: usize,
+) -> Agent {
+    let (capacity, policy, fit) = memory;
     let config = AgentConfig {
         local: LocalConfig {
-            capacity: cap,
+            capacity,
             policy,
+            fit,
             ..LocalConfig::default()
         },
         ..AgentConfig::default()
@@ -107,9 +128,19 @@ fn bench_stream(c: &mut Criterion) {
             let blocks: Vec<_> = (0..STREAM_ROWS / n)
                 .map(|b| block(d, n, 3000 + b as u64))
                 .collect();
-            for (cap, policy) in CASES {
-                let a = agent(&vocab, d, cap, policy, n, 800);
-                let name = format!("B{cap}_{}_m{M}_n{n}_d{d}", policy.name());
+            let cases = CASES.map(|(cap, policy)| (cap, policy, LocalFit::Agent));
+            for (cap, policy, fit) in
+                cases
+                    .into_iter()
+                    .chain([(B, MemoryPolicy::Recent, LocalFit::Fleet)])
+            {
+                let a = agent_fitting(&vocab, d, (cap, policy, fit), n, 800);
+                let fitting = if fit == LocalFit::Fleet {
+                    "_fleetfit"
+                } else {
+                    ""
+                };
+                let name = format!("B{cap}_{}{fitting}_m{M}_n{n}_d{d}", policy.name());
                 on_clone(&mut g, name, &a, |a| {
                     for (x, y) in &blocks {
                         let _ = a.handle_block(black_box(x.as_ref()), black_box(y));
@@ -138,6 +169,37 @@ fn bench_refit(c: &mut Criterion) {
     g.finish();
 }
 
+fn bench_pooled_fit(c: &mut Criterion) {
+    let mut g = c.benchmark_group("local_pooled_fit");
+    g.sample_size(10);
+    for &d in &DS {
+        let vocab = Vocabulary::default_design(M, d, 7).expect("vocabulary");
+        let sample = |seed: u64| {
+            let (x, y) = block(d, 512, seed);
+            let x = (0..512)
+                .flat_map(|i| (0..d).map(move |j| (i, j)))
+                .map(|(i, j)| x[(i, j)]);
+            FitSample::new(d, x.collect(), y).expect("sample")
+        };
+        let (fit, validation) = ([sample(11)], [sample(12)]);
+        let opts = PoolOptions::default();
+        let initial = ResidualKernel::from_params(ResidualKind::Learned, vec![0.0; d + 2], d, 0)
+            .expect("kernel");
+        // The warm kernel: a first pooled fit, as the chain would hold after a fusion.
+        let warm = fit_pooled_selected(None, &initial, true, &vocab, &fit, &validation, &opts)
+            .expect("first fit");
+        let warm =
+            ResidualKernel::from_params(ResidualKind::Learned, warm.params, d, 0).expect("kernel");
+        g.bench_function(BenchmarkId::from_parameter(format!("P512_d{d}")), |b| {
+            b.iter(|| {
+                let w = Some(&warm);
+                fit_pooled_selected(w, &initial, false, &vocab, &fit, &validation, &opts)
+            })
+        });
+    }
+    g.finish();
+}
+
 fn bench_predict(c: &mut Criterion) {
     let mut g = c.benchmark_group("local_predict");
     for &d in &DS {
@@ -159,6 +221,6 @@ fn bench_predict(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = common::config(1500);
-    targets = bench_block, bench_stream, bench_refit, bench_predict
+    targets = bench_block, bench_stream, bench_refit, bench_pooled_fit, bench_predict
 }
 criterion_main!(benches);
