@@ -23,6 +23,7 @@ use super::factor::Factor;
 use super::{LocalModel, ResidualKernel};
 use crate::error::Result;
 use crate::linalg::{dot, mat_vec, mul};
+use crate::model::predict::{upper_dot, upper_weights};
 use crate::model::psi::{point_upper, psi1_matrix, PsiWorkspace};
 use crate::model::{Posterior, Projection, Vocabulary};
 
@@ -276,23 +277,4 @@ pub(crate) fn memory_terms(
     factor.solve_lower_in_place(z.as_mut());
     factor.solve_lower_in_place(g.as_mut());
     Ok((g, z.col_as_slice(0).to_vec()))
-}
-
-/// A symmetric `[m, m]` matrix's upper triangle, row-major, off-diagonal entries doubled, so
-/// that `tr(W P)` for a symmetric P is [`upper_dot`] over P's upper triangle.
-fn upper_weights(m: usize, w: impl Fn(usize, usize) -> f64) -> Vec<f64> {
-    let mut out = vec![0.0; m * m];
-    for j in 0..m {
-        for k in j..m {
-            out[j * m + k] = if k == j { w(j, k) } else { 2.0 * w(j, k) };
-        }
-    }
-    out
-}
-
-/// `Σ_{j ≤ k} a_jk b_jk` over the upper triangles of two row-major `[m, m]` matrices.
-fn upper_dot(a: &[f64], b: &[f64], m: usize) -> f64 {
-    (0..m)
-        .map(|j| dot(&a[j * m + j..(j + 1) * m], &b[j * m + j..(j + 1) * m]))
-        .sum()
 }

@@ -92,13 +92,9 @@ pub fn predict(
     };
     // W = ααᵀ − B (symmetrized), row-major upper triangle with the off-diagonal doubled, so
     // that tr(W ψ̄2) is one dot product over the upper triangle of ψ̄2.
-    let mut w = vec![0.0; m * m];
-    for j in 0..m {
-        for k in j..m {
-            let v = post.alpha[j] * post.alpha[k] - 0.5 * (post.b[(j, k)] + post.b[(k, j)]);
-            w[j * m + k] = if k == j { v } else { 2.0 * v };
-        }
-    }
+    let w = upper_weights(m, |j, k| {
+        post.alpha[j] * post.alpha[k] - 0.5 * (post.b[(j, k)] + post.b[(k, j)])
+    });
     for r in 0..n {
         for (j, v) in xr.iter_mut().enumerate() {
             *v = x[(r, j)];
@@ -115,10 +111,23 @@ pub fn predict(
     Ok(out)
 }
 
+/// A symmetric `[m, m]` matrix `w(j, k)`'s upper triangle, row-major, off-diagonal entries
+/// doubled, so that `tr(W P)` for a symmetric P is [`upper_dot`] over P's upper triangle.
+pub(crate) fn upper_weights(m: usize, w: impl Fn(usize, usize) -> f64) -> Vec<f64> {
+    let mut out = vec![0.0; m * m];
+    for j in 0..m {
+        for k in j..m {
+            let v = w(j, k);
+            out[j * m + k] = if k == j { v } else { 2.0 * v };
+        }
+    }
+    out
+}
+
 dispatch! {
     /// `Σ_{j ≤ k} a_jk b_jk` over the upper triangles of two row-major `[m, m]` matrices, with
     /// sixteen partial sums in a fixed order.
-    fn upper_dot(a: &[f64], b: &[f64], m: usize) -> f64 {
+    pub(crate) fn upper_dot(a: &[f64], b: &[f64], m: usize) -> f64 {
         let mut acc = [0.0f64; 16];
         let mut tail = 0.0;
         for j in 0..m {
