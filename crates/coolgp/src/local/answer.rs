@@ -92,8 +92,10 @@ impl LocalAnswer {
 }
 
 /// The global part at each query row: `(mean, var_f − ρ)` per row and the unit `ψ̄1(x*)`
-/// as the columns of `[m, q]`. `var_f` is computed as [`crate::model::predict::predict`]
-/// does (same bits for the mean).
+/// as the columns of `[m, q]`. The mean is [`crate::model::predict::predict`]'s, bit for bit;
+/// `var_f − ρ = σ_s² tr((ααᵀ − B + K⁻¹) ψ̄2) − μ²` is one trace (`var_f = σ_s² + σ_s²
+/// tr((ααᵀ − B) ψ̄2) − μ²` and `ρ = σ_s² (1 − tr(K⁻¹ψ̄2))` are each ≥ 0 but for rounding; the
+/// difference is floored at 0 in [`global_var`]).
 pub(super) fn global_part(
     vocab: &Vocabulary,
     proj: &Projection,
@@ -102,11 +104,11 @@ pub(super) fn global_part(
 ) -> (Vec<f64>, Vec<f64>, Mat<f64>) {
     let (m, q) = (vocab.m(), x.nrows());
     let ss = proj.sigma_s();
-    let w_ab = upper_weights(m, |j, k| {
-        post.alpha[j] * post.alpha[k] - 0.5 * (post.b[(j, k)] + post.b[(k, j)])
-    });
     let kinv = vocab.k_inv();
-    let w_k = upper_weights(m, |j, k| 0.5 * (kinv[(j, k)] + kinv[(k, j)]));
+    let w = upper_weights(m, |j, k| {
+        post.alpha[j] * post.alpha[k] - 0.5 * (post.b[(j, k)] + post.b[(k, j)])
+            + 0.5 * (kinv[(j, k)] + kinv[(k, j)])
+    });
     let mut ws = PsiWorkspace::default();
     let (mut psi1, mut upper) = (vec![0.0; m], vec![0.0; m * m]);
     let mut xr = vec![0.0; x.ncols()];
@@ -118,10 +120,8 @@ pub(super) fn global_part(
         }
         point_upper(vocab, proj, &xr, &mut ws, &mut psi1, &mut upper);
         let mu = ss * dot(&psi1, &post.alpha);
-        let var_f = (ss * ss + upper_dot(&upper, &w_ab, m) * ss * ss - mu * mu).max(0.0);
-        let rho = (ss * ss * (1.0 - upper_dot(&upper, &w_k, m))).max(0.0);
         mean.push(mu);
-        gvar.push(var_f - rho);
+        gvar.push(ss * ss * upper_dot(&upper, &w, m) - mu * mu);
         phi.col_as_slice_mut(r).copy_from_slice(&psi1);
     }
     (mean, gvar, phi)
