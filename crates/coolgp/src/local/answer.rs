@@ -214,19 +214,21 @@ pub(crate) fn corrected(
     let (mean_g, gvar, phi) = global_part(vocab, proj, post, x);
     // k_r(B, x*) [n, q] and k_r(x*, x*).
     let kernel = rows.kernel;
-    let mut fx = Vec::new();
+    let mut fxs = Vec::new();
     let mut xr = vec![0.0; x.ncols()];
-    let mut kss = Vec::with_capacity(q);
-    let mut v = Mat::<f64>::zeros(n, q);
     for r in 0..q {
         for (j, a) in xr.iter_mut().enumerate() {
             *a = x[(r, j)];
         }
-        fx.clear();
-        kernel.features(vocab, &xr, &mut fx);
-        kss.push(kernel.cov(&fx, &fx));
-        kernel.cov_column(rows.feats, &fx, v.col_as_slice_mut(r));
+        kernel.features(vocab, &xr, &mut fxs);
     }
+    let f = fxs.len() / q.max(1);
+    let kss: Vec<f64> = fxs
+        .chunks_exact(f.max(1))
+        .map(|fx| kernel.cov(fx, fx))
+        .collect();
+    let mut v = Mat::<f64>::zeros(n, q);
+    kernel.cov_columns(rows.feats, &fxs, f, &mut v);
     // V = L⁻¹ k_r(B, x*); c = L⁻ᵀ V = A⁻¹ k_r(B, x*) enters only through
     // w̄ = Ψ̄_Bᵀ c = Gᵀ V [m, q]; s = Σ w̄.
     rows.factor.solve_lower_in_place(v.as_mut());

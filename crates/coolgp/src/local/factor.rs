@@ -395,9 +395,7 @@ fn append_rows(f: &mut Factor, rows: Rows<'_>, kept: usize) -> Result<()> {
     let width = rows.feats.len() / n.max(1);
     let old = &rows.feats[..kept * width];
     let mut cross = Mat::<f64>::zeros(kept, k);
-    for j in 0..k {
-        kernel.cov_column(old, rows.feature(kept + j), cross.col_as_slice_mut(j));
-    }
+    kernel.cov_columns(old, &rows.feats[kept * width..], width, &mut cross);
     let noise = kernel.noise_var();
     let block = Mat::from_fn(k, k, |i, j| {
         kernel.cov(rows.feature(kept + i), rows.feature(kept + j))

@@ -195,6 +195,31 @@ impl ResidualKernel {
         }
     }
 
+    /// `out[:, r] = k_r(rows_i, fx_r)` for the rows of a feature buffer `rows [n, f]` and the
+    /// feature rows `fxs [q, f]` (both row-major) into `out [n, q]`: [`Self::cov_column`] for
+    /// each `fx_r`, bit for bit, with the Learned kernel's squared distances vectorized over
+    /// the rows (one transposition of `rows`).
+    pub fn cov_columns(&self, rows: &[f64], fxs: &[f64], f: usize, out: &mut Mat<f64>) {
+        let n = out.nrows();
+        if self.kind != ResidualKind::Learned || f == 0 {
+            for (r, fx) in fxs.chunks_exact(f.max(1)).enumerate() {
+                self.cov_column(rows, fx, out.col_as_slice_mut(r));
+            }
+            return;
+        }
+        let cols: Vec<f64> = (0..f)
+            .flat_map(|k| rows.chunks_exact(f).map(move |row| row[k]))
+            .collect();
+        for (r, fx) in fxs.chunks_exact(f).enumerate() {
+            let o = out.col_as_slice_mut(r);
+            o.fill(0.0);
+            for (k, &xk) in fx.iter().enumerate() {
+                add_squared_differences(o, &cols[k * n..(k + 1) * n], xk);
+            }
+            scaled_exp_in_place(o, self.signal_var());
+        }
+    }
+
     /// The log marginal likelihood `−½ rᵀA⁻¹r − ½ ln|A| − (n/2) ln 2π` of residuals `r [n]` at
     /// raw inputs `x [n·d]` under a Learned kernel with parameters `p`, and its gradient in `p`:
     /// `½ tr((ααᵀ − A⁻¹) ∂A/∂p)`, `α = A⁻¹r`, with `∂A/∂ln σ_r = 2σ_r² E`,
@@ -320,6 +345,15 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     crate::linalg::dot(a, b)
 }
 
+dispatch! {
+    /// `o_i += (c_i − x)²`: one input's term of the squared distances of [`ResidualKernel::cov_columns`].
+    fn add_squared_differences(o: &mut [f64], c: &[f64], x: f64) {
+        for (o, c) in o.iter_mut().zip(c) {
+            *o += (c - x) * (c - x);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,5 +425,43 @@ mod tests {
             super::super::fit::fit_learned(&k, &x, &r, true),
             Some(fitted)
         );
+    }
+
+    #[test]
+    fn cov_columns_equal_cov_column_bit_for_bit() {
+        let mut rng = Rng::new(13, 2);
+        let d = 3;
+        let proj = Projection::new(
+            Mat::from_fn(2, d, |_, _| rng.normal()),
+            Mat::from_fn(2, d, |_, _| -1.0),
+            0.1,
+            -0.5,
+        );
+        let vocab = Vocabulary::default_design(6, 2, 3).expect("vocabulary");
+        for kind in [ResidualKind::Learned, ResidualKind::GlobalResidual] {
+            let k = ResidualKernel::initial(kind, &proj);
+            let feats = |count: usize, rng: &mut Rng| {
+                let mut out = Vec::new();
+                for _ in 0..count {
+                    let x: Vec<f64> = (0..d).map(|_| rng.normal()).collect();
+                    k.features(&vocab, &x, &mut out);
+                }
+                out
+            };
+            let (rows, fxs) = (feats(37, &mut rng), feats(5, &mut rng));
+            let f = fxs.len() / 5;
+            let mut out = Mat::zeros(37, 5);
+            k.cov_columns(&rows, &fxs, f, &mut out);
+            for (r, fx) in fxs.chunks_exact(f).enumerate() {
+                let mut col = vec![0.0; 37];
+                k.cov_column(&rows, fx, &mut col);
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(out.col_as_slice(r)),
+                    bits(&col),
+                    "{kind:?}, column {r}"
+                );
+            }
+        }
     }
 }
