@@ -198,8 +198,10 @@ pub struct QueryArgs {
     #[arg(long, value_name = "NAME", requires = "all")]
     pub fleet_rule: Option<String>,
     /// With --all: calibrate the combined answers' variances (docs/LOCAL.md §10). Each node
-    /// started with --local-fit fleet offers up to K of its memory rows (RAW DATA, sent to
-    /// this querier) with its leave-one-out answers there (other nodes refuse); every node
+    /// that pools rows (--local-fit fleet, the default) offers up to K of its memory rows (RAW
+    /// DATA, sent to this querier) with its leave-one-out answers there (nodes started with
+    /// --local-fit agent refuse, and with --tls every node refuses: rows go only to the
+    /// fleet's members, and a querier is a reader); every node
     /// answers at those rows; the variances are then scaled so that 95% of those rows fall
     /// inside mean ± 1.96 sd (the scale goes to stderr). Without it the answers are
     /// uncalibrated. E.g. 64.

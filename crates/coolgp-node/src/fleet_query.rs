@@ -294,8 +294,9 @@ pub struct Calibrated {
 /// `coolgp query --all --calibrate K` (docs/LOCAL.md §10): asks every agent for up to `k` of
 /// its memory rows and its leave-one-out answers there (one get), then every agent for its
 /// answers at all those rows (a second), and measures `rule`'s variance scale
-/// ([`calibration_scale`]). The rows are raw data sent to this querier (only nodes started
-/// with `--local-fit fleet` send them). Warnings (dropped replies, refusals, agents with other
+/// ([`calibration_scale`]). The rows are raw data sent to this querier (only nodes with the
+/// pooled fit, `--local-fit fleet`, the default, send them, and in a TLS fleet only to a
+/// member's signed request, never to a reader: [`crate::row_auth`]). Warnings (dropped replies, refusals, agents with other
 /// columns) go to stderr.
 ///
 /// # Errors

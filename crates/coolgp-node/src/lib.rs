@@ -24,7 +24,7 @@
 //!   and `status`; [`fleet_query`]: `query --all`, every agent asked and their answers
 //!   combined.
 //! - [`certs`]: `coolgp certs`; [`tls`]: the certificate directory and zenoh's mTLS settings;
-//!   [`auth`]: signed messages and the roster.
+//!   [`auth`]: signed messages and the roster; [`row_auth`]: who receives raw memory rows.
 //! - [`config`]: the clap flags and TOML file of the three subcommands.
 //!
 //! ## Example (the CLI does exactly this)
@@ -61,6 +61,7 @@ pub mod keys;
 pub mod node;
 pub mod pooled_fit;
 pub mod query;
+pub mod row_auth;
 pub mod standardize;
 pub mod status;
 pub mod stream;
