@@ -127,6 +127,12 @@ impl Node {
             initial: p.initial.clone(),
             cold: cold_due(p.last_points as u64, now as u64, COLD_GROWTH),
         };
+        tracing::info!(
+            fused_points = now,
+            members,
+            cold = start.cold,
+            "pooled fit: started"
+        );
         p.last_points = now;
         let k = 2 * PoolOptions::default().rows.div_ceil(members);
         let signer = self.peers.auth.as_ref().map(|a| (&a.signer, self.s.id));
