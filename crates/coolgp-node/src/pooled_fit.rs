@@ -179,7 +179,8 @@ pub struct Start {
 
 /// The pooled fit on `samples` (agent-id order) as the simulator makes it: each sample's even
 /// rows fit, its odd rows validate ([`halves`], [`fit_pooled_selected`] with the default
-/// [`PoolOptions`]). `None`: no fit (too few rows).
+/// [`PoolOptions`]; the choice and the candidates' held-out scores are logged). `None`: no
+/// fit (too few rows).
 pub fn fit(start: &Start, vocab: &Vocabulary, samples: &[FitSample]) -> Option<Vec<f64>> {
     let (fit, validation): (Vec<FitSample>, Vec<FitSample>) = samples.iter().map(halves).unzip();
     fit_pooled_selected(
@@ -191,7 +192,11 @@ pub fn fit(start: &Start, vocab: &Vocabulary, samples: &[FitSample]) -> Option<V
         &validation,
         &PoolOptions::default(),
     )
-    .map(|s| s.params)
+    .map(|s| {
+        let rows: usize = samples.iter().map(FitSample::len).sum();
+        tracing::info!(rows, chosen = ?s.chosen, scores = ?s.scores, params = ?s.params, "pooled fit: chosen");
+        s.params
+    })
 }
 
 #[cfg(test)]
