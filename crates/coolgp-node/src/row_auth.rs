@@ -227,35 +227,34 @@ mod tests {
                 "{e}"
             );
         }
-        // A key outside the roster, under an unknown id or a member's id.
-        let a = sign_request(&outsider, "f", 9, now, body);
-        assert_eq!(
-            p.admit(body, Some(&a), now),
-            Err(RowRequestError::UnknownRequester(9))
-        );
-        let a = sign_request(&outsider, "f", 2, now, body);
-        assert_eq!(
-            p.admit(body, Some(&a), now),
-            Err(RowRequestError::BadSignature(2))
-        );
-        // A member's signature on another body, another fleet, or with a flipped bit.
+        // A key outside the roster, under an unknown id or a member's id; a member's signature
+        // on another body, another fleet, or with a flipped bit.
         let a = sign_request(&s1, "f", 1, now, body);
-        let other = br#"{"x":[],"held_out":500}"#;
-        assert_eq!(
-            p.admit(other, Some(&a), now),
-            Err(RowRequestError::BadSignature(1))
-        );
-        let a_g = sign_request(&s1, "g", 1, now, body);
-        assert_eq!(
-            p.admit(body, Some(&a_g), now),
-            Err(RowRequestError::BadSignature(1))
-        );
         let mut flipped = a.clone();
         flipped[8] ^= 1;
-        assert_eq!(
-            p.admit(body, Some(&flipped), now),
-            Err(RowRequestError::BadSignature(1))
-        );
+        let other: &[u8] = br#"{"x":[],"held_out":500}"#;
+        let refused = [
+            (
+                body as &[u8],
+                sign_request(&outsider, "f", 9, now, body),
+                RowRequestError::UnknownRequester(9),
+            ),
+            (
+                body,
+                sign_request(&outsider, "f", 2, now, body),
+                RowRequestError::BadSignature(2),
+            ),
+            (other, a.clone(), RowRequestError::BadSignature(1)),
+            (
+                body,
+                sign_request(&s1, "g", 1, now, body),
+                RowRequestError::BadSignature(1),
+            ),
+            (body, flipped, RowRequestError::BadSignature(1)),
+        ];
+        for (b, att, want) in refused {
+            assert_eq!(p.admit(b, Some(&att), now), Err(want));
+        }
         // Signed too long ago or too far ahead.
         for at in [now - MAX_AGE_MS - 1, now + MAX_AGE_MS + 1] {
             let a = sign_request(&s2, "f", 2, at, body);
