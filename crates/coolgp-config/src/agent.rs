@@ -100,8 +100,9 @@ pub struct AgentArgs {
     #[cfg_attr(feature = "clap", arg(long, value_name = "learned|global"))]
     pub local_kernel: Option<String>,
     /// Who fits the learned residual kernel: fleet (the default: one kernel for the fleet,
-    /// fitted on a pooled sample of every agent's memory, ≤ 512 raw rows in all: the only fit
-    /// that can learn how residuals at different agents' places co-vary; docs/LOCAL.md §9) or
+    /// fitted on a pooled sample of every agent's memory, about 1,024 raw rows per fit, half to
+    /// fit and half to validate: the only fit that can learn how residuals at different agents'
+    /// places co-vary; docs/LOCAL.md §9) or
     /// agent (each agent on its own memory; no row leaves it). In simulate and Python once
     /// per fusion, every agent taking the result; on a node, the lowest live id fits when the
     /// fused model has grown by a quarter, on samples it asks of every node, and the others

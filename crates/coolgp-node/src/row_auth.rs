@@ -121,7 +121,11 @@ impl RowPolicy {
             Self::NotShared => Err(RowRequestError::NotShared),
             Self::Anyone => Ok(None),
             Self::Members(m) => {
-                let mut seen = m.seen.lock().map_err(|_| RowRequestError::Replayed)?;
+                // A poisoned lock still holds a usable cache (a panic mid-insert loses one entry).
+                let mut seen = m
+                    .seen
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 let key_of = |id: u64| m.keys.get(&id).copied();
                 check(&m.fleet, key_of, body, attachment, now_ms, &mut seen).map(Some)
             }
