@@ -207,6 +207,11 @@ pub struct QueryArgs {
     /// uncalibrated. E.g. 64.
     #[arg(long, value_name = "K", requires = "all")]
     pub calibrate: Option<usize>,
+    /// With --calibrate and --tls DIR: sign the request for rows with DIR/node-ID.key, as
+    /// member ID of the fleet (in a TLS fleet nodes send rows only to a member's signed
+    /// request: a reader gets none; docs/NODE.md §13). The querier then holds a node's key.
+    #[arg(long, value_name = "ID", requires_all = ["calibrate", "tls"])]
+    pub sign_as: Option<u64>,
     /// Also print each answer's parts: global_mean, global_var (the fused global model),
     /// residual_mean, residual_var, residual_prior (the local residual GP on the agent's
     /// memory) and noise_var.

@@ -387,7 +387,8 @@ fn query_all_drops_bad_replies_naming_the_peer_and_names_the_silent() {
 fn query_all_works_in_a_tls_fleet() {
     // `--all` with `--tls DIR`: the reader asks every member over mutual TLS. The nodes run
     // the default pooled fit: node 0's signed sample requests get both nodes' rows, and the
-    // reader, no member, gets none (`--calibrate` is refused with a clear error).
+    // reader, no member, gets none (`--calibrate` is refused with a clear error) unless it
+    // signs with a member's key (`--sign-as`).
     let _g = serial();
     let n = 2;
     let mut fleet = Fleet::new_tls("qtls", n, &[0, 1]);
@@ -425,6 +426,21 @@ fn query_all_works_in_a_tls_fleet() {
             log(i)
         );
     }
+    // Signed with a member's key (`--sign-as 1`: pki/node-1.key), the request gets the rows.
+    let args = [
+        "--all",
+        "--input",
+        &input,
+        "--calibrate",
+        "20",
+        "--sign-as",
+        "1",
+    ];
+    let (_, stderr) = query(&fleet, &args);
+    assert!(
+        stderr.contains("from 40 leave-one-out memory rows of agent(s) [0, 1]"),
+        "{stderr}"
+    );
 }
 
 /// Node i is a station at its own place `x1 = i − 1` with 40 rows on days `x2` spread over
