@@ -96,6 +96,13 @@ impl Signer {
         pk
     }
 
+    /// The Ed25519 signature of `bytes` (requests for rows, [`crate::row_auth`]).
+    pub fn sign(&self, bytes: &[u8]) -> [u8; SIGNATURE_LEN] {
+        let mut sig = [0u8; SIGNATURE_LEN];
+        sig.copy_from_slice(self.key.sign(bytes).as_ref());
+        sig
+    }
+
     /// Turns format-1 codec bytes into a signed format-2 message (version byte 2, then the
     /// 64-byte signature over everything before it).
     pub fn seal(&self, mut v1: Vec<u8>) -> Vec<u8> {
@@ -256,6 +263,11 @@ impl Roster {
     /// The key of agent `id`, if in the roster.
     pub fn key(&self, id: u64) -> Option<PublicKey> {
         self.keys.get(&id).copied()
+    }
+
+    /// Every key of the roster, by agent id.
+    pub fn keys(&self) -> BTreeMap<u64, PublicKey> {
+        self.keys.clone()
     }
 
     /// Agent ids in the roster.

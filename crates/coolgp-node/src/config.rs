@@ -198,13 +198,20 @@ pub struct QueryArgs {
     #[arg(long, value_name = "NAME", requires = "all")]
     pub fleet_rule: Option<String>,
     /// With --all: calibrate the combined answers' variances (docs/LOCAL.md §10). Each node
-    /// started with --local-fit fleet offers up to K of its memory rows (RAW DATA, sent to
-    /// this querier) with its leave-one-out answers there (other nodes refuse); every node
+    /// that pools rows (--local-fit fleet, the default) offers up to K of its memory rows (RAW
+    /// DATA, sent to this querier) with its leave-one-out answers there (nodes started with
+    /// --local-fit agent refuse, and with --tls every node refuses: rows go only to the
+    /// fleet's members, and a querier is a reader); every node
     /// answers at those rows; the variances are then scaled so that 95% of those rows fall
     /// inside mean ± 1.96 sd (the scale goes to stderr). Without it the answers are
     /// uncalibrated. E.g. 64.
     #[arg(long, value_name = "K", requires = "all")]
     pub calibrate: Option<usize>,
+    /// With --calibrate and --tls DIR: sign the request for rows with DIR/node-ID.key, as
+    /// member ID of the fleet (in a TLS fleet nodes send rows only to a member's signed
+    /// request: a reader gets none; docs/NODE.md §13). The querier then holds a node's key.
+    #[arg(long, value_name = "ID", requires_all = ["calibrate", "tls"])]
+    pub sign_as: Option<u64>,
     /// Also print each answer's parts: global_mean, global_var (the fused global model),
     /// residual_mean, residual_var, residual_prior (the local residual GP on the agent's
     /// memory) and noise_var.

@@ -13,11 +13,16 @@ use std::time::{Duration, Instant};
 
 use zenoh::query::{ConsolidationMode, QueryTarget};
 
+use crate::auth::Signer;
 use crate::error::{NodeError, Result};
 use crate::keys;
+use crate::row_auth::sign_request;
 use crate::status::{AnswerParts, ErrorReply, OfferedRows, PredictReply, PredictRequest};
 use coolgp::local::calibrate::{standardized_error, variance_scale};
 use coolgp::local::{combine, FleetRule, LocalAnswer};
+
+/// A member's key and id that sign a request for rows ([`crate::row_auth`]).
+pub type Member<'a> = (&'a Signer, u64);
 
 /// How long one round of the query waits for replies before it is repeated.
 const ATTEMPT: Duration = Duration::from_millis(1500);
@@ -157,14 +162,19 @@ async fn members(session: &zenoh::Session, fleet: &str, timeout: Duration) -> BT
 async fn ask_once(
     session: &zenoh::Session,
     fleet: &str,
-    body: &[u8],
+    (body, signer): (&[u8], Option<Member<'_>>),
     n: Option<usize>,
     wait: Duration,
     into: &mut FleetAnswers,
 ) -> Result<()> {
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let attachment = signer.map(|(s, id)| sign_request(s, fleet, id, at_ms, body));
     let replies = session
         .get(keys::predict_all(fleet))
         .payload(body.to_vec())
+        .attachment(attachment)
         .target(QueryTarget::All)
         .consolidation(ConsolidationMode::None)
         .timeout(wait)
@@ -217,7 +227,7 @@ pub async fn fetch_all(
     req: &PredictRequest,
     timeout: Duration,
 ) -> Result<FleetAnswers> {
-    let got = gather(session, fleet, req, timeout).await?;
+    let got = gather(session, fleet, (req, None), timeout).await?;
     if got.answers.is_empty() {
         return Err(NodeError::NoReply {
             key: keys::predict_all(fleet),
@@ -235,7 +245,7 @@ pub async fn fetch_all(
 async fn gather(
     session: &zenoh::Session,
     fleet: &str,
-    req: &PredictRequest,
+    (req, signer): (&PredictRequest, Option<Member<'_>>),
     timeout: Duration,
 ) -> Result<FleetAnswers> {
     let req = PredictRequest {
@@ -254,7 +264,7 @@ async fn gather(
         let wait = ATTEMPT.min(left).max(Duration::from_millis(100));
         alive.extend(members(session, fleet, wait.min(Duration::from_millis(500))).await);
         let mut round = FleetAnswers::default();
-        ask_once(session, fleet, &body, n, wait, &mut round).await?;
+        ask_once(session, fleet, (&body, signer), n, wait, &mut round).await?;
         got.answers.append(&mut round.answers);
         got.held_out.append(&mut round.held_out);
         // Keep the last round's drops only: an agent that answered well later is not named.
@@ -294,8 +304,10 @@ pub struct Calibrated {
 /// `coolgp query --all --calibrate K` (docs/LOCAL.md §10): asks every agent for up to `k` of
 /// its memory rows and its leave-one-out answers there (one get), then every agent for its
 /// answers at all those rows (a second), and measures `rule`'s variance scale
-/// ([`calibration_scale`]). The rows are raw data sent to this querier (only nodes started
-/// with `--local-fit fleet` send them). Warnings (dropped replies, refusals, agents with other
+/// ([`calibration_scale`]). The rows are raw data sent to this querier (only nodes with the
+/// pooled fit, `--local-fit fleet`, the default, send them, and in a TLS fleet only to a
+/// member's signed request: `signer`, `--sign-as`, signs the request for rows with a
+/// member's key; a reader gets none, [`crate::row_auth`]). Warnings (dropped replies, refusals, agents with other
 /// columns) go to stderr.
 ///
 /// # Errors
@@ -303,7 +315,7 @@ pub struct Calibrated {
 pub async fn calibrate(
     session: &zenoh::Session,
     fleet: &str,
-    view: Option<String>,
+    (view, signer): (Option<String>, Option<Member<'_>>),
     k: usize,
     rule: FleetRule,
     timeout: Duration,
@@ -317,7 +329,7 @@ pub async fn calibrate(
         fit_sample: None,
     };
     // Nodes that do not share rows answer with an error: wait for them at most OFFER_WAIT.
-    let mut held = gather(session, fleet, &ask, timeout.min(OFFER_WAIT)).await?;
+    let mut held = gather(session, fleet, (&ask, signer), timeout.min(OFFER_WAIT)).await?;
     for (peer, why) in &held.dropped {
         eprintln!("warning: calibration: dropped the reply of {peer}: {why}");
     }

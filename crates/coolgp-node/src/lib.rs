@@ -24,7 +24,7 @@
 //!   and `status`; [`fleet_query`]: `query --all`, every agent asked and their answers
 //!   combined.
 //! - [`certs`]: `coolgp certs`; [`tls`]: the certificate directory and zenoh's mTLS settings;
-//!   [`auth`]: signed messages and the roster.
+//!   [`auth`]: signed messages and the roster; [`row_auth`]: who receives raw memory rows.
 //! - [`config`]: the clap flags and TOML file of the three subcommands.
 //!
 //! ## Example (the CLI does exactly this)
@@ -61,6 +61,7 @@ pub mod keys;
 pub mod node;
 pub mod pooled_fit;
 pub mod query;
+pub mod row_auth;
 pub mod standardize;
 pub mod status;
 pub mod stream;
@@ -157,13 +158,21 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
         fit_sample: None,
     };
     let timeout = Duration::from_millis(args.timeout_ms);
+    // `--sign-as ID` (clap requires --tls with it): the member key that signs row requests.
+    let signer = match (args.sign_as, &args.zenoh.tls) {
+        (Some(id), Some(dir)) => Some((auth::Signer::load(dir, id)?, id)),
+        _ => None,
+    };
     let reply = runtime()?.block_on(async {
         let session = client::open(&args.zenoh).await?;
         let r = match args.agent {
             Some(agent) if !args.all => {
                 client::fetch_predictions(&session, &args.fleet, agent, &req, timeout).await
             }
-            _ => fleet_reply(&session, &args.fleet, &req, (rule, args.calibrate), timeout).await,
+            _ => {
+                let calibrate = (args.calibrate, signer.as_ref().map(|(s, id)| (s, *id)));
+                fleet_reply(&session, &args.fleet, &req, (rule, calibrate), timeout).await
+            }
         };
         let _ = session.close().await;
         r
@@ -178,20 +187,21 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
 pub const DEFAULT_FLEET_RULE: FleetRule = FleetRule::Rbcm;
 
 /// `coolgp query --all`: every agent's answers, combined by `rule`, as one reply, with
-/// `calibrate = Some(k)` every variance times the rule's scale measured on up to k memory
-/// rows per agent ([`fleet_query::calibrate`]); who answered, who was dropped and who stayed
-/// silent go to stderr.
+/// `calibrate = (Some(k), signer)` every variance times the rule's scale measured on up to k
+/// memory rows per agent ([`fleet_query::calibrate`], the request for rows signed by `signer`
+/// if given); who answered, who was dropped and who stayed silent go to stderr.
 async fn fleet_reply(
     session: &zenoh::Session,
     fleet: &str,
     req: &PredictRequest,
-    (rule, calibrate): (FleetRule, Option<usize>),
+    (rule, calibrate): (FleetRule, (Option<usize>, Option<fleet_query::Member<'_>>)),
     timeout: Duration,
 ) -> Result<PredictReply> {
-    let scale = match calibrate {
+    let scale = match calibrate.0 {
         Some(k) => {
+            let (view, signer) = (req.view.clone(), calibrate.1);
             let c =
-                fleet_query::calibrate(session, fleet, req.view.clone(), k, rule, timeout).await?;
+                fleet_query::calibrate(session, fleet, (view, signer), k, rule, timeout).await?;
             match c.scale {
                 Some(s) => eprintln!(
                     "calibration: variance x{s:.6} from {} leave-one-out memory rows of agent(s) {:?} (their raw rows, sent to this querier)",

@@ -16,7 +16,9 @@ use coolgp::Vocabulary;
 use coolgp_data::Standardizer;
 use zenoh::query::{ConsolidationMode, QueryTarget};
 
+use crate::auth::Signer;
 use crate::keys;
+use crate::row_auth::sign_request;
 use crate::status::{OfferedRows, PredictReply, PredictRequest};
 
 /// A pooled fit is due when the fused model's points have grown by this fraction since the
@@ -41,25 +43,46 @@ pub fn due(last: f64, now: f64, settled_ms: u64) -> bool {
             || (now > last && settled_ms >= SETTLED_MS))
 }
 
+/// A pooled fit's request for samples: the query body and, in a TLS fleet, the attachment
+/// that signs it as the requesting member's ([`crate::row_auth`]: nodes of a TLS fleet send
+/// rows only for a member's signed request).
+#[derive(Clone, Debug)]
+pub struct SampleRequest {
+    /// The JSON body (`{"fit_sample": k, ...}`).
+    pub body: Vec<u8>,
+    /// The signature attachment (`None` in an open fleet).
+    pub attachment: Option<Vec<u8>>,
+}
+
+impl SampleRequest {
+    /// Asks every node for up to `k` rows; with `signer` = (the node's key, its id) signs the
+    /// request for `fleet` at `at_ms` (unix ms).
+    pub fn new(k: usize, fleet: &str, signer: Option<(&Signer, u64)>, at_ms: u64) -> Self {
+        let req = PredictRequest {
+            fit_sample: Some(k),
+            ..PredictRequest::default()
+        };
+        // A struct of plain fields always serializes.
+        let body = serde_json::to_vec(&req).unwrap_or_default();
+        let attachment = signer.map(|(s, by)| sign_request(s, fleet, by, at_ms, &body));
+        Self { body, attachment }
+    }
+}
+
 /// Each node's sample in one get: agent id → its offered rows; replies that are not a valid
-/// sample are dropped (returned with the reason: the peer is untrusted).
+/// sample are dropped (returned with the reason: the peer is untrusted), and so are refusals
+/// (returned with the node's error: e.g. a node that fits its own kernel).
 pub async fn fetch_samples(
     session: &zenoh::Session,
     fleet: &str,
-    k: usize,
+    req: &SampleRequest,
     timeout: Duration,
 ) -> (BTreeMap<u64, OfferedRows>, Vec<(String, String)>) {
     let (mut got, mut dropped) = (BTreeMap::new(), Vec::new());
-    let req = PredictRequest {
-        fit_sample: Some(k),
-        ..PredictRequest::default()
-    };
-    let Ok(body) = serde_json::to_vec(&req) else {
-        return (got, dropped);
-    };
     let replies = match session
         .get(keys::predict_all(fleet))
-        .payload(body)
+        .payload(req.body.clone())
+        .attachment(req.attachment.clone())
         .target(QueryTarget::All)
         .consolidation(ConsolidationMode::None)
         .timeout(timeout)
@@ -72,8 +95,13 @@ pub async fn fetch_samples(
         }
     };
     while let Ok(reply) = replies.recv_async().await {
-        let Ok(sample) = reply.result() else {
-            continue;
+        let sample = match reply.result() {
+            Ok(sample) => sample,
+            Err(e) => {
+                let why = e.payload().to_bytes();
+                dropped.push(("a node".into(), String::from_utf8_lossy(&why).into_owned()));
+                continue;
+            }
         };
         let key = sample.key_expr().as_str().to_owned();
         let Some(id) = keys::parse_predict(&key) else {
@@ -151,7 +179,8 @@ pub struct Start {
 
 /// The pooled fit on `samples` (agent-id order) as the simulator makes it: each sample's even
 /// rows fit, its odd rows validate ([`halves`], [`fit_pooled_selected`] with the default
-/// [`PoolOptions`]). `None`: no fit (too few rows).
+/// [`PoolOptions`]; the choice and the candidates' held-out scores are logged). `None`: no
+/// fit (too few rows).
 pub fn fit(start: &Start, vocab: &Vocabulary, samples: &[FitSample]) -> Option<Vec<f64>> {
     let (fit, validation): (Vec<FitSample>, Vec<FitSample>) = samples.iter().map(halves).unzip();
     fit_pooled_selected(
@@ -163,7 +192,11 @@ pub fn fit(start: &Start, vocab: &Vocabulary, samples: &[FitSample]) -> Option<V
         &validation,
         &PoolOptions::default(),
     )
-    .map(|s| s.params)
+    .map(|s| {
+        let rows: usize = samples.iter().map(FitSample::len).sum();
+        tracing::info!(rows, chosen = ?s.chosen, scores = ?s.scores, params = ?s.params, "pooled fit: chosen");
+        s.params
+    })
 }
 
 #[cfg(test)]

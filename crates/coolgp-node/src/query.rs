@@ -16,6 +16,7 @@ use coolgp_data::Standardizer;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use zenoh::query::Query;
 
+use crate::row_auth::RowPolicy;
 use crate::status::{AnswerParts, ErrorReply, OfferedRows, PredictReply, PredictRequest};
 use coolgp::local::calibrate::offered_rows;
 use coolgp::local::LocalAnswer;
@@ -25,8 +26,8 @@ pub const MAX_QUERY_ROWS: usize = 100_000;
 /// Most bytes one predict query may carry.
 pub const MAX_QUERY_BYTES: usize = 64 << 20;
 /// The reply to a request for raw memory rows from a node that does not share them.
-pub const NOT_SHARED: &str = "this node does not send its memory rows (a node started with \
-     --local-fit fleet does: it pools rows with the fleet)";
+pub const NOT_SHARED: &str = "this node does not send its memory rows (it was started with \
+     --local-fit agent; a node with --local-fit fleet, the default, pools rows with the fleet)";
 
 /// Most predict queries computed at once; more are refused as busy.
 pub const MAX_CONCURRENT_QUERIES: usize = 2;
@@ -42,9 +43,10 @@ pub struct QueryModel {
     /// The node's own predict key, which replies carry (a query may name many agents with a
     /// wildcard, `coolgp query --all`: the reply's key tells the querier who answered).
     pub key: String,
-    /// Whether the node sends raw memory rows when asked (`held_out`, `fit_sample`): only a
-    /// node started with `--local-fit fleet`, which pools rows with the fleet.
-    pub share_rows: bool,
+    /// Who may receive raw memory rows (`held_out`, `fit_sample`): nobody from a node started
+    /// with `--local-fit agent`; under `--local-fit fleet` (the default) whoever asks in an
+    /// open fleet, a member's signed request with `--tls` ([`crate::row_auth`]).
+    pub rows: RowPolicy,
 }
 
 /// Counters of predict queries (reported in `status`).
@@ -122,16 +124,17 @@ impl Queries {
             Some(p) => Ok(p.to_bytes().into_owned()),
             None => Err("empty query: send a JSON body {\"x\": [[...]]}".to_string()),
         };
+        let attachment = q.attachment().map(|a| a.to_bytes().into_owned());
         let model = payload.is_ok().then(model);
         let key = model.as_ref().map(|m| m.key.clone());
         let answered = self.answered.clone();
         tokio::spawn(async move {
             let result = match (payload, model) {
-                (Ok(bytes), Some(model)) => {
-                    tokio::task::spawn_blocking(move || predict(&model, &bytes))
-                        .await
-                        .unwrap_or_else(|e| Err(format!("prediction failed: {e}")))
-                }
+                (Ok(bytes), Some(model)) => tokio::task::spawn_blocking(move || {
+                    predict(&model, &bytes, attachment.as_deref())
+                })
+                .await
+                .unwrap_or_else(|e| Err(format!("prediction failed: {e}"))),
                 (Err(e), _) => Err(e),
                 (Ok(_), None) => Err("no model".to_string()),
             };
@@ -162,12 +165,17 @@ async fn reply(q: Query, key: Option<String>, result: std::result::Result<Predic
     }
 }
 
-/// Parses a request body and predicts with `model`, in original units.
+/// Parses a request body and predicts with `model`, in original units; a request for rows is
+/// answered only if `model.rows` admits it with the query's `attachment` ([`RowPolicy::admit`]).
 ///
 /// # Errors
 /// A message for the client: bad JSON, too many rows, missing columns, ragged rows, an
-/// unknown view, or the agent's own error.
-pub fn predict(model: &QueryModel, body: &[u8]) -> std::result::Result<PredictReply, String> {
+/// unknown view, a request for rows the node refuses, or the agent's own error.
+pub fn predict(
+    model: &QueryModel,
+    body: &[u8],
+    attachment: Option<&[u8]>,
+) -> std::result::Result<PredictReply, String> {
     let req: PredictRequest =
         serde_json::from_slice(body).map_err(|e| format!("bad request JSON: {e}"))?;
     if req.x.len() > MAX_QUERY_ROWS {
@@ -202,8 +210,18 @@ pub fn predict(model: &QueryModel, body: &[u8]) -> std::result::Result<PredictRe
         "own" => View::Own,
         other => return Err(format!("unknown view '{other}': use fused or own")),
     };
-    if (req.held_out.is_some() || req.fit_sample.is_some()) && !model.share_rows {
-        return Err(NOT_SHARED.into());
+    if req.held_out.is_some() || req.fit_sample.is_some() {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        if let Err(e) = model.rows.admit(body, attachment, now_ms) {
+            if e == crate::row_auth::RowRequestError::NotShared {
+                tracing::debug!(error = %e, "a request for memory rows refused");
+            } else {
+                tracing::warn!(error = %e, "a request for memory rows refused");
+            }
+            return Err(e.to_string());
+        }
     }
     if let Some(k) = req.held_out {
         return held_out(model, k.min(MAX_QUERY_ROWS), view);

@@ -114,11 +114,11 @@ fn regional_shares(n: usize, seed: u64) -> Vec<Vec<(Vec<f64>, f64)>> {
 /// Three nodes with memory on a path (`regional_shares(3, seed)`, batch 10, rounds of 40 ms,
 /// `--state` when `durable`), once their streams ended and their memories filled (status:
 /// `local_memory` = `local_points` = 30). Returns the fleet and each node's arguments.
-fn memory_path(tag: &str, seed: u64, durable: bool) -> (Fleet, Vec<Vec<String>>) {
+fn memory_path(tag: &str, seed: u64, durable: bool, extra: &[&str]) -> (Fleet, Vec<Vec<String>>) {
     let shares = regional_shares(3, seed);
     let total: usize = shares.iter().map(Vec::len).sum();
     let mut fleet = Fleet::new(tag, 3);
-    let args = start_path(&mut fleet, &shares, 10, 40, durable, LOCAL);
+    let args = start_path(&mut fleet, &shares, 10, 40, durable, extra);
     fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
         s.stream_ended
             && s.fleet_points == total as f64
@@ -134,7 +134,13 @@ fn query_all_returns_the_fleet_rule_over_the_nodes_own_answers() {
     // own answers, each asked with --agent, at 1e-9.
     let _g = serial();
     let t0 = Instant::now();
-    let (fleet, _) = memory_path("qall", 900, false);
+    // Each node fits its own kernel (the opt-out of the pooled fit): no row leaves a node.
+    let (fleet, _) = memory_path(
+        "qall",
+        900,
+        false,
+        &["--local-memory", "30", "--local-fit", "agent"],
+    );
     let input = query_csv(&fleet);
     // The fused models settle within a few rounds; ask each node and the fleet again if the
     // models moved in between (the answers must come from the same state).
@@ -185,7 +191,7 @@ fn query_all_returns_the_fleet_rule_over_the_nodes_own_answers() {
         own[0] != own[2],
         "the nodes' memories should give different answers"
     );
-    // Nodes that fit their own kernels send no memory rows: --calibrate gets none.
+    // Nodes started with --local-fit agent send no memory rows: --calibrate gets none.
     let (_, stderr) = query(&fleet, &["--all", "--input", &input, "--calibrate", "20"]);
     assert!(
         stderr.contains("does not send its memory rows") && stderr.contains("0 rows are too few"),
@@ -215,22 +221,30 @@ fn query_all_returns_the_fleet_rule_over_the_nodes_own_answers() {
 #[test]
 fn a_node_with_memory_killed_and_restarted_answers_the_same() {
     // Issue 19: the memory is node state. Node 1 of a path, with --local-memory and
-    // --state, killed with -9 once settled and restarted, answers exactly as before.
+    // --state (and the default pooled fit, which a checkpoint does not record), killed with
+    // -9 once settled and restarted, answers exactly as before.
     let _g = serial();
     let t0 = Instant::now();
-    let (mut fleet, args) = memory_path("lcrash", 950, true);
+    let (mut fleet, args) = memory_path("lcrash", 950, true, LOCAL);
     let total = 3 * 40; // memory_path's rows
     let input = query_csv(&fleet);
     let ask = |fleet: &Fleet| query(fleet, &["--agent", "1", "--input", &input, "--parts"]).0;
-    // Settled: two answers 500 ms apart agree; then a checkpoint is due (every 20 rounds).
+    // Settled: the answers unchanged for 3 s (the default pooled fit makes a last fit 2 s
+    // after the fused model settles); then a checkpoint is due (every 20 rounds).
     let mut before = ask(&fleet);
-    for _ in 0..10 {
+    let mut unchanged = 0;
+    for _ in 0..40 {
         std::thread::sleep(Duration::from_millis(500));
         let again = ask(&fleet);
         if again == before {
-            break;
+            unchanged += 1;
+            if unchanged >= 6 {
+                break;
+            }
+        } else {
+            unchanged = 0;
+            before = again;
         }
-        before = again;
     }
     assert!(
         before.iter().any(|r| r[5] != 0.0),
@@ -371,20 +385,62 @@ fn query_all_drops_bad_replies_naming_the_peer_and_names_the_silent() {
 
 #[test]
 fn query_all_works_in_a_tls_fleet() {
-    // `--all` with `--tls DIR`: the reader asks every member over mutual TLS.
+    // `--all` with `--tls DIR`: the reader asks every member over mutual TLS. The nodes run
+    // the default pooled fit: node 0's signed sample requests get both nodes' rows, and the
+    // reader, no member, gets none (`--calibrate` is refused with a clear error) unless it
+    // signs with a member's key (`--sign-as`).
     let _g = serial();
     let n = 2;
     let mut fleet = Fleet::new_tls("qtls", n, &[0, 1]);
     let shares = regional_shares(n, 970);
     let total: usize = shares.iter().map(Vec::len).sum();
     start_path(&mut fleet, &shares, 10, 40, false, LOCAL);
-    fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
-        s.stream_ended && s.fleet_points == total as f64 && s.tls
-    });
+    fleet.wait_all(
+        "the streams to end and a pooled fit",
+        Duration::from_secs(60),
+        |_, s| {
+            s.stream_ended && s.fleet_points == total as f64 && s.tls && s.local_pooled_fits >= 1
+        },
+    );
     let input = query_csv(&fleet);
     let (rows, stderr) = query(&fleet, &["--all", "--input", &input, "--parts"]);
     assert!(stderr.contains("answers from agent(s) [0, 1]"), "{stderr}");
     assert_eq!((rows.len(), rows[0].len()), (7, 9));
+    let log = |i: usize| {
+        std::fs::read_to_string(fleet.dir.join(format!("node{i}.log"))).unwrap_or_default()
+    };
+    assert!(
+        log(0).contains("samples=2") && !log(0).contains("sample dropped"),
+        "node 0 pooled both members' samples:\n{}",
+        log(0)
+    );
+    let (_, stderr) = query(&fleet, &["--all", "--input", &input, "--calibrate", "20"]);
+    assert!(
+        stderr.contains("only to members of fleet") && stderr.contains("0 rows are too few"),
+        "{stderr}"
+    );
+    for i in 0..n {
+        assert!(
+            log(i).contains("a request for memory rows refused"),
+            "node {i}:\n{}",
+            log(i)
+        );
+    }
+    // Signed with a member's key (`--sign-as 1`: pki/node-1.key), the request gets the rows.
+    let args = [
+        "--all",
+        "--input",
+        &input,
+        "--calibrate",
+        "20",
+        "--sign-as",
+        "1",
+    ];
+    let (_, stderr) = query(&fleet, &args);
+    assert!(
+        stderr.contains("from 40 leave-one-out memory rows of agent(s) [0, 1]"),
+        "{stderr}"
+    );
 }
 
 /// Node i is a station at its own place `x1 = i − 1` with 40 rows on days `x2` spread over

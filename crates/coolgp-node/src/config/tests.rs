@@ -164,7 +164,7 @@ fn the_local_memory_comes_from_flags_and_the_file() {
     let text = "id = 1\nfleet = \"lab\"\ninputs = [\"a\"]\nlocal-memory = 50\nlocal-policy = \"reservoir\"\nlocal-kernel = \"global\"\n";
     std::fs::write(&path, text).expect("write");
     let args = NodeArgs {
-        config: Some(path),
+        config: Some(path.clone()),
         agent: AgentArgs {
             local_policy: Some("spread".into()),
             ..AgentArgs::default()
@@ -178,9 +178,18 @@ fn the_local_memory_comes_from_flags_and_the_file() {
             capacity: 50,
             policy: coolgp::local::MemoryPolicy::Spread,
             kernel: coolgp::local::ResidualKind::GlobalResidual,
-            ..coolgp::local::LocalConfig::default()
+            // The node's default fit: the fleet's pooled one.
+            fit: coolgp::local::LocalFit::Fleet,
         }
     );
+    // `local-fit = "agent"` in the file opts out of the pooled fit.
+    std::fs::write(&path, format!("{text}local-fit = \"agent\"\n")).expect("write");
+    let opt_out = NodeArgs {
+        config: Some(path.clone()),
+        ..NodeArgs::default()
+    };
+    let s = opt_out.resolve().expect("valid");
+    assert_eq!(s.agent.local.fit, coolgp::local::LocalFit::Agent);
     let bad = NodeArgs {
         id: Some(1),
         fleet: Some("lab".into()),

@@ -114,6 +114,8 @@ struct Peers {
     last_heard: BTreeMap<u64, Instant>,
     /// Fleet members with a liveliness token (kept by the liveliness subscriber).
     members: Arc<Mutex<BTreeSet<u64>>>,
+    /// Signatures of requests for rows answered recently (`--tls`, [`crate::row_auth`]).
+    rows_seen: Arc<Mutex<crate::row_auth::Seen>>,
 }
 
 /// Traffic counters (status).

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use super::Node;
 use crate::client::fetch_status;
-use crate::pooled_fit::{due, fetch_samples, fit, to_sample, Start, SAMPLE_TIMEOUT};
+use crate::pooled_fit::{due, fetch_samples, fit, to_sample, SampleRequest, Start, SAMPLE_TIMEOUT};
 
 /// How often a node that is not the fitter asks the fitter's status for its kernel.
 pub const FOLLOW_EVERY: Duration = Duration::from_secs(1);
@@ -127,11 +127,20 @@ impl Node {
             initial: p.initial.clone(),
             cold: cold_due(p.last_points as u64, now as u64, COLD_GROWTH),
         };
+        tracing::info!(
+            fused_points = now,
+            members,
+            cold = start.cold,
+            "pooled fit: started"
+        );
         p.last_points = now;
         let k = 2 * PoolOptions::default().rows.div_ceil(members);
+        let signer = self.peers.auth.as_ref().map(|a| (&a.signer, self.s.id));
+        let request = SampleRequest::new(k, &self.s.fleet, signer, super::unix_ms());
         let job = Job {
             session: session.clone(),
             fleet: self.s.fleet.clone(),
+            request,
             inputs: self.inputs.layout.inputs.clone(),
             scaler: self.inputs.scaler.clone(),
             vocab: self.agent.vocabulary().clone(),
@@ -140,7 +149,7 @@ impl Node {
         let (tx, rx) = oneshot::channel();
         p.pending = Some(rx);
         tokio::spawn(async move {
-            let _ = tx.send(job.run(k).await.map(|params| (params, None)));
+            let _ = tx.send(job.run().await.map(|params| (params, None)));
         });
     }
 
@@ -171,6 +180,7 @@ impl Node {
 struct Job {
     session: zenoh::Session,
     fleet: String,
+    request: SampleRequest,
     inputs: Vec<String>,
     scaler: Option<coolgp_data::Standardizer>,
     vocab: std::sync::Arc<Vocabulary>,
@@ -178,13 +188,15 @@ struct Job {
 }
 
 impl Job {
-    /// Gathers the samples (`k` rows asked of each node), converts them, fits on a blocking
-    /// thread; `None` if nothing could be fitted.
-    async fn run(self, k: usize) -> Option<Vec<f64>> {
-        let (rows, dropped) = fetch_samples(&self.session, &self.fleet, k, SAMPLE_TIMEOUT).await;
+    /// Gathers the samples (the request's rows of each node), converts them, fits on a
+    /// blocking thread; `None` if nothing could be fitted.
+    async fn run(self) -> Option<Vec<f64>> {
+        let (rows, dropped) =
+            fetch_samples(&self.session, &self.fleet, &self.request, SAMPLE_TIMEOUT).await;
         for (peer, why) in dropped {
             tracing::warn!(%peer, %why, "pooled fit: sample dropped");
         }
+        tracing::info!(samples = rows.len(), "pooled fit: samples gathered");
         let samples: Vec<_> = rows
             .iter()
             .filter_map(

@@ -6,6 +6,7 @@ use zenoh::query::Query;
 
 use super::{fusion_name, Node};
 use crate::query::QueryModel;
+use crate::row_auth::{Members, RowPolicy};
 use crate::status::{projection_digest, ExcessJson, ProjectionSummary, Status};
 
 /// Milliseconds as the status reports them (saturating).
@@ -139,7 +140,22 @@ impl Node {
             inputs: self.inputs.layout.inputs.clone(),
             scaler: self.inputs.scaler.clone(),
             key: crate::keys::predict(&self.s.fleet, self.s.id),
-            share_rows: self.s.agent.local.fit == coolgp::local::LocalFit::Fleet,
+            rows: self.row_policy(),
+        }
+    }
+
+    /// Who may receive this node's memory rows ([`crate::row_auth`]).
+    fn row_policy(&self) -> RowPolicy {
+        if self.s.agent.local.fit != coolgp::local::LocalFit::Fleet {
+            return RowPolicy::NotShared;
+        }
+        match &self.peers.auth {
+            None => RowPolicy::Anyone,
+            Some(a) => RowPolicy::Members(Members {
+                fleet: self.s.fleet.clone(),
+                keys: a.roster.keys(),
+                seen: self.peers.rows_seen.clone(),
+            }),
         }
     }
 }

@@ -133,6 +133,7 @@ pub(super) async fn open_transport(
         seen: BTreeMap::new(),
         last_heard: BTreeMap::new(),
         members,
+        rows_seen: Arc::default(),
     };
     Ok((endpoints, peers))
 }

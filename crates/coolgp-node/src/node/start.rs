@@ -208,12 +208,13 @@ fn check_checkpoint(s: &NodeSettings, cp: &Checkpoint, layout: &Layout) -> Resul
 
 /// `c` with its local memory's settings as they take effect ([`coolgp::LocalConfig::in_effect`]):
 /// `--local-memory 0` resumes a memory-less checkpoint whatever the (default) policy was when
-/// it was written.
+/// it was written. Who fits the residual kernel (`--local-fit`) is not compared: a checkpoint
+/// does not record it (the driver sets it up anew, [`resume`]), so any fit resumes any
+/// checkpoint, the fitted kernel included.
 fn without_off_memory(c: &AgentConfig) -> AgentConfig {
-    AgentConfig {
-        local: c.local.in_effect(),
-        ..c.clone()
-    }
+    let mut local = c.local.in_effect();
+    local.fit = coolgp::local::LocalConfig::default().fit;
+    AgentConfig { local, ..c.clone() }
 }
 
 /// The agent of a checked checkpoint, its rounds moved past the lease, and the stream
@@ -232,6 +233,9 @@ fn resume(
         );
     }
     let mut snap = cp.snapshot;
+    // The checkpoint does not record who fits the residual kernel: the node's `--local-fit`
+    // decides (with `fleet` the agent makes no fits of its own and takes the fleet's kernel).
+    snap.config.local.fit = s.agent.local.fit;
     // Round lease: at most `checkpoint_every` rounds were sent after the checkpoint,
     // so neighbours never see a round number twice.
     snap.round = snap.round.saturating_add(s.checkpoint_every);
