@@ -18,7 +18,7 @@ use crate::error::{NodeError, Result};
 use crate::keys;
 use crate::row_auth::sign_request;
 use crate::status::{AnswerParts, ErrorReply, OfferedRows, PredictReply, PredictRequest};
-use coolgp::local::calibrate::{standardized_error, variance_scale};
+use coolgp::local::calibrate::{held_out_error, variance_scale};
 use coolgp::local::{combine, FleetRule, LocalAnswer};
 
 /// A member's key and id that sign a request for rows ([`crate::row_auth`]).
@@ -94,15 +94,16 @@ pub fn calibration_scale(rule: FleetRule, held: &FleetAnswers, at: &FleetAnswers
     for (&owner, rows) in &held.held_out {
         let loo = held.answers.get(&owner)?;
         for (r, &y) in rows.y.iter().enumerate() {
-            let mut answers: BTreeMap<u64, LocalAnswer> = at
+            let at_row = at
                 .answers
                 .iter()
-                .filter_map(|(&id, v)| v.get(j).map(|a| (id, *a)))
-                .collect();
-            answers.insert(owner, loo[r]);
-            let list: Vec<LocalAnswer> = answers.into_values().collect();
-            if let Some(c) = combine(rule, &list) {
-                errors.push(standardized_error(&c, y));
+                .filter_map(|(&id, v)| v.get(j).map(|a| (id, *a)));
+            // A reply with fewer answers than rows (a malformed peer) gives no error there.
+            if let Some(e) = loo
+                .get(r)
+                .and_then(|&l| held_out_error(rule, at_row, owner, l, y))
+            {
+                errors.push(e);
             }
             j += 1;
         }
