@@ -57,6 +57,7 @@ pub mod config;
 pub mod error;
 pub mod fleet_query;
 pub mod inbound;
+pub mod kernel_auth;
 pub mod keys;
 pub mod node;
 pub mod pooled_fit;

@@ -94,6 +94,10 @@ pub struct Status {
     /// `global`: `[ln σ_s, ln σ_n, W̄]`; empty with the memory off).
     #[serde(default)]
     pub local_kernel: Vec<f64>,
+    /// With `--tls`: the node's Ed25519 signature of `local_kernel` with its id and
+    /// `local_pooled_fits` ([`crate::kernel_auth`]); empty in an open fleet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub local_kernel_sig: Vec<u8>,
     /// Own blocks acknowledged (in a durable checkpoint; absorbed if no `--state`).
     pub blocks: u64,
     /// Own data points acknowledged.

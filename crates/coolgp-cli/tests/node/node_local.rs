@@ -409,6 +409,13 @@ fn query_all_works_in_a_tls_fleet() {
     let log = |i: usize| {
         std::fs::read_to_string(fleet.dir.join(format!("node{i}.log"))).unwrap_or_default()
     };
+    // Node 1 took the fitter's kernel (local_pooled_fits ≥ 1 above) only after its signature
+    // verified: every status carries the node's signature of its kernel, and none was refused.
+    for i in 0..n {
+        let s = fleet.status(i, false).expect("status");
+        assert_eq!(s.local_kernel_sig.len(), 64, "node {i}");
+    }
+    assert!(!log(1).contains("kernel refused"), "node 1:\n{}", log(1));
     assert!(
         log(0).contains("samples=2") && !log(0).contains("sample dropped"),
         "node 0 pooled both members' samples:\n{}",

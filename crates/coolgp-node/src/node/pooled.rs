@@ -14,8 +14,11 @@ use coolgp::Vocabulary;
 use tokio::sync::oneshot;
 
 use super::Node;
+use crate::auth::PublicKey;
 use crate::client::fetch_status;
+use crate::kernel_auth::KernelClaim;
 use crate::pooled_fit::{due, fetch_samples, fit, to_sample, SampleRequest, Start, SAMPLE_TIMEOUT};
+use crate::status::Status;
 
 /// How often a node that is not the fitter asks the fitter's status for its kernel.
 pub const FOLLOW_EVERY: Duration = Duration::from_secs(1);
@@ -163,6 +166,8 @@ impl Node {
         }
         p.last_poll = Some(Instant::now());
         let (session, fleet, held) = (session.clone(), self.s.fleet.clone(), p.followed);
+        // With --tls, the fitter's roster key (None: not in the roster, nothing is taken).
+        let key = self.peers.auth.as_ref().map(|a| a.roster.key(fitter));
         let (tx, rx) = oneshot::channel();
         p.pending = Some(rx);
         tokio::spawn(async move {
@@ -170,10 +175,34 @@ impl Node {
             let taken = st
                 .ok()
                 .filter(|s| s.local_pooled_fits > held && !s.local_kernel.is_empty())
+                .filter(|s| signed_by(key, &fleet, fitter, s))
                 .map(|s| (s.local_kernel, Some(s.local_pooled_fits)));
             let _ = tx.send(taken);
         });
     }
+}
+
+/// Whether a follower may take the kernel of `fitter`'s status `s`: always in an open fleet
+/// (`key` `None`); with `--tls` only if `s` carries the fitter's signature of it
+/// ([`KernelClaim`], verified with its roster key). A refusal is logged.
+fn signed_by(key: Option<Option<PublicKey>>, fleet: &str, fitter: u64, s: &Status) -> bool {
+    let Some(key) = key else {
+        return true;
+    };
+    let claim = KernelClaim {
+        fleet,
+        node: fitter,
+        fits: s.local_pooled_fits,
+        params: &s.local_kernel,
+    };
+    let ok = key.is_some_and(|k| claim.verifies(&k, &s.local_kernel_sig));
+    if !ok {
+        tracing::warn!(
+            fitter,
+            "pooled residual kernel refused: the status reply is not signed by the fitter's key"
+        );
+    }
+    ok
 }
 
 /// One pooled fit, off the loop.

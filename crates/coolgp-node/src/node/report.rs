@@ -5,6 +5,7 @@ use coolgp::View;
 use zenoh::query::Query;
 
 use super::{fusion_name, Node};
+use crate::kernel_auth::KernelClaim;
 use crate::query::QueryModel;
 use crate::row_auth::{Members, RowPolicy};
 use crate::status::{projection_digest, ExcessJson, ProjectionSummary, Status};
@@ -56,6 +57,21 @@ impl Node {
         let proj = self.agent.projection();
         let unscale_std = |v: f64| self.inputs.scaler.as_ref().map_or(v, |s| s.unscale_std(v));
         let (t, d) = (&self.traffic, &self.durability);
+        let local_kernel = match self.s.agent.local.is_on() {
+            true => self.agent.local().kernel().params().to_vec(),
+            false => Vec::new(),
+        };
+        let local_pooled_fits = self.pooled.as_ref().map_or(0, |p| p.fits);
+        let local_kernel_sig = match &self.peers.auth {
+            Some(a) if !local_kernel.is_empty() => KernelClaim {
+                fleet: &self.s.fleet,
+                node: self.s.id,
+                fits: local_pooled_fits,
+                params: &local_kernel,
+            }
+            .sign(&a.signer),
+            _ => Vec::new(),
+        };
         Status {
             model: self.model_identity(),
             fusion: fusion_name(&self.s.agent.fusion).into(),
@@ -65,11 +81,9 @@ impl Node {
                 .then(|| self.s.agent.site.memory.name().to_owned()),
             local_memory: self.s.agent.local.capacity,
             local_points: self.agent.local_points(),
-            local_pooled_fits: self.pooled.as_ref().map_or(0, |p| p.fits),
-            local_kernel: match self.s.agent.local.is_on() {
-                true => self.agent.local().kernel().params().to_vec(),
-                false => Vec::new(),
-            },
+            local_pooled_fits,
+            local_kernel,
+            local_kernel_sig,
             blocks: d.acked_blocks,
             points: d.acked_points,
             rows_skipped: self.intake.committed.rows_skipped,

@@ -1,0 +1,107 @@
+//! The fleet's residual kernel as a node hands it out (`--local-fit fleet`, the default): in a
+//! TLS fleet every node signs the kernel its `status` reports with its Ed25519 node key, and a
+//! follower takes the fitter's kernel only if that signature verifies with the fitter's
+//! roster key. A reader, or anything else that can answer on the fitter's status key, cannot
+//! hand the fleet a kernel. Open fleets send and take kernels unsigned (as every message).
+//!
+//! The signed bytes: [`KERNEL_TAG`] | fleet | `0` | node id (u64 LE) | pooled fits (u64 LE) |
+//! each parameter (f64 LE).
+
+use ring::signature::{self, UnparsedPublicKey};
+
+use crate::auth::{PublicKey, Signer};
+
+/// Domain tag of a kernel signature (no other signed bytes of the node start with it).
+pub const KERNEL_TAG: &[u8] = b"coolgp kernel v1\0";
+
+/// A kernel as a status reports it: the node, its pooled fit count and the parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelClaim<'a> {
+    /// The fleet's name.
+    pub fleet: &'a str,
+    /// The reporting node's id.
+    pub node: u64,
+    /// Its `local_pooled_fits`.
+    pub fits: u64,
+    /// Its `local_kernel`.
+    pub params: &'a [f64],
+}
+
+impl KernelClaim<'_> {
+    /// The bytes a signature covers (module doc).
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        let mut b =
+            Vec::with_capacity(KERNEL_TAG.len() + self.fleet.len() + 17 + 8 * self.params.len());
+        b.extend_from_slice(KERNEL_TAG);
+        b.extend_from_slice(self.fleet.as_bytes());
+        b.push(0);
+        b.extend_from_slice(&self.node.to_le_bytes());
+        b.extend_from_slice(&self.fits.to_le_bytes());
+        for p in self.params {
+            b.extend_from_slice(&p.to_le_bytes());
+        }
+        b
+    }
+
+    /// The node's signature of the claim.
+    pub fn sign(&self, signer: &Signer) -> Vec<u8> {
+        signer.sign(&self.signed_bytes()).to_vec()
+    }
+
+    /// True when `sig` is a signature of the claim by the holder of `key`.
+    pub fn verifies(&self, key: &PublicKey, sig: &[u8]) -> bool {
+        UnparsedPublicKey::new(&signature::ED25519, key)
+            .verify(&self.signed_bytes(), sig)
+            .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KernelClaim;
+    use crate::auth::Signer;
+    use ring::rand::SystemRandom;
+    use ring::signature::Ed25519KeyPair;
+    use std::path::Path;
+
+    fn signer() -> Signer {
+        let der = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("key");
+        Signer::from_pkcs8(der.as_ref(), Path::new("test")).expect("signer")
+    }
+
+    #[test]
+    fn only_the_signed_kernel_of_that_node_verifies() {
+        let (fitter, other) = (signer(), signer());
+        let params = [0.1, -1.2, 0.7];
+        let claim = KernelClaim {
+            fleet: "lab",
+            node: 1,
+            fits: 4,
+            params: &params,
+        };
+        let sig = claim.sign(&fitter);
+        assert!(claim.verifies(&fitter.public_key(), &sig));
+        // Another key, another node, fit count, fleet or parameter, or a flipped bit: refused.
+        assert!(!claim.verifies(&other.public_key(), &sig));
+        assert!(!claim.verifies(&fitter.public_key(), &claim.sign(&other)));
+        let moved = [0.1, -1.2, 0.7000000001];
+        for c in [
+            KernelClaim { node: 2, ..claim },
+            KernelClaim { fits: 5, ..claim },
+            KernelClaim {
+                fleet: "lab2",
+                ..claim
+            },
+            KernelClaim {
+                params: &moved,
+                ..claim
+            },
+        ] {
+            assert!(!c.verifies(&fitter.public_key(), &sig), "{c:?}");
+        }
+        let mut bad = sig.clone();
+        bad[7] ^= 1;
+        assert!(!claim.verifies(&fitter.public_key(), &bad));
+        assert!(!claim.verifies(&fitter.public_key(), &sig[..63]));
+    }
+}
