@@ -9,22 +9,14 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 
-use coolgp::faer::Mat;
-use coolgp::rng::Rng;
 use coolgp::{Agent, AgentConfig, LocalConfig, View, Vocabulary};
+
+#[path = "../benches/common/mod.rs"]
+mod common;
+use common::block;
 
 /// Alternations per case.
 const RUNS: usize = 300;
-
-/// A block of `n` points: `x ~ N(0, I)`, `y = sin(Σ_j x_j) + 0.1 ε` (the benches' fixture).
-fn block(d: usize, n: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
-    let mut rng = Rng::new(seed, 0xB10C);
-    let x = Mat::from_fn(n, d, |_, _| rng.normal());
-    let y = (0..n)
-        .map(|i| (0..d).map(|j| x[(i, j)]).sum::<f64>().sin() + 0.1 * rng.normal())
-        .collect();
-    (x, y)
-}
 
 /// An agent with memory `capacity` after 800 rows in blocks of 100.
 fn agent(vocab: &Arc<Vocabulary>, d: usize, capacity: usize) -> Agent {
