@@ -121,6 +121,26 @@ pub fn claimed_sender(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(b))
 }
 
+/// The start of a fleet-scoped signed statement (requests for rows, [`crate::row_auth`];
+/// kernel claims, [`crate::kernel_auth`]): `tag | fleet | 0 | id (u64 LE) | word (u64 LE)`,
+/// with room for `more` bytes after it.
+pub fn statement(tag: &[u8], fleet: &str, id: u64, word: u64, more: usize) -> Vec<u8> {
+    let mut b = Vec::with_capacity(tag.len() + fleet.len() + 17 + more);
+    b.extend_from_slice(tag);
+    b.extend_from_slice(fleet.as_bytes());
+    b.push(0);
+    b.extend_from_slice(&id.to_le_bytes());
+    b.extend_from_slice(&word.to_le_bytes());
+    b
+}
+
+/// True when `sig` is the Ed25519 signature of `bytes` by the holder of `key`.
+pub fn verifies(key: &PublicKey, bytes: &[u8], sig: &[u8]) -> bool {
+    UnparsedPublicKey::new(&signature::ED25519, key)
+        .verify(bytes, sig)
+        .is_ok()
+}
+
 /// Verifies a signed message with the key `key_of` gives for its sender; returns the
 /// format-1 bytes for the codec.
 ///
@@ -142,9 +162,9 @@ pub fn open(
     let sender = claimed_sender(bytes).ok_or(AuthError::Truncated(bytes.len()))?;
     let pk = key_of(sender).ok_or(AuthError::UnknownSender(sender))?;
     let (body, sig) = bytes.split_at(bytes.len() - SIGNATURE_LEN);
-    UnparsedPublicKey::new(&signature::ED25519, pk)
-        .verify(body, sig)
-        .map_err(|_| AuthError::BadSignature(sender))?;
+    if !verifies(&pk, body, sig) {
+        return Err(AuthError::BadSignature(sender));
+    }
     let mut v1 = body.to_vec();
     v1[VERSION_AT] = PLAIN_VERSION;
     Ok(v1)

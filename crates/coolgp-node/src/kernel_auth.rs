@@ -7,9 +7,7 @@
 //! The signed bytes: [`KERNEL_TAG`] | fleet | `0` | node id (u64 LE) | pooled fits (u64 LE) |
 //! each parameter (f64 LE).
 
-use ring::signature::{self, UnparsedPublicKey};
-
-use crate::auth::{PublicKey, Signer};
+use crate::auth::{statement, verifies, PublicKey, Signer};
 
 /// Domain tag of a kernel signature (no other signed bytes of the node start with it).
 pub const KERNEL_TAG: &[u8] = b"coolgp kernel v1\0";
@@ -30,13 +28,8 @@ pub struct KernelClaim<'a> {
 impl KernelClaim<'_> {
     /// The bytes a signature covers (module doc).
     pub fn signed_bytes(&self) -> Vec<u8> {
-        let mut b =
-            Vec::with_capacity(KERNEL_TAG.len() + self.fleet.len() + 17 + 8 * self.params.len());
-        b.extend_from_slice(KERNEL_TAG);
-        b.extend_from_slice(self.fleet.as_bytes());
-        b.push(0);
-        b.extend_from_slice(&self.node.to_le_bytes());
-        b.extend_from_slice(&self.fits.to_le_bytes());
+        let more = 8 * self.params.len();
+        let mut b = statement(KERNEL_TAG, self.fleet, self.node, self.fits, more);
         for p in self.params {
             b.extend_from_slice(&p.to_le_bytes());
         }
@@ -50,9 +43,7 @@ impl KernelClaim<'_> {
 
     /// True when `sig` is a signature of the claim by the holder of `key`.
     pub fn verifies(&self, key: &PublicKey, sig: &[u8]) -> bool {
-        UnparsedPublicKey::new(&signature::ED25519, key)
-            .verify(&self.signed_bytes(), sig)
-            .is_ok()
+        verifies(key, &self.signed_bytes(), sig)
     }
 }
 

@@ -17,9 +17,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use ring::signature::{self, UnparsedPublicKey};
-
-use crate::auth::{PublicKey, Signer, SIGNATURE_LEN};
+use crate::auth::{statement, verifies, PublicKey, Signer, SIGNATURE_LEN};
 
 /// The domain tag that starts the signed bytes of a request for rows.
 pub const REQUEST_TAG: &[u8] = b"coolgp rows v1\0";
@@ -59,12 +57,7 @@ pub enum RowRequestError {
 
 /// The bytes a request for rows is signed over (module doc).
 pub fn signed_bytes(fleet: &str, by: u64, at_ms: u64, body: &[u8]) -> Vec<u8> {
-    let mut b = Vec::with_capacity(REQUEST_TAG.len() + fleet.len() + 17 + body.len());
-    b.extend_from_slice(REQUEST_TAG);
-    b.extend_from_slice(fleet.as_bytes());
-    b.push(0);
-    b.extend_from_slice(&by.to_le_bytes());
-    b.extend_from_slice(&at_ms.to_le_bytes());
+    let mut b = statement(REQUEST_TAG, fleet, by, at_ms, body.len());
     b.extend_from_slice(body);
     b
 }
@@ -158,9 +151,9 @@ pub fn check(
     let mut sig = [0u8; SIGNATURE_LEN];
     sig.copy_from_slice(&a[16..]);
     let pk = key_of(by).ok_or(RowRequestError::UnknownRequester(by))?;
-    UnparsedPublicKey::new(&signature::ED25519, pk)
-        .verify(&signed_bytes(fleet, by, at_ms, body), &sig)
-        .map_err(|_| RowRequestError::BadSignature(by))?;
+    if !verifies(&pk, &signed_bytes(fleet, by, at_ms, body), &sig) {
+        return Err(RowRequestError::BadSignature(by));
+    }
     let age = now_ms.abs_diff(at_ms);
     if age > MAX_AGE_MS {
         return Err(RowRequestError::Stale(age));
