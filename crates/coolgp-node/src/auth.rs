@@ -14,8 +14,9 @@
 //! version 2 cleanly (`decode`); open fleets keep sending unsigned format-1 bytes.
 //!
 //! The roster is read from the certificate directory at start-up and read again when a
-//! message names a sender it does not know (at most once per [`RELOAD_EVERY`]), so a node
-//! added with `coolgp certs --add` is accepted without restarting the others.
+//! message names a sender it does not know, a request for rows a requester, or the pooled fit
+//! a fitter (at most once per [`RELOAD_EVERY`]; [`Roster::key_reloading`]), so a node added
+//! with `coolgp certs --add` is accepted without restarting the others, its neighbours or not.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -295,9 +296,18 @@ impl Roster {
         self.keys.keys().copied().collect()
     }
 
-    /// Roster reloads so far (triggered by unknown senders).
+    /// Roster reloads so far (triggered by unknown senders, requesters or fitters).
     pub fn reloads(&self) -> u64 {
         self.reloads
+    }
+
+    /// The key of agent `id`, the roster reloaded first if `id` is unknown (at most once per
+    /// [`RELOAD_EVERY`]): a node added with `coolgp certs --add` since the last load is
+    /// found. For what arrives from outside the graph's edges (requests for rows, the
+    /// fitter's kernel), where [`Roster::verify`]'s reloads may never happen.
+    pub fn key_reloading(&mut self, id: u64) -> Option<PublicKey> {
+        self.reload_for(id);
+        self.key(id)
     }
 
     /// Verifies a signed message (see [`open`]); an unknown sender triggers a reload of the
@@ -307,19 +317,24 @@ impl Roster {
     /// As [`open`].
     pub fn verify(&mut self, bytes: &[u8]) -> std::result::Result<Vec<u8>, AuthError> {
         if let Some(s) = claimed_sender(bytes) {
-            let stale = self.last_load.elapsed() >= RELOAD_EVERY;
-            if !self.keys.contains_key(&s)
-                && stale
-                && bytes.get(VERSION_AT) == Some(&SIGNED_VERSION)
-            {
-                self.reloads += 1;
-                if let Err(e) = self.reload() {
-                    tracing::warn!(error = %e, "reloading the roster failed; keeping the old one");
-                    self.last_load = Instant::now();
-                }
+            if bytes.get(VERSION_AT) == Some(&SIGNED_VERSION) {
+                self.reload_for(s);
             }
         }
         open(bytes, |id| self.key(id))
+    }
+
+    /// Reads the directory again if `id` is not in the roster and the last load is at least
+    /// [`RELOAD_EVERY`] old; a failed reload keeps the old roster (and waits as long again).
+    fn reload_for(&mut self, id: u64) {
+        if self.keys.contains_key(&id) || self.last_load.elapsed() < RELOAD_EVERY {
+            return;
+        }
+        self.reloads += 1;
+        if let Err(e) = self.reload() {
+            tracing::warn!(error = %e, "reloading the roster failed; keeping the old one");
+            self.last_load = Instant::now();
+        }
     }
 }
 

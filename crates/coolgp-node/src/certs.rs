@@ -338,4 +338,43 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_dir_all(&other);
     }
+
+    #[test]
+    fn a_roster_finds_a_node_added_since_its_load_at_most_once_a_second() {
+        // A running node's roster learns of `certs --add 3` when asked for node 3's key
+        // (a request for rows or a fitter's kernel from a node that is no neighbour).
+        let dir = tmp("reload");
+        let new = CertsArgs {
+            fleet: Some("lab".into()),
+            nodes: vec![1, 2],
+            out: dir.clone(),
+            years: 1,
+            ..CertsArgs::default()
+        };
+        run(&new).expect("new fleet");
+        let mut roster = Roster::load(&dir, "lab").expect("roster");
+        let add = CertsArgs {
+            add: vec![3],
+            out: dir.clone(),
+            years: 1,
+            ..CertsArgs::default()
+        };
+        run(&add).expect("add");
+        assert_eq!(roster.key(3), None, "not re-read by itself");
+        // Within RELOAD_EVERY of the load, nothing is re-read.
+        assert_eq!(roster.key_reloading(3), None);
+        assert_eq!(roster.reloads(), 0);
+        std::thread::sleep(crate::auth::RELOAD_EVERY);
+        let want = Auth::load(&dir, "lab", 3)
+            .expect("node 3")
+            .signer
+            .public_key();
+        assert_eq!(roster.key_reloading(3), Some(want));
+        assert_eq!(roster.reloads(), 1);
+        // A known id, or an id still unknown within the second, reads nothing.
+        assert!(roster.key_reloading(1).is_some());
+        assert_eq!(roster.key_reloading(9), None);
+        assert_eq!((roster.reloads(), roster.ids()), (1, vec![1, 2, 3]));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

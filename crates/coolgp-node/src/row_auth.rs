@@ -126,6 +126,20 @@ impl RowPolicy {
     }
 }
 
+/// The requester id of a request's attachment (module doc), if it has an attachment's
+/// length: read before the signature is checked, to look the requester up.
+pub fn requester(attachment: Option<&[u8]>) -> Option<u64> {
+    parse(attachment).map(|(by, _, _)| by)
+}
+
+/// An attachment's requester id, signing time and signature, if it has an attachment's length.
+fn parse(attachment: Option<&[u8]>) -> Option<(u64, u64, [u8; SIGNATURE_LEN])> {
+    let a = attachment.filter(|a| a.len() == ATTACHMENT_LEN)?;
+    let word = |i: usize| a.get(i..i + 8)?.try_into().ok().map(u64::from_le_bytes);
+    let sig = a.get(16..)?.try_into().ok()?;
+    Some((word(0)?, word(8)?, sig))
+}
+
 /// Checks a member's signed request for rows (module doc); returns the requester's id.
 ///
 /// # Errors
@@ -139,17 +153,8 @@ pub fn check(
     now_ms: u64,
     seen: &mut Seen,
 ) -> Result<u64, RowRequestError> {
-    let unsigned = || RowRequestError::Unsigned(fleet.to_string());
-    let a = attachment
-        .filter(|a| a.len() == ATTACHMENT_LEN)
-        .ok_or_else(unsigned)?;
-    let word = |i: usize| -> Result<u64, RowRequestError> {
-        let b: [u8; 8] = a[i..i + 8].try_into().map_err(|_| unsigned())?;
-        Ok(u64::from_le_bytes(b))
-    };
-    let (by, at_ms) = (word(0)?, word(8)?);
-    let mut sig = [0u8; SIGNATURE_LEN];
-    sig.copy_from_slice(&a[16..]);
+    let (by, at_ms, sig) =
+        parse(attachment).ok_or_else(|| RowRequestError::Unsigned(fleet.to_string()))?;
     let pk = key_of(by).ok_or(RowRequestError::UnknownRequester(by))?;
     if !verifies(&pk, &signed_bytes(fleet, by, at_ms, body), &sig) {
         return Err(RowRequestError::BadSignature(by));
@@ -192,6 +197,10 @@ mod tests {
         let body = br#"{"x":[],"fit_sample":40}"#;
         let a = sign_request(&s1, "f", 1, 1_000_000, body);
         assert_eq!(a.len(), ATTACHMENT_LEN);
+        // The requester is read before any check (to look an unknown one up in the roster).
+        assert_eq!(requester(Some(&a)), Some(1));
+        assert_eq!(requester(Some(&a[1..])), None);
+        assert_eq!(requester(None), None);
         assert_eq!(p.admit(body, Some(&a), 1_000_500), Ok(Some(1)));
         assert_eq!(
             p.admit(body, Some(&a), 1_000_900),

@@ -450,6 +450,63 @@ fn query_all_works_in_a_tls_fleet() {
     );
 }
 
+#[test]
+fn a_fitter_added_with_certs_add_gets_rows_and_its_kernel_taken_beyond_its_neighbours() {
+    // Path 0 – 1 – 2 over TLS with certificates for nodes 1 and 2 only. Node 0 is added with
+    // `certs --add 0` while they run: as the lowest live id it becomes the fitter. Node 2
+    // never hears from it directly (no message would make it re-read its roster), yet it must
+    // answer node 0's signed requests for rows and take node 0's kernel, at its first fit
+    // although node 1 fitted before.
+    let _g = serial();
+    let n = 3;
+    let mut fleet = Fleet::new_tls("late0", n, &[1, 2]);
+    let pki = fleet.tls.clone().expect("pki");
+    let shares = regional_shares(n, 990);
+    let total: usize = shares.iter().map(Vec::len).sum();
+    // Start order 1, 2, 0: the logs are numbered by start (node{k}.log).
+    let order = [1, 2, 0];
+    for (k, &i) in order.iter().enumerate() {
+        let csv = fleet.dir.join(format!("data{i}.csv"));
+        write_csv(&csv, &shares[i]);
+        let mut args = fleet.base_args(i, &path_neighbors(i, n), 10, 40);
+        args.extend(["--data".into(), csv.display().to_string()]);
+        if i != 1 {
+            args.extend(["--connect".into(), fleet.ep(fleet.ports[1])]);
+        }
+        args.extend(LOCAL.iter().map(ToString::to_string));
+        if k == 2 {
+            std::thread::sleep(Duration::from_millis(1500));
+            coolgp_ok(&["certs", "--add", "0", "--out", &pki.display().to_string()]);
+        }
+        fleet.start(args);
+    }
+    fleet.connect_client();
+    let log = |id: usize| {
+        let k = order.iter().position(|&i| i == id).expect("started");
+        std::fs::read_to_string(fleet.dir.join(format!("node{k}.log"))).unwrap_or_default()
+    };
+    fleet.wait_all(
+        "the streams to end and a pooled fit everywhere",
+        Duration::from_secs(60),
+        |_, s| s.stream_ended && s.fleet_points == total as f64 && s.local_pooled_fits >= 1,
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let kernel = |i| fleet.status(i, false).map(|s| s.local_kernel);
+        let (k0, k2) = (kernel(0), kernel(2));
+        if k0.is_some() && k0 == k2 && log(0).contains("samples=3") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node 2 did not take node 0's kernel fitted on three samples: {k0:?} {k2:?}\n{}",
+            fleet.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!log(2).contains("kernel refused"), "node 2:\n{}", log(2));
+}
+
 /// Node i is a station at its own place `x1 = i − 1` with 40 rows on days `x2` spread over
 /// [−3, 3]: `y = 0.3·x1 + sin(3·x2)` plus a little noise from `make_rows`' second input.
 fn station_shares(n: usize, seed: u64) -> Vec<Vec<(Vec<f64>, f64)>> {

@@ -339,6 +339,7 @@ impl Node {
                 }
                 q = endpoints.predict.recv_async() => {
                     if let Ok(q) = q {
+                        self.know_requester(&q);
                         self.queries.submit(q, || self.query_model());
                     }
                 }

@@ -23,8 +23,9 @@ use crate::status::Status;
 /// How often a node that is not the fitter asks the fitter's status for its kernel.
 pub const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
-/// A finished job: the kernel's parameters and, when taken from the fitter, its fit count.
-type Outcome = Option<(Vec<f64>, Option<u64>)>;
+/// A finished job: the kernel's parameters and, when taken from a fitter, its id and fit
+/// count.
+type Outcome = Option<(Vec<f64>, Option<(u64, u64)>)>;
 
 /// The pooled fit's state on a node.
 pub(super) struct Pooled {
@@ -34,8 +35,10 @@ pub(super) struct Pooled {
     last_points: f64,
     /// Pooled fits made or taken by this process (status `local_pooled_fits`).
     pub(super) fits: u64,
-    /// The fitter's fit count whose kernel this node holds.
-    followed: u64,
+    /// The fitter and its fit count whose kernel this node holds (`(_, 0)`: none). Another
+    /// fitter's kernel (the lowest live id changed: a node joined or left) is taken at its
+    /// first fit, whatever the count.
+    followed: (u64, u64),
     /// When this node last asked the fitter.
     last_poll: Option<Instant>,
     /// The running job's result, if one runs.
@@ -52,7 +55,7 @@ impl Pooled {
             initial: ResidualKernel::initial(ResidualKind::Learned, agent.projection()),
             last_points: 0.0,
             fits: 0,
-            followed: 0,
+            followed: (0, 0),
             last_poll: None,
             pending: None,
         })
@@ -98,10 +101,10 @@ impl Node {
             match self.agent.set_local_kernel_params(&params) {
                 Ok(()) => {
                     p.fits += 1;
-                    if let Some(n) = from {
-                        p.followed = n;
+                    if let Some(from) = from {
+                        p.followed = from;
                     }
-                    tracing::info!(?params, fitter_fits = ?from, "pooled residual kernel taken");
+                    tracing::info!(?params, from = ?from, "pooled residual kernel taken");
                 }
                 Err(e) => tracing::warn!(error = %e, "pooled residual kernel not applied"),
             }
@@ -165,9 +168,18 @@ impl Node {
             return;
         }
         p.last_poll = Some(Instant::now());
-        let (session, fleet, held) = (session.clone(), self.s.fleet.clone(), p.followed);
-        // With --tls, the fitter's roster key (None: not in the roster, nothing is taken).
-        let key = self.peers.auth.as_ref().map(|a| a.roster.key(fitter));
+        let held = match p.followed {
+            (id, n) if id == fitter => n,
+            _ => 0,
+        };
+        let (session, fleet) = (session.clone(), self.s.fleet.clone());
+        // With --tls, the fitter's roster key (None: not in the roster, nothing is taken; a
+        // fitter added with `certs --add` since start-up is found by a reload).
+        let key = self
+            .peers
+            .auth
+            .as_mut()
+            .map(|a| a.roster.key_reloading(fitter));
         let (tx, rx) = oneshot::channel();
         p.pending = Some(rx);
         tokio::spawn(async move {
@@ -176,7 +188,7 @@ impl Node {
                 .ok()
                 .filter(|s| s.local_pooled_fits > held && !s.local_kernel.is_empty())
                 .filter(|s| signed_by(key, &fleet, fitter, s))
-                .map(|s| (s.local_kernel, Some(s.local_pooled_fits)));
+                .map(|s| (s.local_kernel, Some((fitter, s.local_pooled_fits))));
             let _ = tx.send(taken);
         });
     }

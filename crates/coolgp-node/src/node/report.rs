@@ -158,6 +158,19 @@ impl Node {
         }
     }
 
+    /// With `--tls`, a query signed as a request for rows by a node the roster does not
+    /// know reloads the roster first ([`crate::auth::Roster::key_reloading`]), so a node
+    /// added with `coolgp certs --add` since start-up gets rows without a restart.
+    pub(super) fn know_requester(&mut self, q: &Query) {
+        let Some(a) = self.peers.auth.as_mut() else {
+            return;
+        };
+        let attachment = q.attachment().map(|z| z.to_bytes());
+        if let Some(id) = crate::row_auth::requester(attachment.as_deref()) {
+            a.roster.key_reloading(id);
+        }
+    }
+
     /// Who may receive this node's memory rows ([`crate::row_auth`]).
     fn row_policy(&self) -> RowPolicy {
         if self.s.agent.local.fit != coolgp::local::LocalFit::Fleet {
