@@ -777,6 +777,24 @@ fn sizes_beyond_the_machine_are_refused_naming_the_memory() {
 }
 
 #[test]
+fn zero_batches_and_agents_are_refused_before_the_data_is_read() {
+    for (flag, dataset) in [
+        ("--batch", "wind"),
+        ("--agents", "wind"),
+        ("--batch", "synthetic"),
+    ] {
+        let out = coolgp(&["simulate", "--dataset", dataset, flag, "0"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let want = format!("{flag} must be at least 1");
+        assert!(!out.status.success() && err.contains(&want), "{err}");
+        // Without --quiet a run that read its data says so ("… training rows in …").
+        let all = format!("{}{err}", String::from_utf8_lossy(&out.stdout));
+        assert!(!all.contains("training rows"), "read the data first: {all}");
+    }
+    node_refuses(&["--batch", "0"], "--batch must be > 0");
+}
+
+#[test]
 fn regions_route_rows_and_every_run_scores_the_fleet_query() {
     let dir = tmp("regions");
     let csv = write_csv(&dir, None);

@@ -45,6 +45,7 @@ pub struct Prepared {
 /// not fit the data, [`SimError::Context`] naming the option that led to a data error.
 pub fn prepare(args: &SimArgs) -> Result<Prepared, SimError> {
     let seed = args.seed.unwrap_or(0);
+    check_counts(args)?;
     if args.data.is_none() && args.dataset.as_deref().unwrap_or("synthetic") == "synthetic" {
         return synthetic(args, seed);
     }
@@ -312,6 +313,17 @@ fn to_batch(d: &Dataset, rows: &[usize], group: Option<usize>) -> Batch {
         x: Mat::from_fn(rows.len(), d.dim(), |i, j| d.x[(rows[i], j)]),
         y: rows.iter().map(|&r| d.y[r]).collect(),
     }
+}
+
+/// Counts that must be positive, refused before any data is read (a batch of 0 rows used to
+/// become 1 without a word, a fleet of 0 agents failed only after loading).
+fn check_counts(args: &SimArgs) -> Result<(), SimError> {
+    for (flag, v) in [("--batch", args.batch), ("--agents", args.agents)] {
+        if v == Some(0) {
+            return Err(SimError::Config(format!("{flag} must be at least 1")));
+        }
+    }
+    Ok(())
 }
 
 fn load_tables(args: &SimArgs, seed: u64) -> Result<(Dataset, Dataset, String), SimError> {
