@@ -795,6 +795,60 @@ fn zero_batches_and_agents_are_refused_before_the_data_is_read() {
 }
 
 #[test]
+fn built_in_datasets_take_inputs_and_refuse_a_target_and_errors_say_their_cause_once() {
+    // --inputs chooses a built-in set's columns (an unknown one is named); --target is --data's.
+    let out = coolgp(&[
+        "simulate",
+        "--dataset",
+        "wind",
+        "--inputs",
+        "lon,foo",
+        "--quiet",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("foo"), "{err}");
+    let text = String::from_utf8_lossy(
+        &coolgp_ok(&[
+            "simulate",
+            "--dataset",
+            "wind",
+            "--inputs",
+            "lon,lat",
+            "--agents",
+            "2",
+            "--max-train",
+            "400",
+            "--no-central",
+            "--no-baselines",
+            "--local-memory",
+            "0",
+        ])
+        .stdout,
+    )
+    .to_string();
+    assert!(text.contains("2 inputs (lon,lat)"), "{text}");
+    for extra in [
+        &["--dataset", "wind", "--target", "value"][..],
+        &["--dataset", "traffic", "--inputs", "slot"],
+    ] {
+        let mut args = vec!["simulate", "--quiet"];
+        args.extend_from_slice(extra);
+        let out = coolgp(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("--data"), "{err}");
+    }
+    let out = coolgp(&[
+        "simulate",
+        "--data",
+        "/nonexistent/rows.csv",
+        "--target",
+        "y",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}
+
+#[test]
 fn regions_route_rows_and_every_run_scores_the_fleet_query() {
     let dir = tmp("regions");
     let csv = write_csv(&dir, None);

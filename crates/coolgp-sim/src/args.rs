@@ -26,10 +26,11 @@ pub struct SimArgs {
     /// A CSV file (header required; .csv.gz works) to stream instead of a built-in dataset.
     #[cfg_attr(feature = "clap", arg(long))]
     pub data: Option<PathBuf>,
-    /// Target column of --data.
+    /// Target column of --data (a built-in dataset predicts its own).
     #[cfg_attr(feature = "clap", arg(long))]
     pub target: Option<String>,
-    /// Input columns of --data, comma-separated (default: every other numeric column).
+    /// Input columns, comma-separated: of --data (default: every other numeric column), or of
+    /// the built-in airline, wind or air (default: theirs; wind and air: lon,lat,day,doy).
     #[cfg_attr(feature = "clap", arg(long, value_delimiter = ','))]
     pub inputs: Option<Vec<String>>,
     /// A separate test CSV (same columns) instead of --test-fraction.

@@ -315,6 +315,37 @@ fn to_batch(d: &Dataset, rows: &[usize], group: Option<usize>) -> Batch {
     }
 }
 
+/// The built-in dataset `name`, its rows routed by `--agent-by` and its inputs chosen by
+/// `--inputs` when given (the CSV-backed sets: airline, wind, air). `--target` belongs to
+/// `--data`: a built-in set predicts its own column.
+fn builtin_table(args: &SimArgs, name: &str) -> Result<Dataset, SimError> {
+    if args.target.is_some() {
+        return Err(SimError::Config(format!(
+            "--target applies to --data FILE; the built-in `{name}` predicts its own column \
+             (drop --target)"
+        )));
+    }
+    if args.agent_by.is_none() && args.inputs.is_none() {
+        return Ok(builtin(name, &data_dir())?);
+    }
+    if name == "traffic" {
+        return Err(SimError::Config(
+            "--agent-by and --inputs choose columns of a CSV (--data FILE, or the built-in \
+             airline, wind or air); the built-in `traffic` is generated (inputs slot, e1..e5; \
+             route it with --agents or --regions)"
+                .into(),
+        ));
+    }
+    let (file, mut opts) = builtin_options(name)?;
+    if let Some(col) = &args.agent_by {
+        opts.agent_by = Some(col.clone());
+    }
+    if let Some(inputs) = &args.inputs {
+        opts.inputs = Some(inputs.clone());
+    }
+    Ok(load_csv(&data_dir().join(file), &opts)?.0)
+}
+
 /// Counts that must be positive, refused before any data is read (a batch of 0 rows used to
 /// become 1 without a word, a fleet of 0 agents failed only after loading).
 fn check_counts(args: &SimArgs) -> Result<(), SimError> {
@@ -364,15 +395,7 @@ fn load_tables(args: &SimArgs, seed: u64) -> Result<(Dataset, Dataset, String), 
         }
         None => {
             let name = args.dataset.as_deref().unwrap_or("synthetic");
-            let ds = match (name, &args.agent_by) {
-                (_, None) => builtin(name, &data_dir())?,
-                (_, Some(col)) => {
-                    let (file, mut opts) = builtin_options(name)?;
-                    opts.agent_by = Some(col.clone());
-                    load_csv(&data_dir().join(file), &opts)?.0
-                }
-            };
-            (ds, name.to_string())
+            (builtin_table(args, name)?, name.to_string())
         }
     };
     let (train, test) = full.split(frac, seed);
