@@ -156,27 +156,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", chain_message(&e));
+            eprintln!("error: {}", coolgp::error::chain_message(e.as_ref()));
             ExitCode::from(1)
         }
     }
-}
-
-/// The error and its causes, `a: b: c` (anyhow's `{:#}`), a cause left out when the message
-/// before it already ends with it (error types that print their source, as `DataError::Io`
-/// does: "file: No such file or directory" once, not twice).
-fn chain_message(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let m = cause.to_string();
-        if out.is_empty() {
-            out = m;
-        } else if !out.ends_with(&m) {
-            out.push_str(": ");
-            out.push_str(&m);
-        }
-    }
-    out
 }
 
 /// A progress bar on stderr with ETA, hidden with `--quiet` or when stderr is not a terminal.

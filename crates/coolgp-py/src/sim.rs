@@ -35,7 +35,7 @@ fn to_json(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
     }
     if v.is_instance_of::<PyString>() {
         let s: String = v.extract()?;
-        // --inputs is comma-separated on the command line.
+        // --inputs is comma-separated on the command line (a list's items are names as given).
         if key == "inputs" {
             return Ok(Value::from(
                 s.split(',').map(str::to_string).collect::<Vec<_>>(),
@@ -46,7 +46,14 @@ fn to_json(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
     if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
         let items: Vec<Value> = v
             .try_iter()?
-            .map(|item| to_json(key, &item?))
+            .map(|item| {
+                let item = item?;
+                // A list of input names: each item is one name, not a comma-separated list.
+                if key == "inputs" && item.is_instance_of::<PyString>() {
+                    return Ok(Value::String(item.extract()?));
+                }
+                to_json(key, &item)
+            })
             .collect::<PyResult<_>>()?;
         return Ok(Value::Array(items));
     }
@@ -69,14 +76,7 @@ fn to_json(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
 
 /// A simulator error with its chain of causes (`context: cause: …`), as `ValueError`.
 fn sim_err(e: SimError) -> PyErr {
-    let mut msg = e.to_string();
-    let mut cause = std::error::Error::source(&e);
-    while let Some(c) = cause {
-        msg.push_str(": ");
-        msg.push_str(&c.to_string());
-        cause = c.source();
-    }
-    PyValueError::new_err(msg)
+    PyValueError::new_err(coolgp::error::chain_message(&e))
 }
 
 /// The keywords as [`SimArgs`], plus `out` (where to write summary.json).

@@ -79,3 +79,20 @@ def test_sizes_beyond_the_machine_are_refused_before_the_run():
     with pytest.raises(ValueError, match=r"--inducing 100000 needs 160 GB for one m × m matrix "
                                          r"per agent \(2 agents × m² × 8 bytes\); this machine has"):
         coolgp.simulate(dataset="synthetic", agents=2, inducing=100_000, max_train=400)
+
+
+def test_inputs_as_a_list_or_a_comma_separated_string():
+    # A built-in set's columns, chosen as the command line's --inputs lon,lat does: a list of
+    # names and the comma-separated string give the same run, and it is not the 4-input one.
+    kw = dict(dataset="wind", agents=2, inducing=10, max_train=400, max_test=200,
+              no_baselines=True, no_central=True, local_memory=0)
+    listed = coolgp.simulate(**kw, inputs=["lon", "lat"])
+    joined = coolgp.simulate(**kw, inputs="lon,lat")
+    every = coolgp.simulate(**kw)
+    strip = lambda s: {k: v for k, v in s.items() if k not in TIMINGS}  # noqa: E731
+    assert strip(listed) == strip(joined)
+    assert listed["fingerprint"] != every["fingerprint"]
+    with pytest.raises(ValueError, match="foo"):
+        coolgp.simulate(**kw, inputs=["lon", "foo"])
+    with pytest.raises(ValueError, match="--data"):
+        coolgp.simulate(dataset="wind", target="value")

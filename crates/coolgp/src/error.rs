@@ -168,3 +168,49 @@ pub(crate) fn ensure_dim(what: &'static str, expected: usize, found: usize) -> R
         })
     }
 }
+
+/// An error and its causes as one line, `a: b: c`, a cause left out when the text before it
+/// already ends with it (error types that print their source in their own message, as a file
+/// error that says "file: No such file or directory" and also returns the I/O error as its
+/// source). What the command line and the Python package show.
+pub fn chain_message(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let m = c.to_string();
+        if !out.ends_with(&m) {
+            out.push_str(": ");
+            out.push_str(&m);
+        }
+        cause = c.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{file}: {source}")]
+    struct SaysItsSource {
+        file: &'static str,
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("loading the run")]
+    struct Context(#[source] SaysItsSource);
+
+    #[test]
+    fn a_chain_says_each_cause_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = Context(SaysItsSource {
+            file: "a.csv",
+            source: io(),
+        });
+        assert_eq!(chain_message(&e), "loading the run: a.csv: no such file");
+        assert_eq!(chain_message(&io()), "no such file");
+    }
+}
