@@ -830,6 +830,8 @@ fn built_in_datasets_take_inputs_and_refuse_a_target_and_errors_say_their_cause_
     for extra in [
         &["--dataset", "wind", "--target", "value"][..],
         &["--dataset", "traffic", "--inputs", "slot"],
+        &["--dataset", "synthetic", "--inputs", "x"],
+        &["--target", "y"],
     ] {
         let mut args = vec!["simulate", "--quiet"];
         args.extend_from_slice(extra);

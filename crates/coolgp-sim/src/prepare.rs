@@ -405,6 +405,18 @@ fn load_tables(args: &SimArgs, seed: u64) -> Result<(Dataset, Dataset, String), 
 /// The paper's SYNTHETIC domain: two phenomena `u(W_a x)`, `u(W_b x)` in 6-d, routed by
 /// phenomenon (agent i observes phenomenon i mod 2) and tested on its own phenomenon.
 fn synthetic(args: &SimArgs, seed: u64) -> Result<Prepared, SimError> {
+    let columns = [
+        ("--target", args.target.is_some()),
+        ("--inputs", args.inputs.is_some()),
+        ("--agent-by", args.agent_by.is_some()),
+        ("--test", args.test.is_some()),
+    ];
+    if let Some((flag, _)) = columns.iter().find(|(_, given)| *given) {
+        return Err(SimError::Config(format!(
+            "{flag}: the synthetic dataset is drawn, it has no columns; give --data FILE (or \
+             --dataset wind|air|airline)"
+        )));
+    }
     if args.regions.is_some() {
         return Err(SimError::Config(
             "--regions: the synthetic dataset routes its rows by phenomenon; give --dataset \
