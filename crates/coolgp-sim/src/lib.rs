@@ -58,6 +58,7 @@ pub mod regions;
 pub mod report;
 pub mod run;
 pub mod summary;
+mod tables;
 pub mod workload;
 
 pub use args::{check_memory, sim_config, SimArgs};
