@@ -15,7 +15,7 @@ use pyo3::types::{PyBytes, PyDict};
 use crate::config::{
     agent_config, check_memory, describe, site_options, AgentKw, LocalKw, SITE_KEYS,
 };
-use crate::convert;
+use crate::convert::{self, count, count_opt};
 use crate::fence::{core_err, fenced, rejected};
 use crate::persist;
 use crate::vocab::Vocabulary;
@@ -113,21 +113,27 @@ impl Agent {
     fn new(
         id: u64,
         vocab: PyRef<'_, Vocabulary>,
-        input_dim: usize,
+        input_dim: i64,
         mode: &str,
-        samples: Option<usize>,
+        samples: Option<i64>,
         normalization: Option<&str>,
         projection: &str,
         fusion: &str,
-        fleet_size: Option<usize>,
+        fleet_size: Option<i64>,
         learn: bool,
         seed: Option<u64>,
         projection_group: Option<&str>,
         site: Option<Bound<'_, PyDict>>,
-        local_memory: Option<usize>,
+        local_memory: Option<i64>,
         local_policy: Option<&str>,
         local_kernel: Option<&str>,
     ) -> PyResult<Self> {
+        let input_dim = count("input_dim", input_dim)?;
+        let (samples, fleet_size) = (
+            count_opt("samples", samples)?,
+            count_opt("fleet_size", fleet_size)?,
+        );
+        let local_memory = count_opt("local_memory", local_memory)?;
         let mut pairs = Vec::new();
         let mut memory = None;
         for (k, v) in site.iter().flat_map(|d| d.iter()) {

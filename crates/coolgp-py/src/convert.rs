@@ -46,6 +46,20 @@ fn ensure_finite<'a>(what: &str, v: impl Iterator<Item = &'a f64>) -> PyResult<(
     Ok(())
 }
 
+/// A count keyword (`agents`, `batch`, `local_memory`, …) as `usize`: a negative value is a
+/// `ValueError` naming the keyword (pyo3's own conversion to an unsigned integer raises an
+/// `OverflowError` that names nothing).
+pub fn count(name: &str, v: i64) -> PyResult<usize> {
+    usize::try_from(v).map_err(|_| {
+        PyValueError::new_err(format!("{name}: expected a non-negative integer, got {v}"))
+    })
+}
+
+/// [`count`] of an optional keyword.
+pub fn count_opt(name: &str, v: Option<i64>) -> PyResult<Option<usize>> {
+    v.map(|v| count(name, v)).transpose()
+}
+
 /// A 2-d float64 matrix `[n, cols]` from an array-like; `cols = None` accepts any width.
 ///
 /// # Errors

@@ -21,7 +21,7 @@ use pyo3::types::PyDict;
 
 use crate::answers;
 use crate::config::{agent_config, AgentKw, LocalKw};
-use crate::convert;
+use crate::convert::{self, count, count_opt};
 use crate::fence::{core_err, fenced};
 
 struct Fitted {
@@ -306,16 +306,16 @@ impl FleetRegressor {
         fleet_rule="rbcm", learn=true, seed=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        agents: usize,
-        inducing: usize,
-        latent_dim: Option<usize>,
-        batch: usize,
-        fuse_every: usize,
+        agents: i64,
+        inducing: i64,
+        latent_dim: Option<i64>,
+        batch: i64,
+        fuse_every: i64,
         topology: &str,
         mode: &str,
         projection: &str,
         site_memory: Option<&str>,
-        local_memory: Option<usize>,
+        local_memory: Option<i64>,
         local_policy: Option<&str>,
         local_kernel: Option<&str>,
         local_fit: Option<&str>,
@@ -323,6 +323,10 @@ impl FleetRegressor {
         learn: bool,
         seed: u64,
     ) -> PyResult<Self> {
+        let (agents, inducing) = (count("agents", agents)?, count("inducing", inducing)?);
+        let (batch, fuse_every) = (count("batch", batch)?, count("fuse_every", fuse_every)?);
+        let latent_dim = count_opt("latent_dim", latent_dim)?;
+        let local_memory = count_opt("local_memory", local_memory)?;
         if agents == 0 || inducing == 0 || batch == 0 || fuse_every == 0 {
             return Err(PyValueError::new_err(
                 "agents, inducing, batch and fuse_every must be > 0",

@@ -32,12 +32,14 @@ impl Vocabulary {
     #[new]
     #[pyo3(signature = (inducing=None, latent_dim=None, seed=0, *, z=None, jitter=None))]
     fn new(
-        inducing: Option<usize>,
-        latent_dim: Option<usize>,
+        inducing: Option<i64>,
+        latent_dim: Option<i64>,
         seed: u64,
         z: Option<&Bound<'_, PyAny>>,
         jitter: Option<f64>,
     ) -> PyResult<Self> {
+        let inducing = convert::count_opt("inducing", inducing)?;
+        let latent_dim = convert::count_opt("latent_dim", latent_dim)?;
         let v = match (z, inducing, latent_dim) {
             (Some(z), None, None) => {
                 let z = convert::matrix(z, "z", None)?;

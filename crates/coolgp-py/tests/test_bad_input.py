@@ -172,6 +172,17 @@ def test_bad_constructor_and_settings():
         a.set_projection(np.zeros((3, 2)), np.ones((3, 2)), 1.0, 1.0)
     with pytest.raises(ValueError):
         coolgp.FleetRegressor(agents=0)
+    # A negative count names its keyword (pyo3's unsigned conversion raised an unnamed
+    # OverflowError).
+    for make, name in [
+        (lambda: coolgp.FleetRegressor(local_memory=-1), "local_memory"),
+        (lambda: coolgp.FleetRegressor(agents=-4), "agents"),
+        (lambda: coolgp.Agent(1, v, -2), "input_dim"),
+        (lambda: coolgp.Agent(1, v, 2, local_memory=-5), "local_memory"),
+        (lambda: coolgp.Vocabulary(-3, 2), "inducing"),
+    ]:
+        with pytest.raises(ValueError, match=rf"^{name}: expected a non-negative integer, got -\d+$"):
+            make()
     with pytest.raises(ValueError, match="topology"):
         coolgp.FleetRegressor(topology="ring").fit(np.zeros((10, 1)), np.zeros(10))
 

@@ -66,7 +66,7 @@ def test_bad_memory_keywords_are_refused_by_name():
         coolgp.Agent(1, vocab, 2, local_memory=10, local_policy="newest")
     with pytest.raises(ValueError, match="local_kernel 'rbf'"):
         coolgp.Agent(1, vocab, 2, local_memory=10, local_kernel="rbf")
-    with pytest.raises((OverflowError, TypeError)):
+    with pytest.raises(ValueError, match="local_memory: expected a non-negative integer, got -1"):
         coolgp.Agent(1, vocab, 2, local_memory=-1)
     with pytest.raises(ValueError, match="fleet_rule 'vote'"):
         coolgp.FleetRegressor(local_memory=10, fleet_rule="vote")
