@@ -281,16 +281,31 @@ mod tests {
         d
     }
 
+    /// `coolgp certs --fleet lab --nodes NODES --out DIR --years 1`.
+    fn new_fleet(dir: &Path, nodes: &[u64]) -> CertsArgs {
+        CertsArgs {
+            fleet: Some("lab".into()),
+            nodes: nodes.to_vec(),
+            out: dir.to_path_buf(),
+            years: 1,
+            ..CertsArgs::default()
+        }
+    }
+
+    /// `coolgp certs --add IDS --out DIR --years 1`.
+    fn add_nodes_to(dir: &Path, ids: &[u64]) -> CertsArgs {
+        CertsArgs {
+            add: ids.to_vec(),
+            out: dir.to_path_buf(),
+            years: 1,
+            ..CertsArgs::default()
+        }
+    }
+
     #[test]
     fn a_new_fleet_an_added_node_and_no_overwrites() {
         let dir = tmp("fleet");
-        let new = CertsArgs {
-            fleet: Some("lab".into()),
-            nodes: vec![2, 1, 2],
-            out: dir.clone(),
-            years: 1,
-            ..CertsArgs::default()
-        };
+        let new = new_fleet(&dir, &[2, 1, 2]);
         let files = run(&new).expect("new fleet");
         assert_eq!(files.len(), 2 + 2 * 2 + 2);
         assert_eq!(ca_fleet(&dir).expect("fleet"), "lab");
@@ -307,12 +322,7 @@ mod tests {
             .map(|_| ())
             .expect_err("a second CA over the first");
         assert!(e.to_string().contains("already exists"), "{e}");
-        let add = CertsArgs {
-            add: vec![4],
-            out: dir.clone(),
-            years: 1,
-            ..CertsArgs::default()
-        };
+        let add = add_nodes_to(&dir, &[4]);
         run(&add).expect("add");
         assert_eq!(
             Roster::load(&dir, "lab").expect("roster").ids(),
@@ -322,14 +332,7 @@ mod tests {
         assert!(Roster::load(&dir, "other").is_err(), "another fleet's name");
         // A certificate of another CA copied in is left out of the roster.
         let other = tmp("other");
-        run(&CertsArgs {
-            fleet: Some("lab".into()),
-            nodes: vec![7],
-            out: other.clone(),
-            years: 1,
-            ..CertsArgs::default()
-        })
-        .expect("other CA");
+        run(&new_fleet(&other, &[7])).expect("other CA");
         std::fs::copy(tls::node_cert(&other, 7), tls::node_cert(&dir, 7)).expect("copy");
         assert_eq!(
             Roster::load(&dir, "lab").expect("roster").ids(),
@@ -344,22 +347,9 @@ mod tests {
         // A running node's roster learns of `certs --add 3` when asked for node 3's key
         // (a request for rows or a fitter's kernel from a node that is no neighbour).
         let dir = tmp("reload");
-        let new = CertsArgs {
-            fleet: Some("lab".into()),
-            nodes: vec![1, 2],
-            out: dir.clone(),
-            years: 1,
-            ..CertsArgs::default()
-        };
-        run(&new).expect("new fleet");
+        run(&new_fleet(&dir, &[1, 2])).expect("new fleet");
         let mut roster = Roster::load(&dir, "lab").expect("roster");
-        let add = CertsArgs {
-            add: vec![3],
-            out: dir.clone(),
-            years: 1,
-            ..CertsArgs::default()
-        };
-        run(&add).expect("add");
+        run(&add_nodes_to(&dir, &[3])).expect("add");
         assert_eq!(roster.key(3), None, "not re-read by itself");
         // Within RELOAD_EVERY of the load, nothing is re-read.
         assert_eq!(roster.key_reloading(3), None);
