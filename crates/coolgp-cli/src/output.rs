@@ -169,7 +169,9 @@ pub fn print_report(r: &Report) {
             o(r.rmse_oracle_local)
         );
         println!(
-            "  fleet query calibration  variance x{:.3} (from {} leave-one-out memory rows)   uncalibrated NLPD {:.4}  95% coverage {:.3}",
+            "  fleet query calibration  residual weight {:.3} (RMSE at weight 1: {:.4})  variance x{:.3} (from {} leave-one-out memory rows)   uncalibrated NLPD {:.4}  95% coverage {:.3}",
+            r.fleet_query_weight,
+            r.rmse_fleet_query_unweighted,
             r.fleet_query_var_scale,
             r.fleet_calibration_rows,
             r.nlpd_fleet_query_raw,

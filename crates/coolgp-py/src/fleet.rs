@@ -29,6 +29,9 @@ struct Fitted {
     scaler: Standardizer,
     /// The fleet rule's variance scale (1 without memory; docs/LOCAL.md §10).
     var_scale: f64,
+    /// The safety net's weight on the residual correction (1 without memory; docs/LOCAL.md
+    /// §12).
+    weight: f64,
 }
 
 /// The settings of a fleet.
@@ -192,7 +195,7 @@ impl Settings {
             shuffle: false,
             site: agent.site,
             local: agent.local,
-            fleet_rule: self.fleet_rule,
+            fleet_rule: Some(self.fleet_rule),
             // The sites fuse with q(u) only (the simulator's default fuses them far more
             // often, with warm-ups); FleetRegressor keeps the cadence it was tuned with.
             site_every: Some(self.fuse_every.saturating_mul(agents)),
@@ -249,7 +252,7 @@ fn stream(x: &Mat<f64>, y: &[f64], rows: &[Vec<usize>], batch: usize) -> Workloa
 fn moments(
     agents: &[&Agent],
     x: coolgp::faer::MatRef<'_, f64>,
-    rule: FleetRule,
+    (rule, weight): (FleetRule, f64),
     noise: bool,
 ) -> PyResult<(Vec<f64>, Vec<f64>)> {
     if let [a] = agents {
@@ -263,7 +266,10 @@ fn moments(
         .iter()
         .map(|a| a.local_answers(x, View::Fused).map_err(core_err))
         .collect::<PyResult<Vec<_>>>()?;
-    let combined = answers::combined(rule, &per_agent)?;
+    let combined: Vec<LocalAnswer> = answers::combined(rule, &per_agent)?
+        .iter()
+        .map(|a| a.shrunk(weight))
+        .collect();
     let var = |a: &LocalAnswer| if noise { a.var_y() } else { a.var_f() };
     Ok((
         combined.iter().map(LocalAnswer::mean).collect(),
@@ -392,11 +398,12 @@ impl FleetRegressor {
                 let ys: Vec<f64> = y.iter().map(|&v| scaler.scale_y(v)).collect();
                 let rows = split(x.nrows(), s.agents.min(x.nrows()), groups, s.seed);
                 let agents = s.run(&xs, &ys, &rows)?;
-                let var_scale = calibrate(&agents, &[s.fleet_rule]).scale(s.fleet_rule);
+                let cal = calibrate(&agents, &[s.fleet_rule]).of(s.fleet_rule);
                 Ok(Fitted {
                     agents,
                     scaler,
-                    var_scale,
+                    var_scale: cal.scale,
+                    weight: cal.weight,
                 })
             })
         })?;
@@ -439,9 +446,13 @@ impl FleetRegressor {
             .apply_x(&mut xs)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let rule = self.s.fleet_rule;
+        let weight = match agent {
+            None if self.fleet_answers() => f.weight,
+            _ => 1.0,
+        };
         let (mean, mut var) = py.detach(|| {
             fenced("predict", || {
-                moments(&chosen, xs.as_ref(), rule, include_noise)
+                moments(&chosen, xs.as_ref(), (rule, weight), include_noise)
             })
         })?;
         if agent.is_none() && self.fleet_answers() {
@@ -529,6 +540,14 @@ impl FleetRegressor {
     #[getter]
     fn var_scale_(&self) -> Option<f64> {
         self.fitted.as_ref().map(|f| f.var_scale)
+    }
+
+    /// The safety net's weight on the fleet's residual correction: predict's fleet answer is
+    /// the global model's plus this times the combined local correction, measured at fit on
+    /// the same leave-one-out answers (in [0, 1]; 1 without local memory; None before fit).
+    #[getter]
+    fn residual_weight_(&self) -> Option<f64> {
+        self.fitted.as_ref().map(|f| f.weight)
     }
 
     /// Points represented in each agent's fused model (all equal to n after fit on a tree).

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{FuseGroups, FusionChoice, SimConfig, TopologyKind};
 use crate::SimError;
-use coolgp::local::{FleetRule, UnionRule};
+use coolgp::local::{FleetRule, PoolOptions, PoolSample, UnionRule};
 
 /// Every run option. All optional so that `--config FILE` can fill what the command line omits.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -52,10 +52,10 @@ pub struct SimArgs {
     )]
     pub regions: Option<Vec<String>>,
     /// How a fleet-wide query combines the agents' answers at a test row (summary.json's
-    /// `*_fleet_query`): min-variance (the answer with the smallest predictive variance), bcm
-    /// or rbcm (default: Bayesian committee machines over the agents' local corrections, the
-    /// robust one weighing each agent by what it knows; the best measured on wind, air and
-    /// airline).
+    /// `*_fleet_query`): auto (default: the rule with the smallest error on the calibration's
+    /// held-out memory rows), min-variance (the answer with the smallest predictive
+    /// variance), most-informed, bcm or rbcm (Bayesian committee machines over the agents'
+    /// local corrections, the robust one weighing each agent by what it knows).
     #[cfg_attr(feature = "clap", arg(long, value_name = "NAME"))]
     pub fleet_rule: Option<String>,
     /// Also score the union rule for each of these k (comma-separated, e.g. 2,3): at each
@@ -67,6 +67,14 @@ pub struct SimArgs {
     /// set of agents chosen.
     #[cfg_attr(feature = "clap", arg(long, value_delimiter = ',', value_name = "K"))]
     pub union_k: Option<Vec<usize>>,
+    /// The rows the fleet fits its residual kernel on (`--local-fit fleet`): near (default:
+    /// anchor rows with their nearest rows in their own and the other agents' memories,
+    /// fitted block by block and chosen among several starts on held-out groups; sees
+    /// short-range structure such as the same day at nearby stations on every setting) or
+    /// spaced (evenly spaced rows of every memory, one exact likelihood: the fit before
+    /// issue 28). docs/LOCAL.md §11.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "NAME"))]
+    pub local_sample: Option<String>,
     /// Skip malformed rows (counted and reported) instead of stopping at the first.
     #[cfg_attr(feature = "clap", arg(long))]
     #[serde(default)]
@@ -178,7 +186,7 @@ impl From<ConfigError> for SimError {
 
 impl SimArgs {
     /// The keys of a configuration file besides [`AgentArgs::KEYS`] (the flags' names).
-    pub const KEYS: [&'static str; 32] = [
+    pub const KEYS: [&'static str; 33] = [
         "dataset",
         "data",
         "target",
@@ -189,6 +197,7 @@ impl SimArgs {
         "regions",
         "fleet-rule",
         "union-k",
+        "local-sample",
         "skip-bad-rows",
         "agents",
         "inducing",
@@ -408,28 +417,50 @@ pub fn sim_config(
         fuse_warmup: !a.no_fuse_warmup,
         fleet_rule: fleet_rule(a.fleet_rule.as_deref())?,
         union: union_rules(a.union_k.as_deref())?,
+        pool: PoolOptions {
+            sample: local_sample(a.local_sample.as_deref())?,
+            ..PoolOptions::default()
+        },
         local: agent.config.local,
         site: agent.config.site,
         ..SimConfig::default()
     })
 }
 
-/// The fleet rule named `name` (`None`: the default, [`SimConfig::default`]'s).
+/// The fleet rule named `name`: `None` for `auto` or no name (chosen on held-out rows,
+/// [`SimConfig::fleet_rule`]).
 ///
 /// # Errors
 /// [`SimError::Config`] for an unknown name, listing the known ones.
-fn fleet_rule(name: Option<&str>) -> Result<FleetRule, SimError> {
-    let Some(name) = name else {
-        return Ok(SimConfig::default().fleet_rule);
+fn fleet_rule(name: Option<&str>) -> Result<Option<FleetRule>, SimError> {
+    let Some(name) = name.filter(|n| *n != "auto") else {
+        return Ok(None);
     };
-    FleetRule::from_name(name).ok_or_else(|| {
+    FleetRule::from_name(name).map(Some).ok_or_else(|| {
         SimError::Config(format!(
-            "unknown --fleet-rule '{name}': use {}",
+            "unknown --fleet-rule '{name}': use auto, {}",
             crate::fleet::RULES
                 .iter()
                 .map(|r| r.name())
                 .collect::<Vec<_>>()
                 .join(", ")
+        ))
+    })
+}
+
+/// The pooled fit's sample named `name` (`None`: [`PoolSample::default`]).
+///
+/// # Errors
+/// [`SimError::Config`] for an unknown name, listing the known ones.
+fn local_sample(name: Option<&str>) -> Result<PoolSample, SimError> {
+    let Some(name) = name else {
+        return Ok(PoolSample::default());
+    };
+    PoolSample::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = PoolSample::ALL.iter().map(|s| s.name()).collect();
+        SimError::Config(format!(
+            "unknown --local-sample '{name}': use {}",
+            known.join(", ")
         ))
     })
 }

@@ -237,9 +237,11 @@ pub struct SimConfig {
     pub central_damping: f64,
     /// With projection groups in the workload: fuse q(u) across them or only within each.
     pub fuse_groups: FuseGroups,
-    /// How the fleet-wide query combines the agents' answers (`--fleet-rule`; default rBCM,
-    /// the best RMSE and the best-calibrated coverage measured, EXPERIMENTS.md issue 19).
-    pub fleet_rule: FleetRule,
+    /// How the fleet-wide query combines the agents' answers (`--fleet-rule`); `None` (the
+    /// default, `auto`): the rule with the smallest error on the calibration's held-out rows
+    /// ([`crate::fleet::Calibration::best`]; rBCM on the air stations, BCM on wind,
+    /// docs/LOCAL.md §12).
+    pub fleet_rule: Option<FleetRule>,
     /// The union rules also scored by the fleet-wide query (`--union-k`; none by default):
     /// an exact residual GP on the pooled rows of the k most informative agents
     /// ([`coolgp::local::union`]).
@@ -280,7 +282,7 @@ impl Default for SimConfig {
             site: SiteConfig::default(),
             central_damping: 0.01,
             fuse_groups: FuseGroups::Across,
-            fleet_rule: FleetRule::Rbcm,
+            fleet_rule: None,
             union: Vec::new(),
             local: LocalConfig::default(),
             pool: PoolOptions::default(),

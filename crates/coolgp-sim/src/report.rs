@@ -97,6 +97,12 @@ pub struct Report {
     /// The rule's variance scale, measured on the agents' leave-one-out answers at their own
     /// memory rows (docs/LOCAL.md §10; 1 without memory).
     pub fleet_query_var_scale: f64,
+    /// The safety net's weight on the residual correction, measured on the same held-out
+    /// answers (docs/LOCAL.md §12; 1 without memory): the fleet query's answers are
+    /// `global + weight · residual`.
+    pub fleet_query_weight: f64,
+    /// `rmse_fleet_query` of the answers without the safety net (weight 1).
+    pub rmse_fleet_query_unweighted: f64,
     /// `nlpd_fleet_query` of the uncalibrated answers.
     pub nlpd_fleet_query_raw: f64,
     /// `coverage95_fleet_query` of the uncalibrated answers.
@@ -105,6 +111,9 @@ pub struct Report {
     pub fleet_calibration_rows: usize,
     /// The fleet rule of the `*_fleet_query` fields (`--fleet-rule`).
     pub fleet_rule: String,
+    /// The fleet rule was chosen on the calibration's held-out rows (`--fleet-rule auto`, the
+    /// default) rather than named.
+    pub fleet_rule_auto: bool,
     /// The fleet-wide query's scores under every rule of the core (`min-variance`, `bcm`,
     /// `rbcm`, …: [`coolgp::local::FleetRule::ALL`]), on the same rows; with `--union-k`, the
     /// union rules too (`union-2`, …: [`coolgp::local::UnionRule`]).

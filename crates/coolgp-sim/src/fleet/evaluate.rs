@@ -78,7 +78,7 @@ impl Fleet<'_> {
         self.phases.calibration_cpu_s = query.calibration_cpu_s;
         let rule = query
             .rules
-            .get(self.cfg.fleet_rule.name())
+            .get(query.rule.name())
             .copied()
             .unwrap_or(QueryScores::NAN);
         let oracle = |f: fn(&QueryScores) -> f64| query.oracle.as_ref().map(f);
@@ -113,10 +113,13 @@ impl Fleet<'_> {
             nlpd_fleet_query: rule.nlpd,
             coverage95_fleet_query: rule.coverage95,
             fleet_query_var_scale: rule.var_scale,
+            fleet_query_weight: rule.weight,
+            rmse_fleet_query_unweighted: rule.rmse_unweighted,
             nlpd_fleet_query_raw: rule.nlpd_raw,
             coverage95_fleet_query_raw: rule.coverage95_raw,
             fleet_calibration_rows: query.calibration_rows,
-            fleet_rule: cfg.fleet_rule.name().into(),
+            fleet_rule: query.rule.name().into(),
+            fleet_rule_auto: cfg.fleet_rule.is_none(),
             rmse_oracle_local: oracle(|s| s.rmse),
             nlpd_oracle_local: oracle(|s| s.nlpd),
             coverage95_oracle_local: oracle(|s| s.coverage95),

@@ -41,7 +41,7 @@ use crate::report::{CurvePoint, Phases};
 use crate::workload::{TestSet, Workload};
 use crate::SimError;
 
-pub use calibrate::{calibrate, Calibration};
+pub use calibrate::{calibrate, Calibration, RuleCalibration};
 use fuse::Fusion;
 pub use pool::fit_agents_pooled;
 pub use query::{local_bytes, QueryScores, QUERY_POINTS, RULES};

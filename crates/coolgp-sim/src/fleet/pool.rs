@@ -5,8 +5,11 @@
 
 use std::time::Instant;
 
+use coolgp::local::composite::Groups;
+use coolgp::local::groups::{GroupOptions, Neighbourhood, RowRef};
 use coolgp::local::pool::{cold_due, fit_pooled, fit_pooled_selected, halves, shares, Selected};
-use coolgp::local::{FitSample, LocalFit, PoolOptions, ResidualKernel, ResidualKind};
+use coolgp::local::select::{fit_grouped_selected, GroupedFit};
+use coolgp::local::{FitSample, LocalFit, PoolOptions, PoolSample, ResidualKernel, ResidualKind};
 use coolgp::{Agent, Vocabulary};
 use rayon::prelude::*;
 
@@ -37,7 +40,13 @@ impl Fleet<'_> {
             true if opts.warm_start => (a0.local().kernel().clone(), false),
             _ => (initial.clone(), true),
         };
-        let (fitted, chosen) = if opts.validate {
+        let (fitted, chosen) = if opts.sample == PoolSample::Near {
+            let warm = (!first).then(|| start.params().to_vec());
+            match fit_agents_near(&mut self.agents, warm.as_deref(), initial.params()) {
+                Some(s) => (Some(s.params), format!("{:?} {:?}", s.chosen, s.scores)),
+                None => (None, String::new()),
+            }
+        } else if opts.validate {
             let (warm, initial) = ((!first).then_some(&start), initial.clone());
             // The stream's rows at the previous fusion (`done` still counts its batches).
             let before: usize = self.dispatch.order[..self.done]
@@ -115,6 +124,63 @@ fn fit_agents_selected(
     let selected = fit_pooled_selected(warm, initial, cold, vocab, &fit, &validation, opts)?;
     take(agents, &selected.params);
     Some(selected)
+}
+
+/// The fleet's fit on neighbourhood groups (docs/LOCAL.md §11): the anchors and their groups
+/// over every agent's memory ([`Neighbourhood`], [`GroupOptions::default`]), each group's rows
+/// with their residuals against their agent's global model ([`Agent::local_fit_rows`]), and
+/// the kernel chosen among the starts by the held-out groups' leave-one-out score
+/// ([`fit_grouped_selected`]; `warm`: the previous fleet kernel's parameters). Every agent takes
+/// it. Deterministic.
+fn fit_agents_near(
+    agents: &mut [Agent],
+    warm: Option<&[f64]>,
+    initial: &[f64],
+) -> Option<GroupedFit> {
+    let opts = GroupOptions::default();
+    let d = agents.first()?.local().memory().d();
+    let (fit, held) = {
+        let hood = Neighbourhood::new(d, agents.iter().map(|a| a.local().memory().x()).collect());
+        let (fit_anchors, held_anchors) = hood.anchors(&opts);
+        let group = |anchors: &[RowRef]| -> Vec<Vec<RowRef>> {
+            anchors.par_iter().map(|&a| hood.group(a, &opts)).collect()
+        };
+        (group(&fit_anchors), group(&held_anchors))
+    };
+    // Each agent's residuals at the rows any group uses, once.
+    let mut wanted: Vec<Vec<usize>> = vec![Vec::new(); agents.len()];
+    for &(a, i) in fit.iter().chain(&held).flatten() {
+        wanted[a].push(i);
+    }
+    wanted.iter_mut().for_each(|w| {
+        w.sort_unstable();
+        w.dedup();
+    });
+    let samples: Vec<Option<FitSample>> = agents
+        .par_iter()
+        .zip(wanted.par_iter())
+        .map(|(a, w)| (!w.is_empty()).then(|| a.local_fit_rows(w).ok()).flatten())
+        .collect();
+    let build = |groups: &[Vec<RowRef>]| {
+        let mut out = Groups::new(d);
+        for g in groups {
+            let (mut x, mut r) = (Vec::new(), Vec::new());
+            for &(a, i) in g {
+                let (Some(s), Ok(k)) = (&samples[a], wanted[a].binary_search(&i)) else {
+                    continue;
+                };
+                if s.len() == wanted[a].len() {
+                    x.extend_from_slice(&s.x()[k * d..(k + 1) * d]);
+                    r.push(s.r()[k]);
+                }
+            }
+            let _ = out.push(&x, &r);
+        }
+        out
+    };
+    let chosen = fit_grouped_selected(warm, initial, &build(&fit), &build(&held))?;
+    take(agents, &chosen.params);
+    Some(chosen)
 }
 
 /// Agent i's sample of `share[i]` memory rows ([`Agent::local_fit_sample`]; none if it cannot

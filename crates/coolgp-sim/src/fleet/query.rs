@@ -15,7 +15,7 @@ use coolgp::{Agent, View};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::calibrate::calibrate;
+use super::calibrate::{calibrate, RuleCalibration};
 use super::stream::members;
 use super::union::{cpu_seconds, UnionStats};
 use super::Fleet;
@@ -43,6 +43,11 @@ pub struct QueryScores {
     /// [`super::calibrate`]): `nlpd` and `coverage95` are of the answers with every variance
     /// times it.
     pub var_scale: f64,
+    /// The safety net's weight on the residual correction (1: the answers as combined;
+    /// [`super::calibrate`]): `rmse`, `nlpd` and `coverage95` are of the weighted answers.
+    pub weight: f64,
+    /// `rmse` of the answers as combined (weight 1).
+    pub rmse_unweighted: f64,
     /// `nlpd` of the uncalibrated answers.
     pub nlpd_raw: f64,
     /// `coverage95` of the uncalibrated answers.
@@ -56,21 +61,36 @@ impl QueryScores {
         nlpd: f64::NAN,
         coverage95: f64::NAN,
         var_scale: f64::NAN,
+        weight: f64::NAN,
+        rmse_unweighted: f64::NAN,
         nlpd_raw: f64::NAN,
         coverage95_raw: f64::NAN,
     };
 
     /// The scores of `answers` (standardized) against `y`, in original units (`y_scale`).
     fn of(answers: &[LocalAnswer], y: &[f64], y_scale: f64) -> Self {
-        Self::calibrated(answers, y, y_scale, 1.0)
+        let unit = RuleCalibration {
+            rule: FleetRule::Rbcm,
+            weight: 1.0,
+            scale: 1.0,
+            mse: f64::NAN,
+        };
+        Self::calibrated(answers, y, y_scale, &unit)
     }
 
-    /// [`QueryScores::of`] with every variance of the answers times `scale` (the raw scores
-    /// beside).
-    fn calibrated(answers: &[LocalAnswer], y: &[f64], y_scale: f64, scale: f64) -> Self {
+    /// [`QueryScores::of`] of the answers weighted by `cal.weight` with every variance times
+    /// `cal.scale` (the uncalibrated scores of the weighted answers, and the RMSE of the
+    /// unweighted ones, beside).
+    fn calibrated(answers: &[LocalAnswer], y: &[f64], y_scale: f64, cal: &RuleCalibration) -> Self {
         if y.is_empty() {
             return Self::NAN;
         }
+        let rmse_unweighted = rmse(
+            &answers.iter().map(LocalAnswer::mean).collect::<Vec<_>>(),
+            y,
+        );
+        let answers: Vec<LocalAnswer> = answers.iter().map(|a| a.shrunk(cal.weight)).collect();
+        let scale = cal.scale;
         let p = Prediction {
             mean: answers.iter().map(LocalAnswer::mean).collect(),
             var_f: answers.iter().map(LocalAnswer::var_f).collect(),
@@ -86,6 +106,8 @@ impl QueryScores {
             nlpd: scaled.nlpd(y) + y_scale.ln(),
             coverage95: coverage95(&scaled, y),
             var_scale: scale,
+            weight: cal.weight,
+            rmse_unweighted: rmse_unweighted * y_scale,
             nlpd_raw: p.nlpd(y) + y_scale.ln(),
             coverage95_raw: coverage95(&p, y),
         }
@@ -103,6 +125,8 @@ impl QueryScores {
             nlpd: avg(|s| s.nlpd),
             coverage95: avg(|s| s.coverage95),
             var_scale: avg(|s| s.var_scale),
+            weight: avg(|s| s.weight),
+            rmse_unweighted: avg(|s| s.rmse_unweighted),
             nlpd_raw: avg(|s| s.nlpd_raw),
             coverage95_raw: avg(|s| s.coverage95_raw),
         }
@@ -122,6 +146,8 @@ pub(super) struct FleetQuery {
     pub by_group: Vec<Option<f64>>,
     /// Rows the calibration was measured on ([`super::calibrate`]).
     pub calibration_rows: usize,
+    /// The rule of the run's `*_fleet_query` scores: `--fleet-rule`, or the one `auto` chose.
+    pub rule: FleetRule,
     /// CPU seconds of the calibration (the process's, all threads; 0 where unknown).
     pub calibration_cpu_s: f64,
     /// Mean rows in the agents' local memories.
@@ -147,6 +173,11 @@ impl Fleet<'_> {
         let cpu = cpu_seconds();
         let calibration = calibrate(&self.agents, RULES);
         let calibration_cpu_s = cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
+        let chosen = self
+            .cfg
+            .fleet_rule
+            .or_else(|| calibration.best())
+            .unwrap_or(FleetRule::Rbcm);
         for t in &self.work.tests {
             let w = window(t, 0, QUERY_POINTS);
             let cpu = cpu_seconds();
@@ -167,11 +198,11 @@ impl Fleet<'_> {
                     .map(|i| combine(rule, &at_row(i, &mut (0..self.agents.len()))))
                     .collect::<Option<_>>()
                     .unwrap_or_default();
-                if rule == self.cfg.fleet_rule && combined.len() == n {
+                if rule == chosen && combined.len() == n {
                     by_group.add(&w, &combined);
                 }
                 per_rule[r].push(if combined.len() == n {
-                    QueryScores::calibrated(&combined, &w.y, y_scale, calibration.scale(rule))
+                    QueryScores::calibrated(&combined, &w.y, y_scale, &calibration.of(rule))
                 } else {
                     QueryScores::NAN
                 });
@@ -208,6 +239,7 @@ impl Fleet<'_> {
             by_group: by_group.rmse(y_scale),
             calibration_rows: calibration.rows,
             calibration_cpu_s,
+            rule: chosen,
             local_points_mean: self
                 .agents
                 .iter()

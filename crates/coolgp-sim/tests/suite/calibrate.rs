@@ -8,7 +8,7 @@ use coolgp::faer::Mat;
 use coolgp::local::{combine, FleetRule, LocalAnswer, LocalConfig, LocalFit};
 use coolgp::rng::Rng;
 use coolgp::{Agent, AgentConfig, View, Vocabulary};
-use coolgp_sim::fleet::calibrate;
+use coolgp_sim::fleet::{calibrate, RuleCalibration};
 
 /// Station i's place and a row's target there on day t: a station offset, a fast anomaly
 /// shared by every station on the same day, and noise of standard deviation 0.3.
@@ -48,9 +48,9 @@ fn stations(rng: &mut Rng) -> Vec<Agent> {
         .collect()
 }
 
-/// Coverage of the 95% intervals of the rule's answers, with every variance times `scale`,
-/// on 600 fresh rows at the stations' places.
-fn coverage(agents: &[Agent], scale: f64, rng: &mut Rng) -> f64 {
+/// Coverage of the 95% intervals of the rBCM answers as `cal` turns them (weighted and
+/// scaled), on 600 fresh rows at the stations' places.
+fn coverage(agents: &[Agent], cal: &RuleCalibration, rng: &mut Rng) -> f64 {
     let n = 600;
     let x = Mat::from_fn(n, 2, |r, j| match j {
         0 => place(r % 6),
@@ -64,9 +64,7 @@ fn coverage(agents: &[Agent], scale: f64, rng: &mut Rng) -> f64 {
     let inside = (0..n)
         .filter(|&r| {
             let at: Vec<LocalAnswer> = each.iter().map(|v| v[r]).collect();
-            let c = combine(FleetRule::Rbcm, &at)
-                .expect("answers")
-                .scaled(scale);
+            let c = cal.apply(&combine(FleetRule::Rbcm, &at).expect("answers"));
             (y[r] - c.mean()).abs() <= 1.96 * c.var_y().sqrt()
         })
         .count();
@@ -92,12 +90,23 @@ fn the_scale_repairs_an_over_or_underconfident_fleet() {
         set_kernel(&mut agents, noise_sd);
         let cal = calibrate(&agents, &[FleetRule::Rbcm, FleetRule::MinVariance]);
         assert_eq!(cal.rows, 6 * 60, "512 rows asked, 360 held");
-        let s = cal.scale(FleetRule::Rbcm);
-        let raw = coverage(&agents, 1.0, &mut Rng::new(5, 9));
-        let fixed = coverage(&agents, s, &mut Rng::new(5, 9));
-        eprintln!("noise {noise_sd}: scale {s:.3}, coverage {raw:.3} -> {fixed:.3}");
+        let rbcm = cal.of(FleetRule::Rbcm);
+        let s = rbcm.scale;
+        let unit = RuleCalibration {
+            weight: 1.0,
+            scale: 1.0,
+            ..rbcm
+        };
+        let raw = coverage(&agents, &unit, &mut Rng::new(5, 9));
+        let fixed = coverage(&agents, &rbcm, &mut Rng::new(5, 9));
+        eprintln!(
+            "noise {noise_sd}: weight {:.3}, scale {s:.3}, coverage {raw:.3} -> {fixed:.3}",
+            rbcm.weight
+        );
+        // The scale is of the weighted answers (the weight moves a residual variance towards
+        // its prior, so it widens the intervals of an overconfident fleet by itself).
         if over {
-            assert!(s > 2.0 && raw < 0.85, "scale {s}, raw coverage {raw}");
+            assert!(s > 1.0 && raw < 0.85, "scale {s}, raw coverage {raw}");
         } else {
             assert!(s < 0.7 && raw > 0.99, "scale {s}, raw coverage {raw}");
         }

@@ -36,13 +36,13 @@ fn union_of_one_is_the_most_informed_answer_and_changes_nothing_else() {
     assert_eq!(r.rmse_fleet_query, plain.rmse_fleet_query);
     let one = r.fleet_query_rules["union-1"];
     let informed = r.fleet_query_rules["most-informed"];
-    // The union rules are not calibrated (docs/LOCAL.md §10): compare with the raw scores.
-    assert_eq!(one.var_scale, 1.0);
+    // The union rules are neither weighted nor calibrated (docs/LOCAL.md §10, §12): compare
+    // with the most informed answers as combined.
+    assert_eq!((one.var_scale, one.weight), (1.0, 1.0));
     assert!(
-        (one.rmse - informed.rmse).abs() < 1e-9 && (one.nlpd - informed.nlpd_raw).abs() < 1e-9,
+        (one.rmse - informed.rmse_unweighted).abs() < 1e-9,
         "union-1 {one:?} vs most-informed {informed:?}"
     );
-    assert_eq!(one.coverage95, informed.coverage95_raw);
     let two = r.fleet_query_rules["union-2"];
     assert!(two.rmse.is_finite() && two.nlpd.is_finite(), "{two:?}");
     let stats = r.fleet_query_union["union-2"];

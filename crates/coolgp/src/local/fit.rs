@@ -47,11 +47,26 @@ pub fn fit_learned(kernel: &ResidualKernel, x: &[f64], r: &[f64], first: bool) -
         p[0] = half;
         p[1] = half;
     }
+    let steps = if first { FIT_STEPS } else { WARM_STEPS };
+    ascend(p, steps, n, |p| kernel.log_marginal(p, x, r).ok())
+}
+
+/// The best point (largest objective) of `steps` Adam steps of ascent on `objective(p) / n`
+/// from `p` (log parameters, each kept in [`LOG_BOUNDS`], step size 0.05): the optimizer of
+/// every residual-kernel fit, exact ([`fit_learned`]) or composite
+/// ([`super::composite`]). `objective` returns the value and its gradient, `None` where it
+/// cannot be evaluated (the ascent stops there). `None` when no step could be evaluated.
+pub fn ascend(
+    mut p: Vec<f64>,
+    steps: usize,
+    n: usize,
+    objective: impl Fn(&[f64]) -> Option<(f64, Vec<f64>)>,
+) -> Option<Vec<f64>> {
     let (mut m1, mut m2) = (vec![0.0; p.len()], vec![0.0; p.len()]);
     let mut best: Option<(f64, Vec<f64>)> = None;
-    let steps = if first { FIT_STEPS } else { WARM_STEPS };
+    let scale = n.max(1) as f64;
     for t in 1..=steps {
-        let Ok((lml, g)) = kernel.log_marginal(&p, x, r) else {
+        let Some((lml, g)) = objective(&p) else {
             break;
         };
         if !lml.is_finite() || g.iter().any(|v| !v.is_finite()) {
@@ -62,8 +77,8 @@ pub fn fit_learned(kernel: &ResidualKernel, x: &[f64], r: &[f64], first: bool) -
         }
         let (b1, b2) = (0.9f64, 0.999f64);
         for i in 0..p.len() {
-            // Ascent on lml/n.
-            let gi = g[i] / n as f64;
+            // Ascent on objective/n.
+            let gi = g[i] / scale;
             m1[i] = b1 * m1[i] + (1.0 - b1) * gi;
             m2[i] = b2 * m2[i] + (1.0 - b2) * gi * gi;
             let mh = m1[i] / (1.0 - b1.powi(t as i32));

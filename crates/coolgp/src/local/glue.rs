@@ -108,6 +108,30 @@ impl Agent {
         FitSample::new(d, x, r)
     }
 
+    /// Memory rows `rows` (indices into the memory) and their residuals against the global
+    /// mean, as [`Agent::local_fit_sample`] gives them: the rows of the fleet's neighbourhood
+    /// groups ([`crate::local::groups`]). Empty with the memory off, or a kernel that is not
+    /// learned.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidConfig`] for a row index past the memory; as
+    /// [`Agent::mean_weights`] when neither q(u) can be factored.
+    pub fn local_fit_rows(&self, rows: &[usize]) -> Result<FitSample> {
+        let local = self.local();
+        let d = local.memory().d();
+        if local.is_empty() || local.kernel().kind() != ResidualKind::Learned {
+            return FitSample::new(d, Vec::new(), Vec::new());
+        }
+        if let Some(&i) = rows.iter().find(|&&i| i >= local.len()) {
+            return Err(crate::Error::InvalidConfig(format!(
+                "local fit row {i} is past the memory's {} rows",
+                local.len()
+            )));
+        }
+        let (x, r) = self.residuals(rows)?;
+        FitSample::new(d, x, r)
+    }
+
     /// Sets the residual kernel's parameters (the fleet's pooled fit, [`pool::fit_pooled`]) and
     /// refactors the memory's A once; the agent's own fit schedule restarts from here.
     ///

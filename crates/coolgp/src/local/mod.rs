@@ -19,14 +19,17 @@ pub mod answer;
 mod cache;
 pub mod calibrate;
 pub mod combine;
+pub mod composite;
 pub mod factor;
 pub mod fit;
 mod glue;
+pub mod groups;
 pub mod kernel;
 mod loo;
 pub mod memory;
 mod model;
 pub mod pool;
+pub mod select;
 pub mod snapshot;
 #[cfg(test)]
 mod tests;
@@ -37,7 +40,7 @@ pub use combine::{combine, FleetRule};
 pub use kernel::ResidualKernel;
 pub use loo::HeldOutRows;
 pub use model::LocalModel;
-pub use pool::{FitSample, PoolOptions};
+pub use pool::{FitSample, PoolOptions, PoolSample};
 pub use snapshot::LocalSnapshot;
 pub use union::{UnionRows, UnionRule};
 

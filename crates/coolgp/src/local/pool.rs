@@ -70,6 +70,41 @@ pub struct PoolOptions {
     /// when the stream has grown past the next power of `cold_growth` ([`COLD_GROWTH`]; 1: at
     /// every fusion).
     pub cold_growth: u64,
+    /// Which rows the fleet fits on: neighbourhood groups ([`PoolSample::Near`], the default)
+    /// or evenly spaced rows of every memory ([`PoolSample::Spaced`], the fit of the fields
+    /// above).
+    pub sample: PoolSample,
+}
+
+/// The rows of the fleet's fit of the residual kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PoolSample {
+    /// Evenly spaced rows of every memory, one exact likelihood ([`fit_pooled_selected`],
+    /// docs/LOCAL.md §9).
+    Spaced,
+    /// Anchor rows with their nearest rows fleet-wide ([`super::groups`]), the block composite
+    /// likelihood ([`super::composite`]) and a choice among several starts
+    /// ([`super::select`]; docs/LOCAL.md §11).
+    #[default]
+    Near,
+}
+
+impl PoolSample {
+    /// Every sample, in CLI order.
+    pub const ALL: [Self; 2] = [Self::Near, Self::Spaced];
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Near => "near",
+            Self::Spaced => "spaced",
+        }
+    }
+
+    /// The sample named `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
 }
 
 impl Default for PoolOptions {
@@ -81,6 +116,7 @@ impl Default for PoolOptions {
             warm_start: true,
             validate: true,
             cold_growth: COLD_GROWTH,
+            sample: PoolSample::default(),
         }
     }
 }

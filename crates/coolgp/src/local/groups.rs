@@ -1,0 +1,221 @@
+//! Neighbourhood groups for the fleet's fit of the residual kernel (issue 28; docs/LOCAL.md
+//! §11): anchor rows spread over the agents' memories, each with its nearest rows in its own
+//! memory and the nearest row of each of the nearest other agents.
+//!
+//! Why: a uniform sample of a few hundred rows drawn from memories spread over years rarely
+//! holds two rows of one day at two stations, so a fit on it sees short-range residual
+//! structure (the same day at nearby stations) only by luck (docs/LOCAL.md §9). A group puts
+//! rows close to one another into one covariance on purpose, so every fit sees it; the groups
+//! are scored and fitted by the block (composite) likelihood of [`super::composite`].
+//!
+//! The metric is the inputs over their spread in the memories, `Σ_k ((x_k − x'_k)/s_k)²`
+//! with `s_k` input k's standard deviation over every memory row: the same for every
+//! candidate kernel, so the sample does not follow the chain it feeds. Pure and deterministic
+//! (rows are chosen by index; ties go to the lower agent, then the lower row).
+
+use super::pool::{shares, spaced};
+
+/// How the groups are built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupOptions {
+    /// Anchor rows in all, over the agents ([`shares`]); the fleet fits on the even ones and
+    /// scores on the odd ones of each agent.
+    pub anchors: usize,
+    /// Nearest rows of the anchor's own memory in its group.
+    pub own: usize,
+    /// Nearest other agents whose nearest row joins the group (each agent at most one row).
+    pub others: usize,
+}
+
+/// The default: 256 anchors (128 fit groups, 128 scored), 2 own rows and 13 other agents'
+/// rows (groups of at most 16 rows). Measured in docs/LOCAL.md §11.
+pub const GROUP_OPTIONS: GroupOptions = GroupOptions {
+    anchors: 256,
+    own: 2,
+    others: 13,
+};
+
+impl Default for GroupOptions {
+    fn default() -> Self {
+        GROUP_OPTIONS
+    }
+}
+
+/// A memory row of one agent: `(agent index, row index in its memory)`.
+pub type RowRef = (usize, usize);
+
+/// The agents' memory inputs and the metric's scales (module doc).
+#[derive(Clone, Debug)]
+pub struct Neighbourhood<'a> {
+    d: usize,
+    memories: Vec<&'a [f64]>,
+    inv_scale: Vec<f64>,
+}
+
+impl<'a> Neighbourhood<'a> {
+    /// The memories `[n_a, d]` (row-major) of the agents, in agent order. An input that does not
+    /// vary over all the rows gets scale 1. A memory whose length is not a multiple of `d` is
+    /// taken as empty.
+    pub fn new(d: usize, memories: Vec<&'a [f64]>) -> Self {
+        let memories: Vec<&[f64]> = memories
+            .into_iter()
+            .map(|m| {
+                if d > 0 && m.len() % d == 0 {
+                    m
+                } else {
+                    &m[..0]
+                }
+            })
+            .collect();
+        let n: usize = memories.iter().map(|m| m.len() / d.max(1)).sum();
+        let inv_scale = (0..d)
+            .map(|k| {
+                let col = || {
+                    memories
+                        .iter()
+                        .flat_map(|m| m.chunks_exact(d).map(|r| r[k]))
+                };
+                let mean = col().sum::<f64>() / n.max(1) as f64;
+                let var = col().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n.max(1) as f64;
+                if var > 0.0 && var.is_finite() {
+                    1.0 / var.sqrt()
+                } else {
+                    1.0
+                }
+            })
+            .collect();
+        Self {
+            d,
+            memories,
+            inv_scale,
+        }
+    }
+
+    /// Rows held by agent `a`.
+    pub fn rows(&self, a: usize) -> usize {
+        self.memories.get(a).map_or(0, |m| m.len() / self.d.max(1))
+    }
+
+    /// Row `i` of agent `a`.
+    pub fn row(&self, (a, i): RowRef) -> &[f64] {
+        &self.memories[a][i * self.d..(i + 1) * self.d]
+    }
+
+    /// The anchors: each agent's share of `opts.anchors` ([`shares`]), evenly spaced in its
+    /// memory ([`spaced`]), split into the fit anchors (each agent's even ones) and the scored
+    /// ones (its odd ones).
+    pub fn anchors(&self, opts: &GroupOptions) -> (Vec<RowRef>, Vec<RowRef>) {
+        let m = self.memories.len();
+        let (mut fit, mut score) = (Vec::new(), Vec::new());
+        for (a, k) in shares(opts.anchors, m).into_iter().enumerate() {
+            for (j, i) in spaced(self.rows(a), k).into_iter().enumerate() {
+                match j % 2 {
+                    0 => fit.push((a, i)),
+                    _ => score.push((a, i)),
+                }
+            }
+        }
+        (fit, score)
+    }
+
+    /// The group of `anchor`: the anchor, its `opts.own` nearest rows in its own memory, and
+    /// the nearest row of each of the `opts.others` agents whose nearest row is nearest
+    /// (module doc). O(rows of all memories · d).
+    pub fn group(&self, anchor: RowRef, opts: &GroupOptions) -> Vec<RowRef> {
+        let x = self.row(anchor);
+        let mut own: Vec<(f64, usize)> = Vec::new();
+        let mut others: Vec<(f64, RowRef)> = Vec::new();
+        for a in 0..self.memories.len() {
+            let mut best: Option<(f64, usize)> = None;
+            for i in 0..self.rows(a) {
+                if (a, i) == anchor {
+                    continue;
+                }
+                let dist = self.distance(x, self.row((a, i)));
+                if a == anchor.0 {
+                    own.push((dist, i));
+                } else if best.is_none_or(|b| dist < b.0) {
+                    best = Some((dist, i));
+                }
+            }
+            if let Some((dist, i)) = best {
+                others.push((dist, (a, i)));
+            }
+        }
+        own.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
+        others.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
+        let mut group = vec![anchor];
+        group.extend(own.iter().take(opts.own).map(|&(_, i)| (anchor.0, i)));
+        group.extend(others.iter().take(opts.others).map(|&(_, r)| r));
+        group
+    }
+
+    /// `Σ_k ((a_k − b_k)/s_k)²`.
+    fn distance(&self, a: &[f64], b: &[f64]) -> f64 {
+        a.iter()
+            .zip(b)
+            .zip(&self.inv_scale)
+            .map(|((u, v), s)| ((u - v) * s) * ((u - v) * s))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three agents at places 0, 1, 5 (input 0), each with rows on days 0..n (input 1).
+    fn stations(n: usize) -> Vec<Vec<f64>> {
+        [0.0, 1.0, 5.0]
+            .iter()
+            .map(|&p| (0..n).flat_map(|t| [p, t as f64]).collect())
+            .collect()
+    }
+
+    #[test]
+    fn a_group_holds_the_same_day_at_the_other_agents_and_the_nearest_own_days() {
+        let s = stations(40);
+        let hood = Neighbourhood::new(2, s.iter().map(|m| m.as_slice()).collect());
+        let opts = GroupOptions {
+            anchors: 6,
+            own: 2,
+            others: 1,
+        };
+        let g = hood.group((0, 10), &opts);
+        // Own: days 9 and 11 (equally near; the lower row first); others: agent 1's day 10
+        // (agent 2 at place 5 is farther).
+        assert_eq!(g, vec![(0, 10), (0, 9), (0, 11), (1, 10)]);
+        let all = GroupOptions { others: 5, ..opts };
+        assert_eq!(hood.group((2, 3), &all)[3..], [(1, 3), (0, 3)]);
+    }
+
+    #[test]
+    fn anchors_are_spread_over_the_agents_and_split_even_odd() {
+        let s = stations(40);
+        let hood = Neighbourhood::new(2, s.iter().map(|m| m.as_slice()).collect());
+        let (fit, score) = hood.anchors(&GroupOptions {
+            anchors: 12,
+            own: 0,
+            others: 0,
+        });
+        assert_eq!(fit.len() + score.len(), 12);
+        for a in 0..3 {
+            assert_eq!(fit.iter().filter(|r| r.0 == a).count(), 2);
+            assert_eq!(score.iter().filter(|r| r.0 == a).count(), 2);
+        }
+        assert!(fit.iter().all(|r| !score.contains(r)));
+    }
+
+    #[test]
+    fn a_constant_input_and_a_ragged_memory_do_not_break_the_metric() {
+        let a = [1.0, 2.0, 1.0, 3.0];
+        let ragged = [1.0, 2.0, 3.0];
+        let hood = Neighbourhood::new(2, vec![&a, &ragged]);
+        assert_eq!(hood.rows(1), 0);
+        assert_eq!(hood.inv_scale[0], 1.0);
+        assert_eq!(
+            hood.group((0, 0), &GroupOptions::default()),
+            vec![(0, 0), (0, 1)]
+        );
+    }
+}
