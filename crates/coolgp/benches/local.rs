@@ -15,6 +15,10 @@
 //! - `local_pooled_fit/P512_d{d}`: one warm pooled fit chosen by held-out evidence
 //!   (`pool::fit_pooled_selected`, 512 fit rows and 512 validation rows, the default
 //!   `PoolOptions`): what the fitter pays once per fusion for the whole fleet.
+//! - `local_grouped_fit/G128x16_d{d}`: the default fleet fit of issue 28
+//!   (`select::fit_grouped_selected`: five starts, 60 Adam steps each of the block composite
+//!   likelihood on 128 groups of 16 rows, scored on 128 held-out groups), warm; what the
+//!   simulator's fleet pays once per fusion, beside `local_pooled_fit`.
 //! - `local_refit/B500_m100_n100_d{d}`: the same with a block that triggers the residual
 //!   kernel's refit (60 Adam steps on ≤ 256 rows; A is factored at the next answer), once per
 //!   B rows entered.
@@ -200,6 +204,38 @@ fn bench_pooled_fit(c: &mut Criterion) {
     g.finish();
 }
 
+fn bench_grouped_fit(c: &mut Criterion) {
+    use coolgp::local::composite::Groups;
+    use coolgp::local::select::fit_grouped_selected;
+    let mut g = c.benchmark_group("local_grouped_fit");
+    g.sample_size(10);
+    for &d in &DS {
+        let groups = |seed: u64| {
+            let (x, y) = block(d, 128 * 16, seed);
+            let mut out = Groups::new(d);
+            for b in 0..128 {
+                let rows = b * 16..(b + 1) * 16;
+                let xs: Vec<f64> = rows
+                    .clone()
+                    .flat_map(|i| (0..d).map(move |j| (i, j)))
+                    .map(|(i, j)| x[(i, j)])
+                    .collect();
+                out.push(&xs, &y[rows]).expect("group");
+            }
+            out
+        };
+        let (fit, held) = (groups(11), groups(12));
+        let initial = vec![0.0; d + 2];
+        let warm = fit_grouped_selected(None, &initial, &fit, &held)
+            .expect("first fit")
+            .params;
+        g.bench_function(BenchmarkId::from_parameter(format!("G128x16_d{d}")), |b| {
+            b.iter(|| fit_grouped_selected(Some(&warm), &initial, &fit, &held))
+        });
+    }
+    g.finish();
+}
+
 fn bench_predict(c: &mut Criterion) {
     let mut g = c.benchmark_group("local_predict");
     for &d in &DS {
@@ -221,6 +257,6 @@ fn bench_predict(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = common::config(1500);
-    targets = bench_block, bench_stream, bench_refit, bench_pooled_fit, bench_predict
+    targets = bench_block, bench_stream, bench_refit, bench_pooled_fit, bench_grouped_fit, bench_predict
 }
 criterion_main!(benches);

@@ -27,7 +27,7 @@ const QUICK_MEMORIES: [usize; 3] = [0, 50, 100];
 /// place columns; regions over dep_time and distance alone left the fleet query no better than
 /// the global model, regions compact in every input gave 0.89× of it; EXPERIMENTS.md, issue
 /// 19).
-const AIRLINE_REGIONS: &str = "all";
+pub(super) const AIRLINE_REGIONS: &str = "all";
 
 /// One dataset of the experiment: its label and the run's options for memory size `b`.
 struct Case {
@@ -36,7 +36,7 @@ struct Case {
 }
 
 /// The stations of `dataset`, one agent each, fleet projection, memory `b`.
-fn stations(dataset: &str, a: &ExperimentArgs, b: usize) -> SimArgs {
+pub(super) fn stations(dataset: &str, a: &ExperimentArgs, b: usize) -> SimArgs {
     SimArgs {
         dataset: Some(dataset.into()),
         agent_by: Some("station".into()),
@@ -49,7 +49,7 @@ fn stations(dataset: &str, a: &ExperimentArgs, b: usize) -> SimArgs {
 }
 
 /// Options every run shares: the seed, the fleet projection, memory `b`, no references.
-fn base(a: &ExperimentArgs, b: usize) -> SimArgs {
+pub(super) fn base(a: &ExperimentArgs, b: usize) -> SimArgs {
     SimArgs {
         seed: Some(a.seed),
         agent: AgentArgs {

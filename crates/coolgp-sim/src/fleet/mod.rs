@@ -43,10 +43,10 @@ use crate::SimError;
 
 pub use calibrate::{calibrate, Calibration, RuleCalibration};
 use fuse::Fusion;
-pub use pool::fit_agents_pooled;
+pub use pool::{fit_agents_near, fit_agents_pooled};
 pub use query::{local_bytes, QueryScores, QUERY_POINTS, RULES};
 use stream::{Cadence, Dispatch};
-pub use union::UnionStats;
+pub use union::{cpu_seconds, UnionStats};
 
 /// Progress callback: (batches done, batches total).
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);

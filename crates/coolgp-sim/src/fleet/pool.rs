@@ -132,7 +132,7 @@ fn fit_agents_selected(
 /// the kernel chosen among the starts by the held-out groups' leave-one-out score
 /// ([`fit_grouped_selected`]; `warm`: the previous fleet kernel's parameters). Every agent takes
 /// it. Deterministic.
-fn fit_agents_near(
+pub fn fit_agents_near(
     agents: &mut [Agent],
     warm: Option<&[f64]>,
     initial: &[f64],

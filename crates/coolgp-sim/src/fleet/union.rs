@@ -58,7 +58,7 @@ impl UnionStats {
 
 /// CPU seconds (user + system) of this process so far, every thread, from `/proc/self/stat`
 /// (Linux; clock ticks of 1/100 s); `None` where it cannot be read.
-pub(super) fn cpu_seconds() -> Option<f64> {
+pub fn cpu_seconds() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command name (which may hold spaces): state, ppid, …; utime and stime
     // are the 14th and 15th fields of the line, the 12th and 13th after the name.

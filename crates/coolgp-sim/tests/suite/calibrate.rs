@@ -128,3 +128,63 @@ fn agents_without_memory_give_no_rows_and_scale_one() {
     let cal = calibrate(&[a], &[FleetRule::Rbcm]);
     assert_eq!((cal.rows, cal.scale(FleetRule::Rbcm)), (0, 1.0));
 }
+
+#[test]
+fn the_safety_net_keeps_a_good_correction_and_never_leaves_the_answers_worse_than_global() {
+    // Reference: docs/LOCAL.md §12. A kernel near the truth: the weight stays near 1 and the
+    // gain is kept. A near-interpolating kernel (σ_rn = 0.001 against σ_r = 2, places
+    // unrelated): its leave-one-out answers are poor, the weight falls, and the answers stay
+    // no worse than the global model's on fresh rows (beyond 2%).
+    let mut rng = Rng::new(23, 3);
+    let mut agents = stations(&mut rng);
+    let n = 600;
+    let mut fresh = Rng::new(6, 9);
+    let x = Mat::from_fn(n, 2, |r, j| match j {
+        0 => place(r % 6),
+        _ => -3.0 + 6.0 * fresh.uniform(),
+    });
+    let y: Vec<f64> = (0..n)
+        .map(|r| target(x[(r, 0)], x[(r, 1)], &mut fresh))
+        .collect();
+    let rmse = |agents: &[Agent], cal: &RuleCalibration| {
+        let each: Vec<Vec<LocalAnswer>> = agents
+            .iter()
+            .map(|a| a.local_answers(x.as_ref(), View::Fused).expect("answers"))
+            .collect();
+        let (mut fleet, mut global) = (0.0, 0.0);
+        for r in 0..n {
+            let at: Vec<LocalAnswer> = each.iter().map(|v| v[r]).collect();
+            let c = cal.apply(&combine(FleetRule::Rbcm, &at).expect("answers"));
+            fleet += (y[r] - c.mean()).powi(2);
+            global += (y[r] - c.global_mean).powi(2);
+        }
+        ((fleet / n as f64).sqrt(), (global / n as f64).sqrt())
+    };
+    for (p, good) in [
+        ([0.0, 0.3f64.ln(), 1.0f64.ln(), 0.15f64.ln()], true),
+        (
+            [2.0f64.ln(), 0.001f64.ln(), 0.001f64.ln(), 0.5f64.ln()],
+            false,
+        ),
+    ] {
+        for a in agents.iter_mut() {
+            a.set_local_kernel_params(&p).expect("kernel");
+        }
+        let cal = calibrate(&agents, &[FleetRule::Rbcm]).of(FleetRule::Rbcm);
+        let unit = RuleCalibration { weight: 1.0, ..cal };
+        let (raw, global) = rmse(&agents, &unit);
+        let (net, _) = rmse(&agents, &cal);
+        eprintln!(
+            "good {good}: weight {:.3}, RMSE global {global:.3}, fleet {raw:.3} -> {net:.3}",
+            cal.weight
+        );
+        if good {
+            assert!(raw < 0.8 * global, "the kernel helps: {raw} vs {global}");
+            assert!(cal.weight > 0.9, "weight {}", cal.weight);
+            assert!(net <= raw * 1.01, "the gain is kept: {net} vs {raw}");
+        } else {
+            assert!(cal.weight < 0.5, "weight {}", cal.weight);
+        }
+        assert!(net <= 1.02 * global, "{net} vs global {global}");
+    }
+}

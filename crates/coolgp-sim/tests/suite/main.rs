@@ -4,6 +4,7 @@
 mod calibrate;
 mod claims;
 mod fleet;
+mod no_structure;
 mod pool;
 mod scores;
 mod union;
