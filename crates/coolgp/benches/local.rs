@@ -226,11 +226,11 @@ fn bench_grouped_fit(c: &mut Criterion) {
         };
         let (fit, held) = (groups(11), groups(12));
         let initial = vec![0.0; d + 2];
-        let warm = fit_grouped_selected(None, &initial, &fit, &held)
+        let warm = fit_grouped_selected(None, &initial, (&fit, &held), true)
             .expect("first fit")
             .params;
         g.bench_function(BenchmarkId::from_parameter(format!("G128x16_d{d}")), |b| {
-            b.iter(|| fit_grouped_selected(Some(&warm), &initial, &fit, &held))
+            b.iter(|| fit_grouped_selected(Some(&warm), &initial, (&fit, &held), true))
         });
     }
     g.finish();

@@ -40,20 +40,21 @@ impl Fleet<'_> {
             true if opts.warm_start => (a0.local().kernel().clone(), false),
             _ => (initial.clone(), true),
         };
+        // The stream's rows at the previous fusion (`done` still counts its batches).
+        let before: usize = self.dispatch.order[..self.done]
+            .iter()
+            .map(|&b| self.work.batches[b].y.len())
+            .sum();
+        let cold = cold_due(before as u64, self.points as u64, opts.cold_growth);
         let (fitted, chosen) = if opts.sample == PoolSample::Near {
             let warm = (!first).then(|| start.params().to_vec());
-            match fit_agents_near(&mut self.agents, warm.as_deref(), initial.params()) {
+            let near = fit_agents_near(&mut self.agents, warm.as_deref(), initial.params(), cold);
+            match near {
                 Some(s) => (Some(s.params), format!("{:?} {:?}", s.chosen, s.scores)),
                 None => (None, String::new()),
             }
         } else if opts.validate {
             let (warm, initial) = ((!first).then_some(&start), initial.clone());
-            // The stream's rows at the previous fusion (`done` still counts its batches).
-            let before: usize = self.dispatch.order[..self.done]
-                .iter()
-                .map(|&b| self.work.batches[b].y.len())
-                .sum();
-            let cold = cold_due(before as u64, self.points as u64, opts.cold_growth);
             let pick = (warm, &initial, cold);
             match fit_agents_selected(&mut self.agents, &self.vocab, opts, pick) {
                 Some(s) => (Some(s.params), format!("{:?} {:?}", s.chosen, s.scores)),
@@ -130,12 +131,15 @@ fn fit_agents_selected(
 /// over every agent's memory ([`Neighbourhood`], [`GroupOptions::default`]), each group's rows
 /// with their residuals against their agent's global model ([`Agent::local_fit_rows`]), and
 /// the kernel chosen among the starts by the held-out groups' leave-one-out score
-/// ([`fit_grouped_selected`]; `warm`: the previous fleet kernel's parameters). Every agent takes
+/// ([`fit_grouped_selected`]; `warm`: the previous fleet kernel's parameters; every start at
+/// the fusions where `explore`, [`cold_due`], else the warm chain alone unless its held-out
+/// errors are off). Every agent takes
 /// it. Deterministic.
 pub fn fit_agents_near(
     agents: &mut [Agent],
     warm: Option<&[f64]>,
     initial: &[f64],
+    explore: bool,
 ) -> Option<GroupedFit> {
     let opts = GroupOptions::default();
     let d = agents.first()?.local().memory().d();
@@ -178,7 +182,7 @@ pub fn fit_agents_near(
         }
         out
     };
-    let chosen = fit_grouped_selected(warm, initial, &build(&fit), &build(&held))?;
+    let chosen = fit_grouped_selected(warm, initial, (&build(&fit), &build(&held)), explore)?;
     take(agents, &chosen.params);
     Some(chosen)
 }

@@ -176,7 +176,7 @@ fn the_fit_on_neighbourhood_groups_recovers_a_known_residual_kernel_on_every_set
             let initial = agents[0].local().kernel().params().to_vec();
             let mut warm: Option<Vec<f64>> = None;
             for _ in 0..3 {
-                let f = fit_agents_near(&mut agents, warm.as_deref(), &initial).expect("fit");
+                let f = fit_agents_near(&mut agents, warm.as_deref(), &initial, true).expect("fit");
                 warm = Some(f.params);
             }
             let p = warm.expect("fitted");

@@ -19,7 +19,7 @@
 use super::composite::{self, Groups};
 use super::fit::{ascend, FIT_STEPS};
 use super::kernel::LOG_BOUNDS;
-use super::pool::{HeldOut, CALIBRATE_ABOVE};
+use super::pool::{HeldOut, CALIBRATE_ABOVE, COLD_ABOVE};
 
 /// Held-out log density per scored row by which a candidate must beat the warm chain's
 /// continuation to replace it. Measured in docs/LOCAL.md §11.
@@ -55,14 +55,16 @@ pub struct GroupedFit {
 
 /// The fit chosen by held-out evidence (module doc). `warm`: the previous fleet kernel's
 /// parameters, `initial`: the agents' initial ones (both `[ln σ_r, ln σ_rn, ln ℓ_1..d]`),
-/// `fit` and `held` the fit and scored groups (of width `initial.len() − 2`), `anchors`
-/// the position of each fit group's anchor (its first row). `None` when no candidate could be
+/// `fit` and `held` the fit and scored groups (of width `initial.len() − 2`). With `explore`
+/// false and a warm start whose held-out msr is at most [`COLD_ABOVE`], the warm chain's
+/// continuation alone is fitted (the other starts at the fusions the caller picks, as the
+/// pooled fit's cold candidate: [`super::pool::cold_due`]). `None` when no candidate could be
 /// fitted and scored. Deterministic.
 pub fn fit_grouped_selected(
     warm: Option<&[f64]>,
     initial: &[f64],
-    fit: &Groups,
-    held: &Groups,
+    (fit, held): (&Groups, &Groups),
+    explore: bool,
 ) -> Option<GroupedFit> {
     let d = initial.len().checked_sub(2)?;
     if fit.d() != d || held.d() != d || fit.is_empty() || held.is_empty() {
@@ -100,6 +102,12 @@ pub fn fit_grouped_selected(
     let rows = fit.rows();
     let mut out: Option<GroupedFit> = None;
     for (start, p0) in starts {
+        let settled = out
+            .as_ref()
+            .is_some_and(|o| o.chosen == Start::Warm && o.scores[0].1.msr <= COLD_ABOVE);
+        if !explore && settled {
+            break;
+        }
         let Some(p) = ascend(p0, FIT_STEPS, rows, |p| composite::log_likelihood(p, fit)) else {
             continue;
         };
@@ -228,7 +236,7 @@ mod tests {
     fn the_short_start_finds_a_short_lengthscale_that_a_long_start_misses() {
         let (fit, held) = (field(1, 60), field(2, 60));
         let initial = [0.0, 0.0, 0.0, 0.0];
-        let f = fit_grouped_selected(None, &initial, &fit, &held).expect("fit");
+        let f = fit_grouped_selected(None, &initial, (&fit, &held), true).expect("fit");
         let l1 = f.params[3].exp();
         assert!(l1 < 0.2, "lengthscale of input 1: {l1} ({:?})", f.chosen);
         assert!(
@@ -249,9 +257,9 @@ mod tests {
     #[test]
     fn the_warm_chain_stays_unless_beaten_by_the_margin() {
         let (fit, held) = (field(3, 40), field(4, 40));
-        let first = fit_grouped_selected(None, &[0.0; 4], &fit, &held).expect("fit");
-        let again =
-            fit_grouped_selected(Some(&first.params), &[0.0; 4], &fit, &held).expect("refit");
+        let first = fit_grouped_selected(None, &[0.0; 4], (&fit, &held), true).expect("fit");
+        let again = fit_grouped_selected(Some(&first.params), &[0.0; 4], (&fit, &held), true)
+            .expect("refit");
         assert_eq!(again.scores[0].0, Start::Warm);
         let warm = again.scores[0].1.log_density;
         let best = again
@@ -269,7 +277,7 @@ mod tests {
     #[test]
     fn mismatched_or_empty_groups_give_none() {
         let g = field(5, 4);
-        assert!(fit_grouped_selected(None, &[0.0; 3], &g, &g).is_none());
-        assert!(fit_grouped_selected(None, &[0.0; 4], &Groups::new(2), &g).is_none());
+        assert!(fit_grouped_selected(None, &[0.0; 3], (&g, &g), true).is_none());
+        assert!(fit_grouped_selected(None, &[0.0; 4], (&Groups::new(2), &g), true).is_none());
     }
 }
