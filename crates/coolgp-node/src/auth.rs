@@ -340,8 +340,9 @@ impl Roster {
 
 /// A node's signing key and its fleet's roster.
 pub struct Auth {
-    /// Signs outgoing messages.
-    pub signer: Signer,
+    /// Signs outgoing messages (shared with the pooled fit's jobs, which sign their requests
+    /// for rows off the node's loop).
+    pub signer: std::sync::Arc<Signer>,
     /// Verifies incoming ones.
     pub roster: Roster,
 }
@@ -356,7 +357,10 @@ impl Auth {
         let roster = Roster::load(dir, fleet)?;
         let signer = Signer::load(dir, id)?;
         match roster.key(id) {
-            Some(pk) if pk == signer.public_key() => Ok(Self { signer, roster }),
+            Some(pk) if pk == signer.public_key() => Ok(Self {
+                signer: std::sync::Arc::new(signer),
+                roster,
+            }),
             Some(_) => Err(NodeError::Tls {
                 path: tls::node_key(dir, id),
                 reason: format!("does not match node-{id}.pem"),

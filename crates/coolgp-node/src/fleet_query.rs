@@ -327,7 +327,7 @@ pub async fn calibrate(
         view,
         parts: true,
         held_out: Some(k),
-        fit_sample: None,
+        ..PredictRequest::default()
     };
     // Nodes that do not share rows answer with an error: wait for them at most OFFER_WAIT.
     let mut held = gather(session, fleet, (&ask, signer), timeout.min(OFFER_WAIT)).await?;

@@ -155,8 +155,7 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
         x: table.rows,
         view: Some(args.view.clone()),
         parts: args.parts,
-        held_out: None,
-        fit_sample: None,
+        ..PredictRequest::default()
     };
     let timeout = Duration::from_millis(args.timeout_ms);
     // `--sign-as ID` (clap requires --tls with it): the member key that signs row requests.

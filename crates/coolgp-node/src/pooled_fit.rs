@@ -10,7 +10,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use coolgp::local::composite::Groups;
+use coolgp::local::groups::GroupOptions;
 use coolgp::local::pool::{fit_pooled_selected, halves};
+use coolgp::local::select::fit_grouped_selected;
 use coolgp::local::{FitSample, PoolOptions, ResidualKernel};
 use coolgp::Vocabulary;
 use coolgp_data::Standardizer;
@@ -19,7 +22,7 @@ use zenoh::query::{ConsolidationMode, QueryTarget};
 use crate::auth::Signer;
 use crate::keys;
 use crate::row_auth::sign_request;
-use crate::status::{OfferedRows, PredictReply, PredictRequest};
+use crate::status::{NearRequest, OfferedRows, PredictReply, PredictRequest};
 
 /// A pooled fit is due when the fused model's points have grown by this fraction since the
 /// last one (the simulator fits after each of its ~10 fusions of the stream).
@@ -62,11 +65,188 @@ impl SampleRequest {
             fit_sample: Some(k),
             ..PredictRequest::default()
         };
+        Self::of(&req, fleet, signer, at_ms)
+    }
+
+    /// The request `req`, signed as [`SampleRequest::new`] signs.
+    pub fn of(
+        req: &PredictRequest,
+        fleet: &str,
+        signer: Option<(&Signer, u64)>,
+        at_ms: u64,
+    ) -> Self {
         // A struct of plain fields always serializes.
-        let body = serde_json::to_vec(&req).unwrap_or_default();
+        let body = serde_json::to_vec(req).unwrap_or_default();
         let attachment = signer.map(|(s, by)| sign_request(s, fleet, by, at_ms, &body));
         Self { body, attachment }
     }
+}
+
+/// Rows each node offers per anchor in the request for rows near the anchors: the anchor's
+/// own node offers the anchor itself among them, so 3 leaves it
+/// [`coolgp::local::groups::GROUP_OPTIONS`]`.own` = 2.
+pub const NEAR_ROWS: usize = 3;
+
+/// One anchor of the fit on neighbourhood groups (docs/LOCAL.md §11): its node, its row and
+/// residual in this node's standardized units, and whether its group is held out (scored)
+/// rather than fitted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Anchor {
+    /// The node it came from.
+    pub node: u64,
+    /// Its inputs `[d]`.
+    pub x: Vec<f64>,
+    /// Its residual.
+    pub r: f64,
+    /// Scored, not fitted (each node's odd rows).
+    pub held: bool,
+}
+
+/// The anchors of the nodes' samples (node-id order): each sample's even rows fit, its odd
+/// rows are held out, as in the simulator ([`coolgp::local::groups::Neighbourhood::anchors`]).
+pub fn anchors(samples: &BTreeMap<u64, FitSample>) -> Vec<Anchor> {
+    samples
+        .iter()
+        .flat_map(|(&node, s)| {
+            let d = s.d();
+            (0..s.len()).map(move |i| Anchor {
+                node,
+                x: s.x()[i * d..(i + 1) * d].to_vec(),
+                r: s.r()[i],
+                held: i % 2 == 1,
+            })
+        })
+        .collect()
+}
+
+/// The metric's inverse scale per input: one over the anchors' standard deviation (1 for an
+/// input they do not vary in), the simulator's metric estimated on the anchors.
+pub fn inv_scale(anchors: &[Anchor], d: usize) -> Vec<f64> {
+    let n = anchors.len().max(1) as f64;
+    (0..d)
+        .map(|j| {
+            let mean = anchors.iter().map(|a| a.x[j]).sum::<f64>() / n;
+            let var = anchors.iter().map(|a| (a.x[j] - mean).powi(2)).sum::<f64>() / n;
+            if var > 0.0 && var.is_finite() {
+                1.0 / var.sqrt()
+            } else {
+                1.0
+            }
+        })
+        .collect()
+}
+
+/// The request for rows near `anchors` ([`PredictRequest::near`]): the anchors in original
+/// units (this node's `inputs`, unstandardized by `scaler`) and the metric's scale per input in
+/// original units (`1/inv` times the input's standard deviation).
+pub fn near_request(
+    anchors: &[Anchor],
+    inputs: &[String],
+    scaler: Option<&Standardizer>,
+    inv: &[f64],
+) -> PredictRequest {
+    let unscale = |j: usize, v: f64| scaler.map_or(v, |s| s.mean[j] + s.std[j] * v);
+    let std = |j: usize| scaler.map_or(1.0, |s| s.std[j]);
+    PredictRequest {
+        columns: Some(inputs.to_vec()),
+        x: anchors
+            .iter()
+            .map(|a| {
+                a.x.iter()
+                    .enumerate()
+                    .map(|(j, &v)| unscale(j, v))
+                    .collect()
+            })
+            .collect(),
+        near: Some(NearRequest {
+            k: NEAR_ROWS,
+            scale: inv.iter().enumerate().map(|(j, s)| std(j) / s).collect(),
+        }),
+        ..PredictRequest::default()
+    }
+}
+
+/// The fit and held-out groups (docs/LOCAL.md §11) from the anchors and each node's rows near
+/// them (`near`: node → its rows, `k` per anchor in anchor order, this node's standardized
+/// units): each group is the anchor, the nearest `opts.own` rows of its own node other than
+/// the anchor itself, and the nearest row of each of the `opts.others` nodes whose nearest row
+/// is nearest (ties: the lower node id). A node whose reply does not hold the same number of
+/// rows for every anchor is left out.
+pub fn near_groups(
+    anchors: &[Anchor],
+    near: &BTreeMap<u64, FitSample>,
+    inv: &[f64],
+    opts: &GroupOptions,
+) -> (Groups, Groups) {
+    let d = inv.len();
+    let dist = |a: &[f64], b: &[f64]| -> f64 {
+        a.iter()
+            .zip(b)
+            .zip(inv)
+            .map(|((u, v), s)| ((u - v) * s).powi(2))
+            .sum()
+    };
+    let per: BTreeMap<u64, (&FitSample, usize)> = near
+        .iter()
+        .filter(|(_, s)| s.d() == d && !anchors.is_empty() && s.len() % anchors.len() == 0)
+        .map(|(&id, s)| (id, (s, s.len() / anchors.len())))
+        .filter(|(_, (_, k))| *k > 0)
+        .collect();
+    let (mut fit, mut held) = (Groups::new(d), Groups::new(d));
+    for (i, a) in anchors.iter().enumerate() {
+        let (mut x, mut r) = (a.x.clone(), vec![a.r]);
+        let mut others: Vec<(f64, u64, usize)> = Vec::new();
+        for (&id, &(s, k)) in &per {
+            let rows = i * k..(i + 1) * k;
+            if id == a.node {
+                let own = rows
+                    .filter(|&j| dist(&s.x()[j * d..(j + 1) * d], &a.x) > 1e-16)
+                    .take(opts.own);
+                for j in own {
+                    x.extend_from_slice(&s.x()[j * d..(j + 1) * d]);
+                    r.push(s.r()[j]);
+                }
+            } else {
+                let j = rows.start;
+                others.push((dist(&s.x()[j * d..(j + 1) * d], &a.x), id, j));
+            }
+        }
+        others.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
+        for &(_, id, j) in others.iter().take(opts.others) {
+            let s = per[&id].0;
+            x.extend_from_slice(&s.x()[j * d..(j + 1) * d]);
+            r.push(s.r()[j]);
+        }
+        let into = if a.held { &mut held } else { &mut fit };
+        // Finite rows of width d (to_sample checked them).
+        let _ = into.push(&x, &r);
+    }
+    (fit, held)
+}
+
+/// The fit on neighbourhood groups (docs/LOCAL.md §11) as the simulator makes it
+/// ([`fit_grouped_selected`]: every start at the first fit and when a cold candidate is due,
+/// else the warm chain unless its held-out errors are off). `None`: no fit (no groups).
+pub fn fit_near(start: &Start, (fit, held): (&Groups, &Groups)) -> Option<Vec<f64>> {
+    let warm = start.warm.as_ref().map(|w| w.params().to_vec());
+    let explore = start.cold || warm.is_none();
+    fit_grouped_selected(
+        warm.as_deref(),
+        start.initial.params(),
+        (fit, held),
+        explore,
+    )
+    .map(|s| {
+        tracing::info!(
+            groups = fit.len() + held.len(),
+            rows = fit.rows() + held.rows(),
+            chosen = ?s.chosen,
+            scores = ?s.scores,
+            params = ?s.params,
+            "pooled fit on neighbourhood groups: chosen"
+        );
+        s.params
+    })
 }
 
 /// Each node's sample in one get: agent id → its offered rows; replies that are not a valid
@@ -256,5 +436,64 @@ mod tests {
         assert!(parse_sample(&bytes)
             .unwrap_err()
             .contains("2 values for 1 columns"));
+    }
+
+    /// Node `id`'s rows as a sample of width 2 (input 0: its place, input 1: the day).
+    fn rows(id: u64, days: &[f64], r: f64) -> FitSample {
+        let x = days.iter().flat_map(|&t| [id as f64, t]).collect();
+        FitSample::new(2, x, vec![r; days.len()]).expect("sample")
+    }
+
+    #[test]
+    fn groups_hold_the_anchor_its_own_nearest_rows_and_the_nearest_other_nodes() {
+        let samples: BTreeMap<u64, FitSample> =
+            [(1, rows(1, &[10.0, 20.0], 0.1)), (2, rows(2, &[15.0], 0.2))].into();
+        let a = anchors(&samples);
+        assert_eq!(a.len(), 3);
+        assert_eq!(
+            (a[0].node, a[0].held, a[1].held, a[2].node),
+            (1, false, true, 2)
+        );
+        let inv = inv_scale(&a, 2);
+        // Each node offers 2 rows per anchor, nearest first: node 1 holds days 10, 11, 20, 21;
+        // node 2 days 14, 15, 16; node 3 day 100.
+        let near: BTreeMap<u64, FitSample> = [
+            (1, rows(1, &[10.0, 11.0, 20.0, 21.0, 11.0, 10.0], 1.0)),
+            (2, rows(2, &[14.0, 16.0, 16.0, 14.0, 15.0, 14.0], 2.0)),
+            (3, rows(3, &[100.0, 100.0, 100.0, 100.0, 100.0, 100.0], 3.0)),
+            (4, rows(4, &[1.0], 4.0)), // not 2 rows per anchor: left out
+        ]
+        .into();
+        let opts = GroupOptions {
+            anchors: 3,
+            own: 2,
+            others: 1,
+        };
+        let (fit, held) = near_groups(&a, &near, &inv, &opts);
+        assert_eq!((fit.len(), held.len()), (2, 1));
+        // Anchor day 10 at node 1: itself, its own day 11 (day 10 is the anchor), node 2's
+        // day 14 (node 3 is farther).
+        let (x, r) = fit.group(0);
+        assert_eq!(x, &[1.0, 10.0, 1.0, 11.0, 2.0, 14.0]);
+        assert_eq!(r, &[0.1, 1.0, 2.0]);
+        // Anchor day 15 at node 2: itself, its own day 14, node 1's day 11.
+        let (x, _) = fit.group(1);
+        assert_eq!(x, &[2.0, 15.0, 2.0, 14.0, 1.0, 11.0]);
+        // The request carries the anchors in original units and the metric's scale.
+        let scaler = Standardizer {
+            mean: vec![0.0, 10.0],
+            std: vec![1.0, 2.0],
+            y_mean: 0.0,
+            y_std: 1.0,
+        };
+        let req = near_request(
+            &a[..1],
+            &["p".into(), "t".into()],
+            Some(&scaler),
+            &[0.5, 0.25],
+        );
+        assert_eq!(req.x, vec![vec![1.0, 30.0]]);
+        let near = req.near.expect("a near request");
+        assert_eq!((near.k, near.scale), (NEAR_ROWS, vec![2.0, 8.0]));
     }
 }

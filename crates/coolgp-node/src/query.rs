@@ -17,9 +17,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use zenoh::query::Query;
 
 use crate::row_auth::RowPolicy;
-use crate::status::{AnswerParts, ErrorReply, OfferedRows, PredictReply, PredictRequest};
+use crate::status::{
+    AnswerParts, ErrorReply, OfferedRows, PredictReply, PredictRequest, MAX_NEAR_ROWS,
+};
 use coolgp::local::calibrate::offered_rows;
-use coolgp::local::LocalAnswer;
+use coolgp::local::groups::nearest;
+use coolgp::local::{FitSample, LocalAnswer};
 
 /// Most rows one predict query may carry.
 pub const MAX_QUERY_ROWS: usize = 100_000;
@@ -210,7 +213,7 @@ pub fn predict(
         "own" => View::Own,
         other => return Err(format!("unknown view '{other}': use fused or own")),
     };
-    if req.held_out.is_some() || req.fit_sample.is_some() {
+    if req.held_out.is_some() || req.fit_sample.is_some() || req.near.is_some() {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -228,6 +231,13 @@ pub fn predict(
     }
     if let Some(k) = req.fit_sample {
         return fit_sample(model, k.min(MAX_QUERY_ROWS));
+    }
+    if let Some(near) = &req.near {
+        let scale: Vec<f64> = idx
+            .iter()
+            .map(|&c| near.scale.get(c).copied().unwrap_or(f64::NAN))
+            .collect();
+        return near_rows(model, x.as_ref(), &scale, near.k.min(MAX_NEAR_ROWS));
     }
     // The global fused model and, with a local memory, its residual GP's correction.
     let answers = model
@@ -280,6 +290,59 @@ fn unscale_x(sc: Option<&Standardizer>, j: usize, v: f64) -> f64 {
 /// The agent's own error.
 fn fit_sample(model: &QueryModel, k: usize) -> std::result::Result<PredictReply, String> {
     let s = model.agent.local_fit_sample(k).map_err(|e| e.to_string())?;
+    Ok(PredictReply {
+        fit_sample: Some(offered(model, &s)),
+        ..PredictReply::default()
+    })
+}
+
+/// The fit on neighbourhood groups' request (docs/LOCAL.md §11): for each row of `x` (this
+/// agent's standardized units), the `k` memory rows nearest to it in the metric whose scale
+/// per input, in original units, is `scale`, with their residuals; in original units (as
+/// [`fit_sample`]), `k` rows per row of `x` in its order (fewer only with fewer memory rows).
+///
+/// # Errors
+/// A scale that is not finite and positive; the agent's own error.
+fn near_rows(
+    model: &QueryModel,
+    x: coolgp::faer::MatRef<'_, f64>,
+    scale: &[f64],
+    k: usize,
+) -> std::result::Result<PredictReply, String> {
+    if let Some(j) = scale.iter().position(|s| !(s.is_finite() && *s > 0.0)) {
+        return Err(format!(
+            "near: the scale of input '{}' must be finite and positive",
+            model.inputs.get(j).map_or("?", String::as_str)
+        ));
+    }
+    let sc = model.scaler.as_ref();
+    // x_std = (x − mean)/std, so (Δx/scale)² = (Δx_std · std/scale)².
+    let inv: Vec<f64> = scale
+        .iter()
+        .enumerate()
+        .map(|(j, s)| sc.map_or(1.0, |c| c.std[j]) / s)
+        .collect();
+    let mem = model.agent.local().memory();
+    let d = mem.d();
+    let mut rows = Vec::with_capacity(x.nrows() * k);
+    let mut q = vec![0.0; d];
+    for i in 0..x.nrows() {
+        q.iter_mut().enumerate().for_each(|(j, v)| *v = x[(i, j)]);
+        rows.extend(nearest(mem.x(), d, &q, &inv, k).into_iter().map(|(_, r)| r));
+    }
+    let s = model
+        .agent
+        .local_fit_rows(&rows)
+        .map_err(|e| e.to_string())?;
+    Ok(PredictReply {
+        fit_sample: Some(offered(model, &s)),
+        ..PredictReply::default()
+    })
+}
+
+/// A sample in this agent's standardized units as offered rows in original units: inputs
+/// unstandardized, residuals times y's standard deviation.
+fn offered(model: &QueryModel, s: &FitSample) -> OfferedRows {
     let (d, sc) = (s.d(), model.scaler.as_ref());
     let x = (0..s.len())
         .map(|i| (0..d).map(|j| unscale_x(sc, j, s.x()[i * d + j])).collect())
@@ -289,14 +352,11 @@ fn fit_sample(model: &QueryModel, k: usize) -> std::result::Result<PredictReply,
         .iter()
         .map(|&r| sc.map_or(r, |c| r * c.y_std))
         .collect();
-    Ok(PredictReply {
-        fit_sample: Some(OfferedRows {
-            columns: model.inputs.clone(),
-            x,
-            y,
-        }),
-        ..PredictReply::default()
-    })
+    OfferedRows {
+        columns: model.inputs.clone(),
+        x,
+        y,
+    }
 }
 
 /// `answers` in original units (the standardization undone): the reply's mean and variances,

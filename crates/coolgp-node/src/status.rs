@@ -322,7 +322,26 @@ pub struct PredictRequest {
     /// rows are raw data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit_sample: Option<usize>,
+    /// Instead of answering at `x`: offer, for each row of `x` (the fitter's anchors), the
+    /// agent's memory rows nearest to it, with their residuals ([`PredictReply::fit_sample`],
+    /// `k` rows per row of `x` in `x`'s order; the fit on neighbourhood groups, docs/LOCAL.md
+    /// §11). The rows are raw data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near: Option<NearRequest>,
 }
+
+/// A request for memory rows near given rows ([`PredictRequest::near`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NearRequest {
+    /// Rows per row of `x` (at most [`MAX_NEAR_ROWS`]).
+    pub k: usize,
+    /// The metric's scale of each column of `x`, in original units: rows are near when
+    /// `Σ_j ((x_j − x'_j)/scale_j)²` is small.
+    pub scale: Vec<f64>,
+}
+
+/// The most rows a node offers per row of a [`NearRequest`].
+pub const MAX_NEAR_ROWS: usize = 16;
 
 /// An agent's memory rows offered to a peer, in original units: for calibration
 /// ([`PredictRequest::held_out`]: `y` the targets; the reply's answers are its leave-one-out

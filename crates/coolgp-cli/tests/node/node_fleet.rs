@@ -573,10 +573,7 @@ fn fused_predictions(fleet: &Fleet, n: usize, x: &[Vec<f64>]) -> Vec<Option<Vec<
     let req = coolgp_node::status::PredictRequest {
         columns: None,
         x: x.to_vec(),
-        view: None,
-        parts: false,
-        held_out: None,
-        fit_sample: None,
+        ..Default::default()
     };
     let client = fleet.client.as_ref().expect("client");
     (0..n)

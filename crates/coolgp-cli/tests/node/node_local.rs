@@ -494,7 +494,10 @@ fn a_fitter_added_with_certs_add_gets_rows_and_its_kernel_taken_beyond_its_neigh
     loop {
         let kernel = |i| fleet.status(i, false).map(|s| s.local_kernel);
         let (k0, k2) = (kernel(0), kernel(2));
-        if k0.is_some() && k0 == k2 && log(0).contains("samples=3") {
+        // Three anchor samples, and all three nodes answered the signed request for rows near
+        // the anchors (the fit on neighbourhood groups, docs/LOCAL.md §11).
+        let near = log(0).contains("nodes=3") && log(0).contains("neighbourhood groups: chosen");
+        if k0.is_some() && k0 == k2 && log(0).contains("samples=3") && near {
             break;
         }
         assert!(
@@ -576,6 +579,13 @@ fn nodes_with_the_fleet_fit_pool_their_samples_and_learn_the_place_lengthscale()
                 st.len() == 3 && st.iter().all(|s| s.local_kernel == st[0].local_kernel),
                 "one kernel for the fleet: {:?}",
                 st.iter().map(|s| &s.local_kernel).collect::<Vec<_>>()
+            );
+            // The fitter fitted on neighbourhood groups of all three nodes' rows
+            // (docs/LOCAL.md §11), not the spaced fallback.
+            let logs = fleet.logs();
+            assert!(
+                logs.contains("neighbourhood groups: chosen") && !logs.contains("no rows near"),
+                "{logs}"
             );
         }
         place.push(st.iter().map(|s| s.local_kernel[2]).collect::<Vec<f64>>());

@@ -437,10 +437,7 @@ fn rounds_keep_running_while_a_100k_row_query_is_computed() {
         let req = |x: Vec<Vec<f64>>| PredictRequest {
             columns: None,
             x,
-            view: None,
-            parts: false,
-            held_out: None,
-            fit_sample: None,
+            ..Default::default()
         };
         let too_many = c.predict(
             &name,

@@ -6,18 +6,25 @@
 //! [`FOLLOW_EVERY`] and takes its kernel whenever the fitter has made a new fit. A later round
 //! applies a result; one job at a time.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use coolgp::local::groups::GROUP_OPTIONS;
 use coolgp::local::pool::{cold_due, COLD_GROWTH};
-use coolgp::local::{LocalFit, PoolOptions, ResidualKernel, ResidualKind};
+use coolgp::local::{FitSample, LocalFit, ResidualKernel, ResidualKind};
 use coolgp::Vocabulary;
 use tokio::sync::oneshot;
 
 use super::Node;
 use crate::auth::PublicKey;
+use crate::auth::Signer;
 use crate::client::fetch_status;
 use crate::kernel_auth::KernelClaim;
-use crate::pooled_fit::{due, fetch_samples, fit, to_sample, SampleRequest, Start, SAMPLE_TIMEOUT};
+use crate::pooled_fit::{
+    anchors, due, fetch_samples, fit, fit_near, inv_scale, near_groups, near_request, to_sample,
+    SampleRequest, Start, SAMPLE_TIMEOUT,
+};
 use crate::status::Status;
 
 /// How often a node that is not the fitter asks the fitter's status for its kernel.
@@ -140,12 +147,21 @@ impl Node {
             "pooled fit: started"
         );
         p.last_points = now;
-        let k = 2 * PoolOptions::default().rows.div_ceil(members);
-        let signer = self.peers.auth.as_ref().map(|a| (&a.signer, self.s.id));
-        let request = SampleRequest::new(k, &self.s.fleet, signer, super::unix_ms());
+        // The anchors of the fit on neighbourhood groups: each member's share of
+        // GROUP_OPTIONS.anchors (the even ones fit, the odd ones are scored); the spaced
+        // pooled fit of docs/LOCAL.md §9 on the same rows if no node offers rows near them.
+        let k = GROUP_OPTIONS.anchors.div_ceil(members).max(2);
+        let signer = self
+            .peers
+            .auth
+            .as_ref()
+            .map(|a| (a.signer.clone(), self.s.id));
+        let signing = signer.as_ref().map(|(s, id)| (&**s, *id));
+        let request = SampleRequest::new(k, &self.s.fleet, signing, super::unix_ms());
         let job = Job {
             session: session.clone(),
             fleet: self.s.fleet.clone(),
+            signer,
             request,
             inputs: self.inputs.layout.inputs.clone(),
             scaler: self.inputs.scaler.clone(),
@@ -221,6 +237,8 @@ fn signed_by(key: Option<Option<PublicKey>>, fleet: &str, fitter: u64, s: &Statu
 struct Job {
     session: zenoh::Session,
     fleet: String,
+    /// Signs the second request (rows near the anchors) in a TLS fleet.
+    signer: Option<(Arc<Signer>, u64)>,
     request: SampleRequest,
     inputs: Vec<String>,
     scaler: Option<coolgp_data::Standardizer>,
@@ -229,30 +247,57 @@ struct Job {
 }
 
 impl Job {
-    /// Gathers the samples (the request's rows of each node), converts them, fits on a
-    /// blocking thread; `None` if nothing could be fitted.
+    /// Gathers the anchors (the request's rows of each node) and every node's rows near them,
+    /// converts them, fits on neighbourhood groups on a blocking thread (docs/LOCAL.md §11);
+    /// if no node offers rows near the anchors, the pooled fit of §9 on the anchors. `None`
+    /// if nothing could be fitted.
     async fn run(self) -> Option<Vec<f64>> {
+        let samples = self.gather(&self.request).await;
+        tracing::info!(samples = samples.len(), "pooled fit: anchors gathered");
+        let anchors = anchors(&samples);
+        let d = self.inputs.len();
+        let inv = inv_scale(&anchors, d);
+        let near = near_request(&anchors, &self.inputs, self.scaler.as_ref(), &inv);
+        let signing = self.signer.as_ref().map(|(s, id)| (&**s, *id));
+        let near = SampleRequest::of(&near, &self.fleet, signing, super::unix_ms());
+        let near = self.gather(&near).await;
+        tracing::info!(
+            nodes = near.len(),
+            "pooled fit: rows near the anchors gathered"
+        );
+        let (start, vocab) = (self.start, self.vocab);
+        tokio::task::spawn_blocking(move || {
+            let (fit_groups, held) = near_groups(&anchors, &near, &inv, &GROUP_OPTIONS);
+            if fit_groups.is_empty() || held.is_empty() {
+                tracing::warn!("pooled fit: no rows near the anchors; the spaced pooled fit");
+                let samples: Vec<FitSample> = samples.into_values().collect();
+                return fit(&start, &vocab, &samples);
+            }
+            fit_near(&start, (&fit_groups, &held))
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// Each node's reply to `request` in this node's standardized units, by node id; replies
+    /// that are refused or cannot be converted are logged and left out.
+    async fn gather(&self, request: &SampleRequest) -> BTreeMap<u64, FitSample> {
         let (rows, dropped) =
-            fetch_samples(&self.session, &self.fleet, &self.request, SAMPLE_TIMEOUT).await;
+            fetch_samples(&self.session, &self.fleet, request, SAMPLE_TIMEOUT).await;
         for (peer, why) in dropped {
             tracing::warn!(%peer, %why, "pooled fit: sample dropped");
         }
-        tracing::info!(samples = rows.len(), "pooled fit: samples gathered");
-        let samples: Vec<_> = rows
-            .iter()
+        rows.iter()
             .filter_map(
-                |(id, r)| match to_sample(r, &self.inputs, self.scaler.as_ref()) {
-                    Ok(s) => Some(s),
+                |(&id, r)| match to_sample(r, &self.inputs, self.scaler.as_ref()) {
+                    Ok(s) => Some((id, s)),
                     Err(why) => {
                         tracing::warn!(agent = id, %why, "pooled fit: sample left out");
                         None
                     }
                 },
             )
-            .collect();
-        tokio::task::spawn_blocking(move || fit(&self.start, &self.vocab, &samples))
-            .await
-            .ok()
-            .flatten()
+            .collect()
     }
 }

@@ -123,41 +123,63 @@ impl<'a> Neighbourhood<'a> {
     /// (module doc). O(rows of all memories · d).
     pub fn group(&self, anchor: RowRef, opts: &GroupOptions) -> Vec<RowRef> {
         let x = self.row(anchor);
-        let mut own: Vec<(f64, usize)> = Vec::new();
+        let mut group = vec![anchor];
         let mut others: Vec<(f64, RowRef)> = Vec::new();
-        for a in 0..self.memories.len() {
-            let mut best: Option<(f64, usize)> = None;
-            for i in 0..self.rows(a) {
-                if (a, i) == anchor {
-                    continue;
-                }
-                let dist = self.distance(x, self.row((a, i)));
-                if a == anchor.0 {
-                    own.push((dist, i));
-                } else if best.is_none_or(|b| dist < b.0) {
-                    best = Some((dist, i));
-                }
-            }
-            if let Some((dist, i)) = best {
+        for (a, m) in self.memories.iter().enumerate() {
+            if a == anchor.0 {
+                let own = nearest(m, self.d, x, &self.inv_scale, opts.own + 1);
+                let own = own.into_iter().filter(|&(_, i)| i != anchor.1);
+                group.extend(own.take(opts.own).map(|(_, i)| (a, i)));
+            } else if let Some(&(dist, i)) = nearest(m, self.d, x, &self.inv_scale, 1).first() {
                 others.push((dist, (a, i)));
             }
         }
-        own.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
         others.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
-        let mut group = vec![anchor];
-        group.extend(own.iter().take(opts.own).map(|&(_, i)| (anchor.0, i)));
         group.extend(others.iter().take(opts.others).map(|&(_, r)| r));
         group
     }
 
-    /// `Σ_k ((a_k − b_k)/s_k)²`.
-    fn distance(&self, a: &[f64], b: &[f64]) -> f64 {
-        a.iter()
-            .zip(b)
-            .zip(&self.inv_scale)
-            .map(|((u, v), s)| ((u - v) * s) * ((u - v) * s))
-            .sum()
+    /// `1/s_k` per input: the metric's inverse scales.
+    pub fn inv_scale(&self) -> &[f64] {
+        &self.inv_scale
     }
+}
+
+/// The `k` rows of `rows [n, d]` (row-major) nearest to `x [d]` in the metric
+/// `Σ_j ((x_j − r_j)·inv_scale_j)²`, nearest first (ties: the lower index), with their squared
+/// distances: a memory's rows near a query row (the neighbourhood groups, and a node's
+/// answer to a request for rows near the fitter's anchors).
+pub fn nearest(
+    rows: &[f64],
+    d: usize,
+    x: &[f64],
+    inv_scale: &[f64],
+    k: usize,
+) -> Vec<(f64, usize)> {
+    if d == 0 || k == 0 {
+        return Vec::new();
+    }
+    let mut all: Vec<(f64, usize)> = rows
+        .chunks_exact(d)
+        .enumerate()
+        .map(|(i, r)| {
+            let dist = r
+                .iter()
+                .zip(x)
+                .zip(inv_scale)
+                .map(|((u, v), s)| ((u - v) * s) * ((u - v) * s))
+                .sum();
+            (dist, i)
+        })
+        .collect();
+    let k = k.min(all.len());
+    let by = |p: &(f64, usize), q: &(f64, usize)| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1));
+    if k < all.len() {
+        all.select_nth_unstable_by(k, by);
+        all.truncate(k);
+    }
+    all.sort_by(by);
+    all
 }
 
 #[cfg(test)]
@@ -217,5 +239,15 @@ mod tests {
             hood.group((0, 0), &GroupOptions::default()),
             vec![(0, 0), (0, 1)]
         );
+    }
+
+    #[test]
+    fn nearest_rows_are_sorted_with_ties_to_the_lower_index() {
+        let rows = [0.0, 3.0, 1.0, -1.0, 5.0, 2.0];
+        let got = nearest(&rows, 1, &[1.0], &[1.0], 3);
+        assert_eq!(got, vec![(0.0, 2), (1.0, 0), (1.0, 5)]);
+        assert_eq!(nearest(&rows, 1, &[1.0], &[2.0], 1), vec![(0.0, 2)]);
+        assert_eq!(nearest(&rows, 1, &[1.0], &[1.0], 10).len(), 6);
+        assert!(nearest(&rows, 1, &[1.0], &[1.0], 0).is_empty());
     }
 }
