@@ -193,8 +193,9 @@ pub struct QueryArgs {
     pub all: bool,
     /// With --all: how the agents' answers at a point are combined: min-variance (the answer
     /// with the smallest predictive variance), bcm or rbcm (the agents' residual corrections
-    /// by a (robust) Bayesian committee machine), most-informed [default: rbcm, the best
-    /// measured: EXPERIMENTS.md].
+    /// by a (robust) Bayesian committee machine), most-informed, or auto (with --calibrate:
+    /// the rule with the smallest error on the calibration's held-out rows, docs/LOCAL.md
+    /// §12) [default: auto with --calibrate, else rbcm].
     #[arg(long, value_name = "NAME", requires = "all")]
     pub fleet_rule: Option<String>,
     /// With --all: calibrate the combined answers' variances (docs/LOCAL.md §10). Each node
@@ -202,8 +203,10 @@ pub struct QueryArgs {
     /// DATA, sent to this querier) with its leave-one-out answers there (nodes started with
     /// --local-fit agent refuse, and with --tls every node refuses: rows go only to the
     /// fleet's members, and a querier is a reader); every node
-    /// answers at those rows; the variances are then scaled so that 95% of those rows fall
-    /// inside mean ± 1.96 sd (the scale goes to stderr). Without it the answers are
+    /// answers at those rows; the same rows choose the rule (auto), weigh the combined
+    /// residual correction (the safety net: 1 unless the rows show it overshooting,
+    /// docs/LOCAL.md §12) and scale the variances so that 95% of those rows fall inside
+    /// mean ± 1.96 sd (rule, weight and scale go to stderr). Without it the answers are
     /// uncalibrated. E.g. 64.
     #[arg(long, value_name = "K", requires = "all")]
     pub calibrate: Option<usize>,

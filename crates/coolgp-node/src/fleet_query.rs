@@ -18,7 +18,7 @@ use crate::error::{NodeError, Result};
 use crate::keys;
 use crate::row_auth::sign_request;
 use crate::status::{AnswerParts, ErrorReply, OfferedRows, PredictReply, PredictRequest};
-use coolgp::local::calibrate::{held_out_error, variance_scale};
+use coolgp::local::calibrate::{held_out_answer, RuleCalibration};
 use coolgp::local::{combine, FleetRule, LocalAnswer};
 
 /// A member's key and id that sign a request for rows ([`crate::row_auth`]).
@@ -82,33 +82,42 @@ fn parse_reply(bytes: &[u8], n: Option<usize>) -> std::result::Result<Parsed, St
     }
 }
 
-/// The variance scale of `rule` (docs/LOCAL.md §10) from the agents' offered rows and
-/// leave-one-out answers (`held`, a held-out request's [`FleetAnswers`]) and every agent's
+/// Each of `rules`' calibration (docs/LOCAL.md §10, §12: the safety net's weight, the variance
+/// scale and the held-out error, [`RuleCalibration::measure`]) from the agents' offered rows
+/// and leave-one-out answers (`held`, a held-out request's [`FleetAnswers`]) and every agent's
 /// answers at those rows stacked in agent-id order (`at`, a request at the rows of
 /// [`FleetAnswers::stacked_rows`]): at each row the owner's leave-one-out answer replaces its
-/// own, the rule combines, and [`variance_scale`] turns the standardized errors into the
-/// scale. `None` below its minimum of rows.
-pub fn calibration_scale(rule: FleetRule, held: &FleetAnswers, at: &FleetAnswers) -> Option<f64> {
-    let mut errors = Vec::new();
-    let mut j = 0;
-    for (&owner, rows) in &held.held_out {
-        let loo = held.answers.get(&owner)?;
-        for (r, &y) in rows.y.iter().enumerate() {
-            let at_row = at
-                .answers
-                .iter()
-                .filter_map(|(&id, v)| v.get(j).map(|a| (id, *a)));
-            // A reply with fewer answers than rows (a malformed peer) gives no error there.
-            if let Some(e) = loo
-                .get(r)
-                .and_then(|&l| held_out_error(rule, at_row, owner, l, y))
-            {
-                errors.push(e);
+/// own and the rule combines.
+pub fn calibration(
+    rules: &[FleetRule],
+    held: &FleetAnswers,
+    at: &FleetAnswers,
+) -> Vec<RuleCalibration> {
+    rules
+        .iter()
+        .map(|&rule| {
+            let mut combined = Vec::new();
+            let mut j = 0;
+            for (&owner, rows) in &held.held_out {
+                let loo = held.answers.get(&owner);
+                for (r, &y) in rows.y.iter().enumerate() {
+                    let at_row = at
+                        .answers
+                        .iter()
+                        .filter_map(|(&id, v)| v.get(j).map(|a| (id, *a)));
+                    // A reply with fewer answers than rows (a malformed peer) gives no row.
+                    if let Some(a) = loo
+                        .and_then(|l| l.get(r))
+                        .and_then(|&l| held_out_answer(rule, at_row, owner, l))
+                    {
+                        combined.push((a, y));
+                    }
+                    j += 1;
+                }
             }
-            j += 1;
-        }
-    }
-    variance_scale(&errors)
+            RuleCalibration::measure(rule, &combined)
+        })
+        .collect()
 }
 
 impl FleetAnswers {
@@ -290,12 +299,12 @@ async fn gather(
 /// them replies with an error, which does not end the wait).
 const OFFER_WAIT: Duration = Duration::from_secs(3);
 
-/// What [`calibrate`] measured: the rule's variance scale, the rows it was measured on and
-/// who offered them.
+/// What [`calibrate`] measured: each rule's calibration, the rows it was measured on and who
+/// offered them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Calibrated {
-    /// The variance scale (`None`: too few rows).
-    pub scale: Option<f64>,
+    /// Each rule's weight, variance scale and held-out error (empty: no rows).
+    pub rules: Vec<RuleCalibration>,
     /// Rows answered.
     pub rows: usize,
     /// The agents whose rows were used.
@@ -304,8 +313,8 @@ pub struct Calibrated {
 
 /// `coolgp query --all --calibrate K` (docs/LOCAL.md §10): asks every agent for up to `k` of
 /// its memory rows and its leave-one-out answers there (one get), then every agent for its
-/// answers at all those rows (a second), and measures `rule`'s variance scale
-/// ([`calibration_scale`]). The rows are raw data sent to this querier (only nodes with the
+/// answers at all those rows (a second), and measures each of `rules`' calibration
+/// ([`calibration`]: the safety net's weight, the variance scale, the held-out error). The rows are raw data sent to this querier (only nodes with the
 /// pooled fit, `--local-fit fleet`, the default, send them, and in a TLS fleet only to a
 /// member's signed request: `signer`, `--sign-as`, signs the request for rows with a
 /// member's key; a reader gets none, [`crate::row_auth`]). Warnings (dropped replies, refusals, agents with other
@@ -318,7 +327,7 @@ pub async fn calibrate(
     fleet: &str,
     (view, signer): (Option<String>, Option<Member<'_>>),
     k: usize,
-    rule: FleetRule,
+    rules: &[FleetRule],
     timeout: Duration,
 ) -> Result<Calibrated> {
     let ask = PredictRequest {
@@ -342,7 +351,7 @@ pub async fn calibrate(
     let owners: Vec<u64> = held.held_out.keys().copied().collect();
     if rows == 0 {
         return Ok(Calibrated {
-            scale: None,
+            rules: Vec::new(),
             rows,
             owners,
         });
@@ -355,7 +364,7 @@ pub async fn calibrate(
     };
     let answers = fetch_all(session, fleet, &at, timeout).await?;
     Ok(Calibrated {
-        scale: calibration_scale(rule, &held, &answers),
+        rules: calibration(rules, &held, &answers),
         rows,
         owners,
     })
@@ -364,6 +373,7 @@ pub async fn calibrate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use coolgp::local::calibrate::variance_scale;
 
     fn answer(mean: f64, var: f64) -> LocalAnswer {
         LocalAnswer {
@@ -473,11 +483,12 @@ mod tests {
         at.answers.insert(4, vec![answer(100.0, 2.0); 24]);
         at.answers.insert(6, vec![answer(0.0, 1.0); 24]);
         let want: Vec<f64> = y.iter().map(|v| v / 0.6f64.sqrt()).collect();
-        assert_eq!(
-            calibration_scale(FleetRule::MinVariance, &held, &at),
-            variance_scale(&want)
-        );
+        let cal = calibration(&[FleetRule::MinVariance], &held, &at);
+        assert_eq!(cal.len(), 1);
+        assert_eq!(Some(cal[0].scale), variance_scale(&want));
         assert!(variance_scale(&want).is_some());
+        // No residual part in these answers: nothing to weigh.
+        assert_eq!(cal[0].weight, 1.0);
     }
 
     #[test]

@@ -72,6 +72,8 @@ pub mod transport;
 use std::io::Write;
 use std::time::Duration;
 
+use coolgp::local::calibrate::{best_rule, RuleCalibration, MIN_CALIBRATION_ROWS};
+
 pub use certs::CertsArgs;
 pub use config::{LogFormat, NodeArgs, NodeSettings, QueryArgs, StatusArgs, ZenohArgs};
 pub use coolgp::local::FleetRule;
@@ -139,15 +141,26 @@ pub fn run_certs(args: &CertsArgs) -> Result<()> {
 /// Unreadable input, an unknown fleet rule, no reply, or the node's error.
 pub fn run_query(args: QueryArgs) -> Result<()> {
     keys::validate_fleet(&args.fleet)?;
-    let rule = match &args.fleet_rule {
-        Some(name) => FleetRule::from_name(name).ok_or_else(|| {
+    // `auto` (the default with --calibrate): the rule with the smallest error on the
+    // calibration's held-out rows (docs/LOCAL.md §12); it needs those rows.
+    let rule = match args.fleet_rule.as_deref() {
+        Some("auto") if args.calibrate.is_none() => {
+            return Err(NodeError::Config(
+                "--fleet-rule auto chooses the rule on held-out rows: give --calibrate K too, \
+                 or name a rule (rbcm, bcm, min-variance, most-informed)"
+                    .into(),
+            ))
+        }
+        Some("auto") => None,
+        Some(name) => Some(FleetRule::from_name(name).ok_or_else(|| {
             let known: Vec<&str> = FleetRule::ALL.iter().map(|r| r.name()).collect();
             NodeError::Config(format!(
-                "unknown --fleet-rule '{name}': use {}",
+                "unknown --fleet-rule '{name}': use auto, {}",
                 known.join(", ")
             ))
-        })?,
-        None => DEFAULT_FLEET_RULE,
+        })?),
+        None if args.calibrate.is_some() => None,
+        None => Some(DEFAULT_FLEET_RULE),
     };
     let table = stream::read_table(&args.input)?;
     let req = PredictRequest {
@@ -194,28 +207,48 @@ async fn fleet_reply(
     session: &zenoh::Session,
     fleet: &str,
     req: &PredictRequest,
-    (rule, calibrate): (FleetRule, (Option<usize>, Option<fleet_query::Member<'_>>)),
+    (rule, calibrate): (
+        Option<FleetRule>,
+        (Option<usize>, Option<fleet_query::Member<'_>>),
+    ),
     timeout: Duration,
 ) -> Result<PredictReply> {
-    let scale = match calibrate.0 {
+    let (rule, cal) = match calibrate.0 {
         Some(k) => {
             let (view, signer) = (req.view.clone(), calibrate.1);
+            let rules: Vec<FleetRule> = rule.map_or(FleetRule::ALL.to_vec(), |r| vec![r]);
             let c =
-                fleet_query::calibrate(session, fleet, (view, signer), k, rule, timeout).await?;
-            match c.scale {
-                Some(s) => eprintln!(
-                    "calibration: variance x{s:.6} from {} leave-one-out memory rows of agent(s) {:?} (their raw rows, sent to this querier)",
-                    c.rows, c.owners
-                ),
-                None => eprintln!(
-                    "warning: calibration: {} rows are too few for a scale ({} needed); answers uncalibrated",
+                fleet_query::calibrate(session, fleet, (view, signer), k, &rules, timeout).await?;
+            let rule = rule
+                .or_else(|| best_rule(&c.rules))
+                .unwrap_or(DEFAULT_FLEET_RULE);
+            let cal = c
+                .rules
+                .iter()
+                .find(|r| r.rule == rule)
+                .copied()
+                .unwrap_or(RuleCalibration::unit(rule));
+            if c.rows >= MIN_CALIBRATION_ROWS {
+                eprintln!(
+                    "calibration: rule {} (weight {:.6} on the residual correction), variance x{:.6} from {} leave-one-out memory rows of agent(s) {:?} (their raw rows, sent to this querier)",
+                    rule.name(),
+                    cal.weight,
+                    cal.scale,
                     c.rows,
-                    coolgp::local::calibrate::MIN_CALIBRATION_ROWS
-                ),
+                    c.owners
+                );
+            } else {
+                eprintln!(
+                    "warning: calibration: {} rows are too few for a scale ({MIN_CALIBRATION_ROWS} needed); answers uncalibrated",
+                    c.rows,
+                );
             }
-            c.scale.unwrap_or(1.0)
+            (rule, cal)
         }
-        None => 1.0,
+        None => {
+            let rule = rule.unwrap_or(DEFAULT_FLEET_RULE);
+            (rule, RuleCalibration::unit(rule))
+        }
     };
     let got = fleet_query::fetch_all(session, fleet, req, timeout).await?;
     for (peer, why) in &got.dropped {
@@ -240,7 +273,7 @@ async fn fleet_reply(
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         })?
         .iter()
-        .map(|a| a.scaled(scale))
+        .map(|a| cal.apply(a))
         .collect();
     Ok(query::reply_of(&combined, None, req.parts))
 }

@@ -18,15 +18,7 @@ const LOCAL: &[&str] = &["--local-memory", "30"];
 /// `coolgp query` with `args` (and the fleet's endpoints): the CSV's rows as numbers, and
 /// stderr.
 fn query(fleet: &Fleet, args: &[&str]) -> (Vec<Vec<f64>>, String) {
-    let mut cmd = Command::new(BIN);
-    cmd.args(["query", "--fleet", &fleet.name]);
-    for p in &fleet.ports {
-        cmd.args(["--connect", &fleet.ep(*p)]);
-    }
-    if let Some(dir) = &fleet.tls {
-        cmd.args(["--tls", &dir.display().to_string()]);
-    }
-    let out = cmd.args(args).output().expect("coolgp query");
+    let out = query_output(fleet, args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "query {args:?} failed: {stderr}");
     let text = String::from_utf8(out.stdout).expect("utf8");
@@ -38,6 +30,26 @@ fn query(fleet: &Fleet, args: &[&str]) -> (Vec<Vec<f64>>, String) {
         .collect();
     assert!(rows.iter().all(|r| r.len() == width), "{text}");
     (rows, stderr)
+}
+
+/// `coolgp query` with `args` (and the fleet's endpoints), run to its end.
+fn query_output(fleet: &Fleet, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["query", "--fleet", &fleet.name]);
+    for p in &fleet.ports {
+        cmd.args(["--connect", &fleet.ep(*p)]);
+    }
+    if let Some(dir) = &fleet.tls {
+        cmd.args(["--tls", &dir.display().to_string()]);
+    }
+    cmd.args(args).output().expect("coolgp query")
+}
+
+/// `coolgp query` with `args` that must fail: its stderr.
+fn query_err(fleet: &Fleet, args: &[&str]) -> String {
+    let out = query_output(fleet, args);
+    assert!(!out.status.success(), "query {args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// An answer from a `--parts` row (columns 3..9).
@@ -613,37 +625,42 @@ fn nodes_with_the_fleet_fit_pool_their_samples_and_learn_the_place_lengthscale()
 }
 
 /// `coolgp query --all --calibrate 20` on three nodes that share their rows (30 in memory
-/// each): the combined answers' variances are the uncalibrated ones times the scale printed
-/// on stderr (the same state: retried while the models move), and the means are unchanged.
+/// each): under a named rule the combined answer is the uncalibrated one with its residual
+/// correction weighted and every variance scaled (weight and scale printed on stderr;
+/// docs/LOCAL.md §10, §12), retried while the models move; without a rule, `auto` names the
+/// rule it chose.
 fn calibrated_query(fleet: &Fleet, input: &str) {
-    // --calibrate: each node offers 20 of its 30 memory rows; the combined answers' variances
-    // are the uncalibrated ones times the scale printed on stderr (the same state: retried
-    // while the models move), and the means are unchanged.
-    let scale_of = |stderr: &str| -> f64 {
-        let tail = stderr
-            .split("variance x")
-            .nth(1)
-            .expect("the scale on stderr");
+    let number_after = |stderr: &str, key: &str| -> f64 {
+        let tail = stderr.split(key).nth(1).expect("the figure on stderr");
         tail.split_whitespace()
             .next()
-            .and_then(|v| v.parse().ok())
+            .and_then(|v| v.trim_end_matches(')').parse().ok())
             .expect("a number")
     };
     let mut calibrated = false;
     for _ in 0..5 {
-        let (raw, _) = query(fleet, &["--all", "--input", input, "--parts"]);
-        let args = ["--all", "--input", input, "--parts", "--calibrate", "20"];
+        let rbcm = ["--all", "--input", input, "--parts", "--fleet-rule", "rbcm"];
+        let (raw, _) = query(fleet, &rbcm);
+        let args = [&rbcm[..], &["--calibrate", "20"]].concat();
         let (cal, stderr) = query(fleet, &args);
         assert!(
-            stderr.contains("from 60 leave-one-out memory rows of agent(s) [0, 1, 2]"),
+            stderr.contains("from 60 leave-one-out memory rows of agent(s) [0, 1, 2]")
+                && stderr.contains("calibration: rule rbcm"),
             "{stderr}"
         );
-        let s = scale_of(&stderr);
+        let (s, w) = (
+            number_after(&stderr, "variance x"),
+            number_after(&stderr, "(weight "),
+        );
         assert!((1.0 / 16.0..=16.0).contains(&s), "scale {s}");
+        assert!((0.0..=1.0).contains(&w), "weight {w}");
+        // Columns: mean, var_f, var_y, global_mean, global_var, residual_mean, residual_var,
+        // residual_prior, noise_var.
         calibrated = raw.iter().zip(&cal).all(|(r, c)| {
-            close(c[0], r[0])
-                && (c[2] / r[2] - s).abs() < 1e-4 * s
-                && (c[1] / r[1] - s).abs() < 1e-4 * s
+            let var_f = s * (r[4] + w * r[6] + (1.0 - w) * r[7]);
+            close(c[0], r[3] + w * r[5])
+                && (c[1] / var_f - 1.0).abs() < 1e-4
+                && (c[2] / (var_f + s * r[8]) - 1.0).abs() < 1e-4
         });
         if calibrated {
             break;
@@ -652,6 +669,13 @@ fn calibrated_query(fleet: &Fleet, input: &str) {
     }
     assert!(
         calibrated,
-        "--calibrate is not the raw answer with its variance scaled"
+        "--calibrate is not the raw answer weighted and scaled"
     );
+    let (_, stderr) = query(fleet, &["--all", "--input", input, "--calibrate", "20"]);
+    assert!(
+        stderr.contains("calibration: rule "),
+        "auto names its rule: {stderr}"
+    );
+    let stderr = query_err(fleet, &["--all", "--input", input, "--fleet-rule", "auto"]);
+    assert!(stderr.contains("give --calibrate K"), "{stderr}");
 }

@@ -1,43 +1,19 @@
 //! The calibration of the fleet query (issue 19; docs/LOCAL.md §10, §12): per fleet rule, a
 //! weight on the residual correction (the safety net) and a variance scale, measured on
-//! answers given the way a query gets them. Each agent offers some of its memory rows; at
-//! each, every other agent answers as usual and the owner answers without that row (its
-//! leave-one-out answer, [`Agent::local_held_out`]); the rule combines them. The weight
-//! ([`residual_weight`]) is the least-squares weight of the combined residual means on those
-//! rows, in [0, 1]; the scale ([`variance_scale`]) covers 95% of the weighted answers'
-//! standardized errors. A test row is a row no agent holds: the owner's leave-one-out answer
-//! is what it would answer there.
+//! answers given the way a query gets them ([`RuleCalibration::measure`]). Each agent offers
+//! some of its memory rows; at each, every other agent answers as usual and the owner answers
+//! without that row (its leave-one-out answer, [`Agent::local_held_out`]); the rule combines
+//! them. A test row is a row no agent holds: the owner's leave-one-out answer is what it
+//! would answer there.
 
 use coolgp::faer::Mat;
-use coolgp::local::calibrate::{
-    held_out_answer, offered_rows, residual_weight, standardized_error, variance_scale,
-    CALIBRATION_ROWS,
-};
+use coolgp::local::calibrate::{best_rule, held_out_answer, offered_rows, CALIBRATION_ROWS};
 use coolgp::local::pool::shares;
 use coolgp::local::{FleetRule, HeldOutRows, LocalAnswer};
 use coolgp::{Agent, View};
 use rayon::prelude::*;
 
-/// One rule's calibration.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RuleCalibration {
-    /// The rule.
-    pub rule: FleetRule,
-    /// The weight on the residual correction (1 where too few rows answered).
-    pub weight: f64,
-    /// The variance scale of the weighted answers (1 where too few rows answered).
-    pub scale: f64,
-    /// The weighted answers' mean squared error on the held-out rows (standardized units;
-    /// NaN where no row answered).
-    pub mse: f64,
-}
-
-impl RuleCalibration {
-    /// `answer` weighted and scaled: what the fleet answers under this rule.
-    pub fn apply(&self, answer: &LocalAnswer) -> LocalAnswer {
-        answer.shrunk(self.weight).scaled(self.scale)
-    }
-}
+pub use coolgp::local::calibrate::RuleCalibration;
 
 /// The calibrations of the fleet rules and the rows they were measured on.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,31 +31,18 @@ impl Calibration {
             .iter()
             .find(|r| r.rule == rule)
             .copied()
-            .unwrap_or(RuleCalibration {
-                rule,
-                weight: 1.0,
-                scale: 1.0,
-                mse: f64::NAN,
-            })
-    }
-
-    /// The rule whose weighted answers have the smallest held-out error (the first of the
-    /// calibrated rules on a tie); `None` where no rule's error was measured. The fleet
-    /// query's `auto` rule (docs/LOCAL.md §12).
-    pub fn best(&self) -> Option<FleetRule> {
-        self.rules
-            .iter()
-            .filter(|r| r.mse.is_finite())
-            .fold(None::<&RuleCalibration>, |b, r| match b {
-                Some(b) if b.mse <= r.mse => Some(b),
-                _ => Some(r),
-            })
-            .map(|r| r.rule)
+            .unwrap_or(RuleCalibration::unit(rule))
     }
 
     /// The variance scale of `rule` (1 if it was not calibrated).
     pub fn scale(&self, rule: FleetRule) -> f64 {
         self.of(rule).scale
+    }
+
+    /// The rule whose weighted answers have the smallest held-out error ([`best_rule`]): the
+    /// fleet query's `auto` rule (docs/LOCAL.md §12).
+    pub fn best(&self) -> Option<FleetRule> {
+        best_rule(&self.rules)
     }
 }
 
@@ -123,27 +86,7 @@ pub fn calibrate(agents: &[Agent], rules: &[FleetRule]) -> Calibration {
                     Some((held_out_answer(rule, at, o, h.answers[r])?, h.y[r]))
                 })
                 .collect();
-            let pairs: Vec<(f64, f64)> = combined
-                .iter()
-                .map(|(a, y)| (y - a.global_mean, a.residual_mean))
-                .collect();
-            let weight = residual_weight(&pairs).unwrap_or(1.0);
-            let errors: Vec<f64> = combined
-                .iter()
-                .map(|(a, y)| standardized_error(&a.shrunk(weight), *y))
-                .collect();
-            let scale = variance_scale(&errors).unwrap_or(1.0);
-            let mse = combined
-                .iter()
-                .map(|(a, y)| (y - a.shrunk(weight).mean()).powi(2))
-                .sum::<f64>()
-                / combined.len() as f64;
-            RuleCalibration {
-                rule,
-                weight,
-                scale,
-                mse,
-            }
+            RuleCalibration::measure(rule, &combined)
         })
         .collect();
     Calibration {

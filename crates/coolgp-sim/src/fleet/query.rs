@@ -69,13 +69,7 @@ impl QueryScores {
 
     /// The scores of `answers` (standardized) against `y`, in original units (`y_scale`).
     fn of(answers: &[LocalAnswer], y: &[f64], y_scale: f64) -> Self {
-        let unit = RuleCalibration {
-            rule: FleetRule::Rbcm,
-            weight: 1.0,
-            scale: 1.0,
-            mse: f64::NAN,
-        };
-        Self::calibrated(answers, y, y_scale, &unit)
+        Self::calibrated(answers, y, y_scale, &RuleCalibration::unit(FleetRule::Rbcm))
     }
 
     /// [`QueryScores::of`] of the answers weighted by `cal.weight` with every variance times

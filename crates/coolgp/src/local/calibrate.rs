@@ -127,6 +127,79 @@ pub fn residual_weight(pairs: &[(f64, f64)]) -> Option<f64> {
 /// Standard errors by which [`residual_weight`] raises the least-squares weight.
 pub const WEIGHT_STANDARD_ERRORS: f64 = 2.0;
 
+/// One fleet rule's calibration on held-out rows (docs/LOCAL.md §10, §12): the safety net's
+/// weight on the residual correction, the variance scale of the weighted answers and their
+/// mean squared error there.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RuleCalibration {
+    /// The rule.
+    pub rule: FleetRule,
+    /// The weight on the residual correction ([`residual_weight`]; 1 where it cannot be
+    /// measured).
+    pub weight: f64,
+    /// The variance scale of the weighted answers ([`variance_scale`]; 1 where it cannot be
+    /// measured).
+    pub scale: f64,
+    /// The weighted answers' mean squared error (NaN without rows).
+    pub mse: f64,
+}
+
+impl RuleCalibration {
+    /// No calibration: weight 1, scale 1.
+    pub fn unit(rule: FleetRule) -> Self {
+        Self {
+            rule,
+            weight: 1.0,
+            scale: 1.0,
+            mse: f64::NAN,
+        }
+    }
+
+    /// The calibration of `rule` from its combined answers at held-out rows and the rows'
+    /// targets (`(answer, y)`, [`held_out_answer`]): the weight from `(y − global_mean,
+    /// residual_mean)`, then the scale and the error of the weighted answers.
+    pub fn measure(rule: FleetRule, combined: &[(LocalAnswer, f64)]) -> Self {
+        let pairs: Vec<(f64, f64)> = combined
+            .iter()
+            .map(|(a, y)| (y - a.global_mean, a.residual_mean))
+            .collect();
+        let weight = residual_weight(&pairs).unwrap_or(1.0);
+        let errors: Vec<f64> = combined
+            .iter()
+            .map(|(a, y)| standardized_error(&a.shrunk(weight), *y))
+            .collect();
+        let mse = combined
+            .iter()
+            .map(|(a, y)| (y - a.shrunk(weight).mean()).powi(2))
+            .sum::<f64>()
+            / combined.len() as f64;
+        Self {
+            rule,
+            weight,
+            scale: variance_scale(&errors).unwrap_or(1.0),
+            mse,
+        }
+    }
+
+    /// `answer` weighted and scaled: what the fleet answers under this calibration.
+    pub fn apply(&self, answer: &LocalAnswer) -> LocalAnswer {
+        answer.shrunk(self.weight).scaled(self.scale)
+    }
+}
+
+/// The rule whose weighted answers have the smallest held-out error (the first of `cals` on a
+/// tie); `None` where no rule's error was measured: the fleet query's `auto` rule
+/// (docs/LOCAL.md §12).
+pub fn best_rule(cals: &[RuleCalibration]) -> Option<FleetRule> {
+    cals.iter()
+        .filter(|r| r.mse.is_finite())
+        .fold(None::<&RuleCalibration>, |b, r| match b {
+            Some(b) if b.mse <= r.mse => Some(b),
+            _ => Some(r),
+        })
+        .map(|r| r.rule)
+}
+
 impl LocalAnswer {
     /// The answer with its residual correction weighted by `w ∈ [0, 1]` (the safety net,
     /// [`residual_weight`]): `residual_mean · w`, and the residual's posterior variance moved
