@@ -13,7 +13,8 @@
 # Env:     COOLGP     the binary (default: target/release/coolgp, built with --features node)
 #          BASE_PORT  first listen port (default 7600)
 #          NODE_FLAGS extra flags for every node (default none)
-# Prints:  one line per run: "run K: rbcm R1 bcm R2 min-variance R3 (knots), kernel [...]"
+# Prints:  one line per run: "run K: rbcm R1 bcm R2 min-variance R3 calibrated R4 (knots; the
+#          rule and weight --calibrate chose), kernel [...]"
 set -euo pipefail
 
 RUNS=${1:-1}
@@ -92,15 +93,19 @@ for run in $(seq 1 "$RUNS"); do
     fi
     sleep 1
   done
-  # 4. The fleet query under each rule.
+  # 4. The fleet query under each rule, and calibrated on 64 held-out memory rows per node
+  #    (the rule chosen on them, the safety net's weight; docs/LOCAL.md §12).
   line="run $run:"
-  for rule in rbcm bcm min-variance; do
-    "$COOLGP" query "${connects[@]}" --fleet "$FLEET" --all --fleet-rule "$rule" \
-      --input "$WORK/query.csv" --timeout-ms 30000 > "$WORK/run$run.$rule.csv" 2> /dev/null
+  for rule in rbcm bcm min-variance calibrated; do
+    flags=(--fleet-rule "$rule")
+    [ "$rule" = calibrated ] && flags=(--calibrate 64)
+    "$COOLGP" query "${connects[@]}" --fleet "$FLEET" --all "${flags[@]}" \
+      --input "$WORK/query.csv" --timeout-ms 30000 > "$WORK/run$run.$rule.csv" 2> "$WORK/run$run.$rule.err"
     rmse=$(tail -n +2 "$WORK/run$run.$rule.csv" | cut -d, -f1 | paste -d, - "$WORK/truth.txt" |
       awk -F, -v s="$Y_SCALE" '{ e = $1 - $2; t += e * e; n++ } END { printf "%.3f", sqrt(t / n) * s }')
     line="$line $rule $rmse"
   done
-  echo "$line (knots, $(grep -c . "$WORK/truth.txt") rows), fits $last, kernel $(kernel 0 | cut -d: -f2)"
+  chosen=$(grep -o 'rule [a-z-]* (weight [0-9.]*' "$WORK/run$run.calibrated.err" || true)
+  echo "$line (knots, $(grep -c . "$WORK/truth.txt") rows; calibrated: $chosen), fits $last, kernel $(kernel 0 | cut -d: -f2)"
   stop
 done

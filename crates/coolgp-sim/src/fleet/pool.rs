@@ -146,8 +146,13 @@ pub fn fit_agents_near(
     let (fit, held) = {
         let hood = Neighbourhood::new(d, agents.iter().map(|a| a.local().memory().x()).collect());
         let (fit_anchors, held_anchors) = hood.anchors(&opts);
+        // The warm kernel's metric (its inverse lengthscales) adds the rows it claims.
+        let kernel: Option<Vec<f64>> = warm.map(|p| p[2..].iter().map(|l| (-l).exp()).collect());
         let group = |anchors: &[RowRef]| -> Vec<Vec<RowRef>> {
-            anchors.par_iter().map(|&a| hood.group(a, &opts)).collect()
+            anchors
+                .par_iter()
+                .map(|&a| hood.group(a, &opts, kernel.as_deref()))
+                .collect()
         };
         (group(&fit_anchors), group(&held_anchors))
     };

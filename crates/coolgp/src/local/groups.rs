@@ -121,7 +121,19 @@ impl<'a> Neighbourhood<'a> {
     /// The group of `anchor`: the anchor, its `opts.own` nearest rows in its own memory, and
     /// the nearest row of each of the `opts.others` agents whose nearest row is nearest
     /// (module doc). O(rows of all memories · d).
-    pub fn group(&self, anchor: RowRef, opts: &GroupOptions) -> Vec<RowRef> {
+    ///
+    /// With `kernel` (a kernel's inverse lengthscales, the warm chain's), the anchor's
+    /// `opts.own` nearest own rows in *that* metric join too (those not in the group yet): the
+    /// rows the kernel claims are correlated with the anchor, so that the likelihood can
+    /// refute a claim the fixed metric's neighbours cannot test (on wind at B = 2,000 a chain
+    /// drifted to "the same day of the year in any year": every group's rows were of nearby
+    /// days, so no group could tell, docs/LOCAL.md §11).
+    pub fn group(
+        &self,
+        anchor: RowRef,
+        opts: &GroupOptions,
+        kernel: Option<&[f64]>,
+    ) -> Vec<RowRef> {
         let x = self.row(anchor);
         let mut group = vec![anchor];
         let mut others: Vec<(f64, RowRef)> = Vec::new();
@@ -130,6 +142,16 @@ impl<'a> Neighbourhood<'a> {
                 let own = nearest(m, self.d, x, &self.inv_scale, opts.own + 1);
                 let own = own.into_iter().filter(|&(_, i)| i != anchor.1);
                 group.extend(own.take(opts.own).map(|(_, i)| (a, i)));
+                if let Some(inv) = kernel.filter(|k| k.len() == self.d) {
+                    let claimed = nearest(m, self.d, x, inv, opts.own + group.len());
+                    let fresh: Vec<RowRef> = claimed
+                        .into_iter()
+                        .map(|(_, i)| (a, i))
+                        .filter(|r| !group.contains(r))
+                        .take(opts.own)
+                        .collect();
+                    group.extend(fresh);
+                }
             } else if let Some(&(dist, i)) = nearest(m, self.d, x, &self.inv_scale, 1).first() {
                 others.push((dist, (a, i)));
             }
@@ -203,12 +225,12 @@ mod tests {
             own: 2,
             others: 1,
         };
-        let g = hood.group((0, 10), &opts);
+        let g = hood.group((0, 10), &opts, None);
         // Own: days 9 and 11 (equally near; the lower row first); others: agent 1's day 10
         // (agent 2 at place 5 is farther).
         assert_eq!(g, vec![(0, 10), (0, 9), (0, 11), (1, 10)]);
         let all = GroupOptions { others: 5, ..opts };
-        assert_eq!(hood.group((2, 3), &all)[3..], [(1, 3), (0, 3)]);
+        assert_eq!(hood.group((2, 3), &all, None)[3..], [(1, 3), (0, 3)]);
     }
 
     #[test]
@@ -236,7 +258,7 @@ mod tests {
         assert_eq!(hood.rows(1), 0);
         assert_eq!(hood.inv_scale[0], 1.0);
         assert_eq!(
-            hood.group((0, 0), &GroupOptions::default()),
+            hood.group((0, 0), &GroupOptions::default(), None),
             vec![(0, 0), (0, 1)]
         );
     }
@@ -249,5 +271,25 @@ mod tests {
         assert_eq!(nearest(&rows, 1, &[1.0], &[2.0], 1), vec![(0.0, 2)]);
         assert_eq!(nearest(&rows, 1, &[1.0], &[1.0], 10).len(), 6);
         assert!(nearest(&rows, 1, &[1.0], &[1.0], 0).is_empty());
+    }
+
+    #[test]
+    fn the_kernel_s_claimed_neighbours_join_the_group() {
+        // One agent, rows on days 0..40 with a day-of-year input (day mod 10): the fixed metric's
+        // nearest own rows of day 12 are days 11 and 13; a kernel that ignores the day and
+        // looks at the day of the year claims days 2 and 22 (same day of the year).
+        let m: Vec<f64> = (0..40).flat_map(|t| [t as f64, (t % 10) as f64]).collect();
+        let hood = Neighbourhood::new(2, vec![m.as_slice()]);
+        let opts = GroupOptions {
+            anchors: 4,
+            own: 2,
+            others: 0,
+        };
+        assert_eq!(
+            hood.group((0, 12), &opts, None),
+            vec![(0, 12), (0, 11), (0, 13)]
+        );
+        let g = hood.group((0, 12), &opts, Some(&[1e-3, 10.0]));
+        assert_eq!(g, vec![(0, 12), (0, 11), (0, 13), (0, 2), (0, 22)]);
     }
 }
