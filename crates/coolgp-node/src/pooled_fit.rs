@@ -171,10 +171,13 @@ pub fn near_request(
 /// units): each group is the anchor, the nearest `opts.own` rows of its own node other than
 /// the anchor itself, and the nearest row of each of the `opts.others` nodes whose nearest row
 /// is nearest (ties: the lower node id). A node whose reply does not hold the same number of
-/// rows for every anchor is left out.
+/// rows for every anchor is left out. With `claimed` (each node's rows near the anchors in the
+/// warm kernel's metric, as `near`), the anchor's own node's first `opts.own` of them not yet
+/// in the group join it, as in the simulator
+/// ([`coolgp::local::groups::Neighbourhood::group`]).
 pub fn near_groups(
     anchors: &[Anchor],
-    near: &BTreeMap<u64, FitSample>,
+    (near, claimed): (&BTreeMap<u64, FitSample>, Option<&BTreeMap<u64, FitSample>>),
     inv: &[f64],
     opts: &GroupOptions,
 ) -> (Groups, Groups) {
@@ -186,12 +189,8 @@ pub fn near_groups(
             .map(|((u, v), s)| ((u - v) * s).powi(2))
             .sum()
     };
-    let per: BTreeMap<u64, (&FitSample, usize)> = near
-        .iter()
-        .filter(|(_, s)| s.d() == d && !anchors.is_empty() && s.len() % anchors.len() == 0)
-        .map(|(&id, s)| (id, (s, s.len() / anchors.len())))
-        .filter(|(_, (_, k))| *k > 0)
-        .collect();
+    let per = per_anchor(near, d, anchors.len());
+    let claimed = claimed.map_or_else(BTreeMap::new, |c| per_anchor(c, d, anchors.len()));
     let (mut fit, mut held) = (Groups::new(d), Groups::new(d));
     for (i, a) in anchors.iter().enumerate() {
         let (mut x, mut r) = (a.x.clone(), vec![a.r]);
@@ -205,6 +204,19 @@ pub fn near_groups(
                 for j in own {
                     x.extend_from_slice(&s.x()[j * d..(j + 1) * d]);
                     r.push(s.r()[j]);
+                }
+                if let Some(&(c, kc)) = claimed.get(&id) {
+                    let fresh: Vec<usize> = (i * kc..(i + 1) * kc)
+                        .filter(|&j| {
+                            let row = &c.x()[j * d..(j + 1) * d];
+                            !x.chunks_exact(d).any(|g| dist(g, row) <= 1e-16)
+                        })
+                        .take(opts.own)
+                        .collect();
+                    for j in fresh {
+                        x.extend_from_slice(&c.x()[j * d..(j + 1) * d]);
+                        r.push(c.r()[j]);
+                    }
                 }
             } else {
                 let j = rows.start;
@@ -222,6 +234,20 @@ pub fn near_groups(
         let _ = into.push(&x, &r);
     }
     (fit, held)
+}
+
+/// The nodes' replies that hold `k > 0` rows of width `d` for each of `anchors` anchors, with
+/// their `k`.
+fn per_anchor(
+    m: &BTreeMap<u64, FitSample>,
+    d: usize,
+    anchors: usize,
+) -> BTreeMap<u64, (&FitSample, usize)> {
+    m.iter()
+        .filter(|(_, s)| s.d() == d && anchors > 0 && s.len() % anchors == 0)
+        .map(|(&id, s)| (id, (s, s.len() / anchors)))
+        .filter(|(_, (_, k))| *k > 0)
+        .collect()
 }
 
 /// The fit on neighbourhood groups (docs/LOCAL.md §11) as the simulator makes it
@@ -469,7 +495,7 @@ mod tests {
             own: 2,
             others: 1,
         };
-        let (fit, held) = near_groups(&a, &near, &inv, &opts);
+        let (fit, held) = near_groups(&a, (&near, None), &inv, &opts);
         assert_eq!((fit.len(), held.len()), (2, 1));
         // Anchor day 10 at node 1: itself, its own day 11 (day 10 is the anchor), node 2's
         // day 14 (node 3 is farther).
@@ -479,6 +505,23 @@ mod tests {
         // Anchor day 15 at node 2: itself, its own day 14, node 1's day 11.
         let (x, _) = fit.group(1);
         assert_eq!(x, &[2.0, 15.0, 2.0, 14.0, 1.0, 11.0]);
+        // The warm kernel claims node 1's days 10 (already in) and 30 for the first anchor,
+        // node 2's days 25 and 35 for the third: the fresh ones join, after the own rows.
+        let claimed: BTreeMap<u64, FitSample> = [
+            (1, rows(1, &[10.0, 30.0, 0.0, 40.0, 50.0, 60.0], 5.0)),
+            (2, rows(2, &[70.0, 80.0, 90.0, 95.0, 25.0, 35.0], 6.0)),
+        ]
+        .into();
+        let (fit, _) = near_groups(&a, (&near, Some(&claimed)), &inv, &opts);
+        assert_eq!(
+            fit.group(0).0,
+            &[1.0, 10.0, 1.0, 11.0, 1.0, 30.0, 2.0, 14.0]
+        );
+        assert_eq!(fit.group(0).1, &[0.1, 1.0, 5.0, 2.0]);
+        assert_eq!(
+            fit.group(1).0,
+            &[2.0, 15.0, 2.0, 14.0, 2.0, 25.0, 2.0, 35.0, 1.0, 11.0]
+        );
         // The request carries the anchors in original units and the metric's scale.
         let scaler = Standardizer {
             mean: vec![0.0, 10.0],

@@ -23,7 +23,7 @@ use crate::client::fetch_status;
 use crate::kernel_auth::KernelClaim;
 use crate::pooled_fit::{
     anchors, due, fetch_samples, fit, fit_near, inv_scale, near_groups, near_request, to_sample,
-    SampleRequest, Start, SAMPLE_TIMEOUT,
+    SampleRequest, Start, NEAR_ROWS, SAMPLE_TIMEOUT,
 };
 use crate::status::Status;
 
@@ -265,9 +265,24 @@ impl Job {
             nodes = near.len(),
             "pooled fit: rows near the anchors gathered"
         );
+        // The rows the warm kernel claims are correlated with each anchor (its own metric,
+        // 1/ℓ in standardized units), so the groups can test its claims (docs/LOCAL.md §11).
+        let claimed = match &self.start.warm {
+            Some(w) if !near.is_empty() => {
+                let kernel: Vec<f64> = w.params()[2..].iter().map(|l| (-l).exp()).collect();
+                let mut req = near_request(&anchors, &self.inputs, self.scaler.as_ref(), &kernel);
+                if let Some(n) = req.near.as_mut() {
+                    n.k = NEAR_ROWS + GROUP_OPTIONS.own;
+                }
+                let req = SampleRequest::of(&req, &self.fleet, signing, super::unix_ms());
+                Some(self.gather(&req).await)
+            }
+            _ => None,
+        };
         let (start, vocab) = (self.start, self.vocab);
         tokio::task::spawn_blocking(move || {
-            let (fit_groups, held) = near_groups(&anchors, &near, &inv, &GROUP_OPTIONS);
+            let both = (&near, claimed.as_ref());
+            let (fit_groups, held) = near_groups(&anchors, both, &inv, &GROUP_OPTIONS);
             if fit_groups.is_empty() || held.is_empty() {
                 tracing::warn!("pooled fit: no rows near the anchors; the spaced pooled fit");
                 let samples: Vec<FitSample> = samples.into_values().collect();
