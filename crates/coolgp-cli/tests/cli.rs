@@ -951,3 +951,54 @@ fn local_experiment_writes_finite_figures_and_plots() {
     let csv = std::fs::read_to_string(dir.join("local.csv")).expect("local.csv");
     assert_eq!(csv.lines().count(), 1 + rows.len());
 }
+
+#[test]
+fn local_grid_experiment_reports_every_run_and_the_spread() {
+    // Issue 28: every set × fit × batch × seed, the summary's spread and the plots.
+    let dir = tmp("exp-local-grid");
+    coolgp_ok(&[
+        "experiment",
+        "local-grid",
+        "--quick",
+        "--quiet",
+        "--out",
+        dir.to_str().expect("utf8"),
+    ]);
+    let text = std::fs::read_to_string(dir.join("local-grid.json")).expect("local-grid.json");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&text).expect("JSON rows");
+    assert_eq!(
+        rows.len(),
+        2 * 2 * 2 * 2,
+        "2 sets × 2 fits × 2 batches × 2 seeds"
+    );
+    let num = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    for r in &rows {
+        let (g, q, w) = (
+            num(r, "rmse_global"),
+            num(r, "rmse_fleet_query"),
+            num(r, "fleet_query_weight"),
+        );
+        assert!(
+            g.is_finite() && q.is_finite() && (0.0..=1.0).contains(&w),
+            "{r}"
+        );
+        assert!(num(r, "rmse_fleet_query_unweighted").is_finite(), "{r}");
+    }
+    let summary = std::fs::read_to_string(dir.join("local-grid-summary.csv")).expect("summary");
+    assert_eq!(summary.lines().count(), 1 + 2 * 2, "{summary}");
+    for line in summary.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let v = |i: usize| f[i].parse::<f64>().unwrap_or(f64::NAN);
+        // runs, mean, worst, best: best ≤ mean ≤ worst.
+        assert_eq!(v(3), 4.0, "{line}");
+        assert!(v(6) <= v(4) && v(4) <= v(5), "{line}");
+    }
+    for f in [
+        "local-grid-wind.png",
+        "local-grid-traffic.svg",
+        "local-grid.csv",
+    ] {
+        let bytes = std::fs::read(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(bytes.len() > 100, "{f}");
+    }
+}

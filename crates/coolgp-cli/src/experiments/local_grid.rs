@@ -162,8 +162,10 @@ pub(super) fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
             }
         }
         plot_set(dir, set, &runs)?;
+        // The tables so far after each set: an hour-long run stopped early keeps its sets.
+        write(dir, sets, &runs, false)?;
     }
-    write(dir, sets, &runs)
+    write(dir, sets, &runs, true)
 }
 
 /// RMSE against batch size for `set`: the fleet query per fit and seed, the global model's
@@ -212,8 +214,8 @@ fn plot_set(dir: &Path, set: &Set, runs: &[Run]) -> Result<()> {
     )
 }
 
-/// The per-run table and JSON, and the per set × fit summary (printed too).
-fn write(dir: &Path, sets: &[Set], runs: &[Run]) -> Result<()> {
+/// The per-run table and JSON, and the per set × fit summary (printed too if `print`).
+fn write(dir: &Path, sets: &[Set], runs: &[Run], print: bool) -> Result<()> {
     let rows: Vec<String> = runs
         .iter()
         .map(|r| {
@@ -261,7 +263,9 @@ fn write(dir: &Path, sets: &[Set], runs: &[Run]) -> Result<()> {
         dir.join("local-grid.json"),
         serde_json::to_string_pretty(&json)? + "\n",
     )?;
-    println!("  set, fit: runs; fleet query mean / worst / best; runs worse than global; coverage95 range; CPU s mean");
+    if print {
+        println!("  set, fit: runs; fleet query mean / worst / best; runs worse than global; coverage95 range; CPU s mean");
+    }
     let mut summary = Vec::new();
     for set in sets {
         for fit in FITS {
@@ -269,6 +273,9 @@ fn write(dir: &Path, sets: &[Set], runs: &[Run]) -> Result<()> {
                 .iter()
                 .filter(|r| r.set == set.label && r.fit == fit)
                 .collect();
+            if of.is_empty() {
+                continue;
+            }
             let s = Spread::of(of.iter().map(|r| r.report.rmse_fleet_query));
             let cov = Spread::of(of.iter().map(|r| r.report.coverage95_fleet_query));
             let cpu = Spread::of(of.iter().map(|r| r.cpu_s));
@@ -276,10 +283,12 @@ fn write(dir: &Path, sets: &[Set], runs: &[Run]) -> Result<()> {
                 .iter()
                 .filter(|r| r.report.rmse_fleet_query > r.report.rmse_post)
                 .count();
-            println!(
-                "    {:<16} {fit:<5} {:>2} runs  {:.3} / {:.3} / {:.3}  worse than global: {worse}  coverage {:.3}-{:.3}  {:.1} CPU s",
-                set.label, s.n, s.mean, s.max, s.min, cov.min, cov.max, cpu.mean
-            );
+            if print {
+                println!(
+                    "    {:<16} {fit:<5} {:>2} runs  {:.3} / {:.3} / {:.3}  worse than global: {worse}  coverage {:.3}-{:.3}  {:.1} CPU s",
+                    set.label, s.n, s.mean, s.max, s.min, cov.min, cov.max, cpu.mean
+                );
+            }
             summary.push(format!(
                 "{},{},{fit},{},{},{},{},{worse},{},{},{}",
                 set.label, set.memory, s.n, s.mean, s.max, s.min, cov.min, cov.max, cpu.mean
