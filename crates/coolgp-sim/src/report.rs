@@ -103,6 +103,10 @@ pub struct Report {
     pub fleet_query_weight: f64,
     /// `rmse_fleet_query` of the answers without the safety net (weight 1).
     pub rmse_fleet_query_unweighted: f64,
+    /// The global fused model alone on the fleet query's rows (the combined answers' global
+    /// part): what `rmse_fleet_query` is to be compared with (`rmse_post` is over the whole
+    /// test set, the fleet query over its first 2,000 rows).
+    pub rmse_fleet_query_global: f64,
     /// `nlpd_fleet_query` of the uncalibrated answers.
     pub nlpd_fleet_query_raw: f64,
     /// `coverage95_fleet_query` of the uncalibrated answers.

@@ -115,6 +115,7 @@ impl Fleet<'_> {
             fleet_query_var_scale: rule.var_scale,
             fleet_query_weight: rule.weight,
             rmse_fleet_query_unweighted: rule.rmse_unweighted,
+            rmse_fleet_query_global: rule.rmse_global,
             nlpd_fleet_query_raw: rule.nlpd_raw,
             coverage95_fleet_query_raw: rule.coverage95_raw,
             fleet_calibration_rows: query.calibration_rows,

@@ -48,6 +48,9 @@ pub struct QueryScores {
     pub weight: f64,
     /// `rmse` of the answers as combined (weight 1).
     pub rmse_unweighted: f64,
+    /// `rmse` of the combined answers' global part alone (weight 0): the global fused model
+    /// on the same rows.
+    pub rmse_global: f64,
     /// `nlpd` of the uncalibrated answers.
     pub nlpd_raw: f64,
     /// `coverage95` of the uncalibrated answers.
@@ -63,6 +66,7 @@ impl QueryScores {
         var_scale: f64::NAN,
         weight: f64::NAN,
         rmse_unweighted: f64::NAN,
+        rmse_global: f64::NAN,
         nlpd_raw: f64::NAN,
         coverage95_raw: f64::NAN,
     };
@@ -81,6 +85,10 @@ impl QueryScores {
         }
         let rmse_unweighted = rmse(
             &answers.iter().map(LocalAnswer::mean).collect::<Vec<_>>(),
+            y,
+        );
+        let rmse_global = rmse(
+            &answers.iter().map(|a| a.global_mean).collect::<Vec<_>>(),
             y,
         );
         let answers: Vec<LocalAnswer> = answers.iter().map(|a| a.shrunk(cal.weight)).collect();
@@ -102,6 +110,7 @@ impl QueryScores {
             var_scale: scale,
             weight: cal.weight,
             rmse_unweighted: rmse_unweighted * y_scale,
+            rmse_global: rmse_global * y_scale,
             nlpd_raw: p.nlpd(y) + y_scale.ln(),
             coverage95_raw: coverage95(&p, y),
         }
@@ -121,6 +130,7 @@ impl QueryScores {
             var_scale: avg(|s| s.var_scale),
             weight: avg(|s| s.weight),
             rmse_unweighted: avg(|s| s.rmse_unweighted),
+            rmse_global: avg(|s| s.rmse_global),
             nlpd_raw: avg(|s| s.nlpd_raw),
             coverage95_raw: avg(|s| s.coverage95_raw),
         }
