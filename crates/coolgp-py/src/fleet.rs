@@ -32,6 +32,8 @@ struct Fitted {
     /// The safety net's weight on the residual correction (1 without memory; docs/LOCAL.md
     /// §12).
     weight: f64,
+    /// The fleet rule predict combines with: `fleet_rule`, or the one `"auto"` chose.
+    rule: FleetRule,
 }
 
 /// The settings of a fleet.
@@ -50,7 +52,8 @@ struct Settings {
     local_policy: Option<String>,
     local_kernel: Option<String>,
     local_fit: Option<String>,
-    fleet_rule: FleetRule,
+    /// `None`: `"auto"`, the rule with the smallest held-out error at fit.
+    fleet_rule: Option<FleetRule>,
     learn: bool,
     seed: u64,
 }
@@ -79,7 +82,8 @@ struct Settings {
 /// local_kernel as Agent's) and predict answers with the fleet rule: every agent answers with
 /// the global model plus its memory's correction, and the answers are combined point by
 /// point by fleet_rule ("rbcm", the default, "bcm", "min-variance" or "most-informed";
-/// `coolgp.combine_answers`). local_fit: who fits the learned residual kernel, "fleet" (the
+/// `coolgp.combine_answers`; or "auto": at fit, the rule with the smallest error on the
+/// agents' held-out memory rows, `fleet_rule_`, as `coolgp simulate`'s default). local_fit: who fits the learned residual kernel, "fleet" (the
 /// default: after each fusion, once on a pooled sample of every agent's memory, raw rows,
 /// which every agent then takes) or "agent" (each agent on its own memory); `coolgp simulate
 /// --local-fit`.
@@ -195,7 +199,7 @@ impl Settings {
             shuffle: false,
             site: agent.site,
             local: agent.local,
-            fleet_rule: Some(self.fleet_rule),
+            fleet_rule: self.fleet_rule,
             // The sites fuse with q(u) only (the simulator's default fuses them far more
             // often, with warm-ups); FleetRegressor keeps the cadence it was tuned with.
             site_every: Some(self.fuse_every.saturating_mul(agents)),
@@ -358,7 +362,10 @@ impl FleetRegressor {
             local_policy: local_policy.map(str::to_owned),
             local_kernel: local_kernel.map(str::to_owned),
             local_fit: local_fit.map(str::to_owned),
-            fleet_rule: answers::rule(fleet_rule)?,
+            fleet_rule: match fleet_rule {
+                "auto" => None,
+                name => Some(answers::rule(name)?),
+            },
             learn,
             seed,
         };
@@ -398,12 +405,16 @@ impl FleetRegressor {
                 let ys: Vec<f64> = y.iter().map(|&v| scaler.scale_y(v)).collect();
                 let rows = split(x.nrows(), s.agents.min(x.nrows()), groups, s.seed);
                 let agents = s.run(&xs, &ys, &rows)?;
-                let cal = calibrate(&agents, &[s.fleet_rule]).of(s.fleet_rule);
+                let rules = s.fleet_rule.map_or(FleetRule::ALL.to_vec(), |r| vec![r]);
+                let c = calibrate(&agents, &rules);
+                let rule = s.fleet_rule.or_else(|| c.best()).unwrap_or(FleetRule::Rbcm);
+                let cal = c.of(rule);
                 Ok(Fitted {
                     agents,
                     scaler,
                     var_scale: cal.scale,
                     weight: cal.weight,
+                    rule,
                 })
             })
         })?;
@@ -445,7 +456,7 @@ impl FleetRegressor {
         f.scaler
             .apply_x(&mut xs)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let rule = self.s.fleet_rule;
+        let rule = f.rule;
         let weight = match agent {
             None if self.fleet_answers() => f.weight,
             _ => 1.0,
@@ -506,7 +517,7 @@ impl FleetRegressor {
         d.set_item("local_policy", &s.local_policy)?;
         d.set_item("local_kernel", &s.local_kernel)?;
         d.set_item("local_fit", &s.local_fit)?;
-        d.set_item("fleet_rule", s.fleet_rule.name())?;
+        d.set_item("fleet_rule", s.fleet_rule.map_or("auto", FleetRule::name))?;
         d.set_item("learn", s.learn)?;
         d.set_item("seed", s.seed)?;
         Ok(d)
@@ -548,6 +559,13 @@ impl FleetRegressor {
     #[getter]
     fn residual_weight_(&self) -> Option<f64> {
         self.fitted.as_ref().map(|f| f.weight)
+    }
+
+    /// The fleet rule predict combines the agents' answers with: fleet_rule, or with
+    /// fleet_rule="auto" the one chosen at fit on the held-out memory rows (None before fit).
+    #[getter]
+    fn fleet_rule_(&self) -> Option<&'static str> {
+        self.fitted.as_ref().map(|f| f.rule.name())
     }
 
     /// Points represented in each agent's fused model (all equal to n after fit on a tree).

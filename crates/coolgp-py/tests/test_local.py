@@ -172,6 +172,18 @@ def test_fleet_regressor_with_memory_answers_with_the_fleet_rule():
         assert np.all(np.isfinite(g.fit(x, y, groups=groups).predict(xt)))
     with pytest.raises(ValueError, match="unknown local_fit 'pooled'"):
         coolgp.FleetRegressor(local_memory=10, local_fit="pooled")
+    # fleet_rule="auto": the rule with the smallest held-out error, chosen at fit; predict
+    # combines with it (docs/LOCAL.md §12).
+    auto = coolgp.FleetRegressor(agents=4, inducing=15, local_memory=60, fleet_rule="auto", seed=0)
+    assert auto.get_params()["fleet_rule"] == "auto" and auto.fleet_rule_ is None
+    auto.fit(x, y, groups=groups)
+    assert auto.fleet_rule_ in ("rbcm", "bcm", "min-variance", "most-informed")
+    assert 0.0 <= auto.residual_weight_ <= 1.0
+    named = coolgp.FleetRegressor(
+        agents=4, inducing=15, local_memory=60, fleet_rule=auto.fleet_rule_, seed=0
+    ).fit(x, y, groups=groups)
+    assert named.fleet_rule_ == auto.fleet_rule_
+    np.testing.assert_allclose(auto.predict(xt), named.predict(xt), rtol=1e-12, atol=1e-12)
 
 
 def test_pickle_carries_the_memory():
