@@ -164,13 +164,17 @@ impl RuleCalibration {
             .map(|(a, y)| (y - a.global_mean, a.residual_mean))
             .collect();
         let weight = residual_weight(&pairs).unwrap_or(1.0);
-        let errors: Vec<f64> = combined
+        let weighted: Vec<(LocalAnswer, f64)> = combined
             .iter()
-            .map(|(a, y)| standardized_error(&a.shrunk(weight), *y))
+            .map(|(a, y)| (a.shrunk(weight), *y))
             .collect();
-        let mse = combined
+        let errors: Vec<f64> = weighted
             .iter()
-            .map(|(a, y)| (y - a.shrunk(weight).mean()).powi(2))
+            .map(|(a, y)| standardized_error(a, *y))
+            .collect();
+        let mse = weighted
+            .iter()
+            .map(|(a, y)| (y - a.mean()).powi(2))
             .sum::<f64>()
             / combined.len() as f64;
         Self {

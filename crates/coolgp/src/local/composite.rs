@@ -101,8 +101,7 @@ pub fn log_likelihood(p: &[f64], groups: &Groups) -> Option<(f64, Vec<f64>)> {
     let mut ws = Workspace::default();
     for b in 0..groups.len() {
         let (x, r) = groups.group(b);
-        let block = ws.block(p, x, r, groups.d)?;
-        total += block.lml;
+        total += ws.block(p, x, r, groups.d)?;
         let (s2, n2) = ((2.0 * p[0]).exp(), (2.0 * p[1]).exp());
         let g = r.len();
         // W = ααᵀ − A⁻¹; ½ Σ_ij W_ij ∂A_ij.
@@ -158,25 +157,22 @@ pub fn loo_score(p: &[f64], groups: &Groups) -> Option<HeldOut> {
     })
 }
 
-/// One block's quantities, reused across blocks.
+/// One block's quantities, reused across blocks (no allocation per block once the largest
+/// block has been seen).
 #[derive(Default)]
 struct Workspace {
     inv_len: Vec<f64>,
     e: Vec<f64>,
     l: Vec<f64>,
+    linv: Vec<f64>,
     ainv: Vec<f64>,
     alpha: Vec<f64>,
-}
-
-/// A block's log likelihood.
-struct Block {
-    lml: f64,
 }
 
 impl Workspace {
     /// Fills `e` (unit kernel), `ainv` (A⁻¹, full) and `alpha` (A⁻¹r) for the block `x [g·d]`,
     /// `r [g]`; returns its log likelihood. `None` if A is not positive definite.
-    fn block(&mut self, p: &[f64], x: &[f64], r: &[f64], d: usize) -> Option<Block> {
+    fn block(&mut self, p: &[f64], x: &[f64], r: &[f64], d: usize) -> Option<f64> {
         let g = r.len();
         let (s2, n2) = ((2.0 * p[0]).exp(), (2.0 * p[1]).exp());
         self.inv_len.clear();
@@ -201,7 +197,9 @@ impl Workspace {
             return None;
         }
         // L⁻¹ by forward substitution (lower), then A⁻¹ = L⁻ᵀ L⁻¹.
-        let mut linv = vec![0.0; g * g];
+        let linv = &mut self.linv;
+        linv.clear();
+        linv.resize(g * g, 0.0);
         for c in 0..g {
             for i in c..g {
                 let mut s = if i == c { 1.0 } else { 0.0 };
@@ -225,7 +223,7 @@ impl Workspace {
         let log_det = 2.0 * (0..g).map(|i| self.l[i * g + i].ln()).sum::<f64>();
         let quad: f64 = r.iter().zip(&self.alpha).map(|(a, b)| a * b).sum();
         let lml = -0.5 * quad - 0.5 * log_det - 0.5 * g as f64 * (2.0 * std::f64::consts::PI).ln();
-        lml.is_finite().then_some(Block { lml })
+        lml.is_finite().then_some(lml)
     }
 }
 

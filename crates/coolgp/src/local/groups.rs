@@ -181,18 +181,26 @@ pub fn nearest(
     if d == 0 || k == 0 {
         return Vec::new();
     }
+    let dist = |r: &[f64]| -> f64 {
+        r.iter()
+            .zip(x)
+            .zip(inv_scale)
+            .map(|((u, v), s)| ((u - v) * s) * ((u - v) * s))
+            .sum()
+    };
+    if k == 1 {
+        // The nearest row alone (every other agent's row in a group): one pass, no list.
+        let best = rows
+            .chunks_exact(d)
+            .enumerate()
+            .map(|(i, r)| (dist(r), i))
+            .reduce(|b, c| if c.0.total_cmp(&b.0).is_lt() { c } else { b });
+        return best.into_iter().collect();
+    }
     let mut all: Vec<(f64, usize)> = rows
         .chunks_exact(d)
         .enumerate()
-        .map(|(i, r)| {
-            let dist = r
-                .iter()
-                .zip(x)
-                .zip(inv_scale)
-                .map(|((u, v), s)| ((u - v) * s) * ((u - v) * s))
-                .sum();
-            (dist, i)
-        })
+        .map(|(i, r)| (dist(r), i))
         .collect();
     let k = k.min(all.len());
     let by = |p: &(f64, usize), q: &(f64, usize)| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1));
