@@ -406,7 +406,7 @@ impl FleetRegressor {
                 let rows = split(x.nrows(), s.agents.min(x.nrows()), groups, s.seed);
                 let agents = s.run(&xs, &ys, &rows)?;
                 let rules = s.fleet_rule.map_or(FleetRule::ALL.to_vec(), |r| vec![r]);
-                let c = calibrate(&agents, &rules);
+                let c = calibrate(&agents, &rules, &[]);
                 let rule = s.fleet_rule.or_else(|| c.best()).unwrap_or(FleetRule::Rbcm);
                 let cal = c.of(rule);
                 Ok(Fitted {

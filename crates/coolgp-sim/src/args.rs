@@ -3,6 +3,7 @@
 //! `coolgp.simulate(...)`; and their validation into a [`SimConfig`] ([`sim_config`]), with
 //! the check of the run's sizes against the machine's memory ([`check_memory`]).
 
+use coolgp::members::Policy;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -75,6 +76,12 @@ pub struct SimArgs {
     /// issue 28). docs/LOCAL.md §11.
     #[cfg_attr(feature = "clap", arg(long, value_name = "NAME"))]
     pub local_sample: Option<String>,
+    /// The member check (docs/MEMBERS.md): after each fusion, each agent's rows against the
+    /// fleet's model without it. contain (default: a suspect's data leaves the fused model,
+    /// the pooled fits and the fleet query until its rows check out again), flag (report
+    /// only: summary.json's `members`) or off.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "POLICY"))]
+    pub suspects: Option<String>,
     /// Skip malformed rows (counted and reported) instead of stopping at the first.
     #[cfg_attr(feature = "clap", arg(long))]
     #[serde(default)]
@@ -186,7 +193,7 @@ impl From<ConfigError> for SimError {
 
 impl SimArgs {
     /// The keys of a configuration file besides [`AgentArgs::KEYS`] (the flags' names).
-    pub const KEYS: [&'static str; 33] = [
+    pub const KEYS: [&'static str; 34] = [
         "dataset",
         "data",
         "target",
@@ -198,6 +205,7 @@ impl SimArgs {
         "fleet-rule",
         "union-k",
         "local-sample",
+        "suspects",
         "skip-bad-rows",
         "agents",
         "inducing",
@@ -269,6 +277,8 @@ impl SimArgs {
             regions,
             fleet_rule,
             union_k,
+            local_sample,
+            suspects,
             agents,
             inducing,
             latent_dim,
@@ -423,6 +433,11 @@ pub fn sim_config(
         },
         local: agent.config.local,
         site: agent.config.site,
+        suspects: a
+            .suspects
+            .as_deref()
+            .map_or(Ok(Policy::default()), Policy::from_name)
+            .map_err(SimError::Config)?,
         ..SimConfig::default()
     })
 }

@@ -252,6 +252,9 @@ pub struct SimConfig {
     /// The fleet-wide fit of the residual kernel (`--local-fit fleet`): pooled rows, Adam
     /// rounds and starts.
     pub pool: PoolOptions,
+    /// The member check and what it does with suspects (`--suspects`; default `contain`,
+    /// issue 29, docs/MEMBERS.md).
+    pub suspects: coolgp::members::Policy,
 }
 
 impl Default for SimConfig {
@@ -286,6 +289,7 @@ impl Default for SimConfig {
             union: Vec::new(),
             local: LocalConfig::default(),
             pool: PoolOptions::default(),
+            suspects: coolgp::members::Policy::default(),
         }
     }
 }

@@ -50,6 +50,7 @@ pub mod args;
 pub mod baselines;
 pub mod config;
 mod eval;
+pub mod faults;
 pub mod fleet;
 mod groups;
 pub mod network;

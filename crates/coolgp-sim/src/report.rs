@@ -51,6 +51,12 @@ pub struct Report {
     pub rmse_pre: f64,
     /// Mean fused-model RMSE over agents.
     pub rmse_post: f64,
+    /// `rmse_post` over the agents not marked suspect at the end (every agent without
+    /// suspects or with `--suspects off`; issue 29).
+    pub rmse_post_trusted: f64,
+    /// The member check (`--suspects flag|contain`; absent with `off`): every agent's
+    /// standing and evidence, the suspects, the checks' CPU seconds (docs/MEMBERS.md).
+    pub members: Option<crate::fleet::MembersReport>,
     /// Central learner RMSE.
     pub rmse_central: Option<f64>,
     /// dDTC RMSE.

@@ -106,6 +106,7 @@ pub mod fuse;
 pub mod learn;
 pub mod linalg;
 pub mod local;
+pub mod members;
 pub mod model;
 pub mod protocol;
 pub mod rng;

@@ -75,6 +75,7 @@ impl<'a> Fleet<'a> {
             curves: Vec::new(),
             local_pooled: false,
             local_initial: None,
+            watch: super::members::Watch::new(cfg.suspects, cfg.agents),
         })
     }
 }

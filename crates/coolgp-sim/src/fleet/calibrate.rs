@@ -48,15 +48,18 @@ impl Calibration {
 
 /// Measures each rule's weight and variance scale on the fused `agents` (module doc): each
 /// agent offers its share of [`CALIBRATION_ROWS`] ([`shares`], [`offered_rows`]). Agents that
-/// cannot answer (no factorizable model) offer no rows and give no answers.
-pub fn calibrate(agents: &[Agent], rules: &[FleetRule]) -> Calibration {
+/// cannot answer (no factorizable model) offer no rows and give no answers, and so do the
+/// agents `excluded` marks (contained suspects, issue 29; an empty slice excludes none).
+pub fn calibrate(agents: &[Agent], rules: &[FleetRule], excluded: &[bool]) -> Calibration {
+    let out = |i: usize| excluded.get(i).copied().unwrap_or(false);
     let k = shares(CALIBRATION_ROWS, agents.len());
     let held: Vec<Option<HeldOutRows>> = agents
         .par_iter()
         .zip(k.par_iter())
-        .map(|(a, &k)| {
-            a.local_held_out(&offered_rows(a.local_points(), k), View::Fused)
-                .ok()
+        .enumerate()
+        .map(|(i, (a, &k))| {
+            let rows = offered_rows(a.local_points(), if out(i) { 0 } else { k });
+            a.local_held_out(&rows, View::Fused).ok()
         })
         .collect();
     let owners: Vec<(usize, usize)> = held
@@ -71,7 +74,12 @@ pub fn calibrate(agents: &[Agent], rules: &[FleetRule]) -> Calibration {
     });
     let answers: Vec<Option<Vec<LocalAnswer>>> = agents
         .par_iter()
-        .map(|a| a.local_answers(x.as_ref(), View::Fused).ok())
+        .enumerate()
+        .map(|(i, a)| {
+            (!out(i))
+                .then(|| a.local_answers(x.as_ref(), View::Fused).ok())
+                .flatten()
+        })
         .collect();
     let rules = rules
         .iter()

@@ -58,6 +58,14 @@ impl Fleet<'_> {
         let na = per_agent.len().max(1) as f64;
         let rmse_pre = per_agent.iter().map(|r| r.rmse_pre).sum::<f64>() / na;
         let rmse_post = per_agent.iter().map(|r| r.rmse_post).sum::<f64>() / na;
+        let members = self.cfg.suspects.checks().then(|| self.watch.report());
+        let suspect = |i: usize| members.as_ref().is_some_and(|m| m.suspects.contains(&i));
+        let trusted: Vec<f64> = per_agent
+            .iter()
+            .filter(|r| !suspect(r.id))
+            .map(|r| r.rmse_post)
+            .collect();
+        let rmse_post_trusted = trusted.iter().sum::<f64>() / trusted.len().max(1) as f64;
         let rmse_central = self.central.as_ref().map(|c| {
             let alpha = c.mean_weights(View::Own).ok();
             mean_over(&self.work.tests, usize::MAX, |x, y| {
@@ -97,6 +105,8 @@ impl Fleet<'_> {
         Ok(Report {
             rmse_pre,
             rmse_post,
+            rmse_post_trusted,
+            members,
             rmse_central,
             rmse_ddtc: refs.rmse_ddtc,
             rmse_dpitc: refs.rmse_dpitc,
@@ -155,7 +165,8 @@ impl Fleet<'_> {
     /// `T_g = T0 + Σ E_i` (each agent's own scales: in the fleet projection mode the sums are
     /// in unit scale and every agent applies the fleet's). With groups each agent's excess
     /// is in its group's scales and the sums are plain; each part of the graph
-    /// (`--fuse-groups within`: each group) has its own `T_g`.
+    /// (`--fuse-groups within`: each group) has its own `T_g`. A withheld agent's excess
+    /// (a contained suspect, issue 29) is in its own `T_g` only.
     fn fusion_error(&self) -> f64 {
         let agents = &self.agents;
         self.plan
@@ -164,12 +175,20 @@ impl Fleet<'_> {
             .map(|part| {
                 let e_sum = coolgp::fuse::sum_excess(
                     self.vocab.m(),
-                    part.iter().map(|&i| agents[i].own_excess()),
+                    part.iter()
+                        .filter(|&&i| !agents[i].is_withheld())
+                        .map(|&i| agents[i].own_excess()),
                 );
                 part.par_iter()
                     .map(|&i| {
                         let a = &agents[i];
-                        let tg = a.natural_params_of(&e_sum);
+                        let tg = if a.is_withheld() {
+                            let mut own = e_sum.clone();
+                            own.add_in_place(a.own_excess());
+                            a.natural_params_of(&own)
+                        } else {
+                            a.natural_params_of(&e_sum)
+                        };
                         frob(&a.natural_params(View::Fused), Some(&tg)) / frob(&tg, None)
                     })
                     .reduce(|| 0.0, f64::max)

@@ -197,6 +197,19 @@ impl Fleet<'_> {
     /// ([`Fleet::fit_local_pooled`]).
     pub fn fuse(&mut self) {
         let t = Instant::now();
+        self.fuse_once();
+        // The member check (issue 29); a change of who is contained fuses once more, so the
+        // rest of the fleet holds the model without the suspects.
+        if self.check_members() {
+            self.fuse_once();
+        }
+        self.phases.fusion_s += t.elapsed().as_secs_f64();
+        self.fit_local_pooled();
+    }
+
+    /// One fusion of q(u) and, in the shared projection mode, the adoption of the fleet's
+    /// q(W) and a second fusion under it.
+    fn fuse_once(&mut self) {
         self.net
             .add_all(self.fusion.fuse(&mut self.agents, &mut self.net_rng));
         if self.cfg.projection.is_shared() {
@@ -206,7 +219,5 @@ impl Fleet<'_> {
             self.net
                 .add_all(self.fusion.fuse(&mut self.agents, &mut self.net_rng));
         }
-        self.phases.fusion_s += t.elapsed().as_secs_f64();
-        self.fit_local_pooled();
     }
 }

@@ -23,6 +23,7 @@ mod build;
 mod calibrate;
 mod evaluate;
 mod fuse;
+mod members;
 mod pool;
 mod query;
 mod stream;
@@ -43,6 +44,7 @@ use crate::SimError;
 
 pub use calibrate::{calibrate, Calibration, RuleCalibration};
 use fuse::Fusion;
+pub use members::{MemberReport, MembersReport};
 pub use pool::{fit_agents_near, fit_agents_pooled};
 pub use query::{local_bytes, QueryScores, QUERY_POINTS, RULES};
 use stream::{Cadence, Dispatch};
@@ -97,6 +99,8 @@ pub struct Fleet<'a> {
     /// The agents' residual kernel before the first fleet-wide fit (where fits without a
     /// warm start begin, [`coolgp::local::PoolOptions::warm_start`]).
     local_initial: Option<coolgp::local::ResidualKernel>,
+    /// The member check and who is contained (`--suspects`, issue 29).
+    watch: members::Watch,
 }
 
 impl<'a> Fleet<'a> {

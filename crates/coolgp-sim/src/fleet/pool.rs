@@ -46,9 +46,12 @@ impl Fleet<'_> {
             .map(|&b| self.work.batches[b].y.len())
             .sum();
         let cold = cold_due(before as u64, self.points as u64, opts.cold_growth);
+        // Contained suspects' rows stay out of the fit (issue 29).
+        let excluded = self.watch.excluded();
         let (fitted, chosen) = if opts.sample == PoolSample::Near {
             let warm = (!first).then(|| start.params().to_vec());
-            let near = fit_agents_near(&mut self.agents, warm.as_deref(), initial.params(), cold);
+            let (warm, initial) = (warm.as_deref(), initial.params());
+            let near = fit_agents_near(&mut self.agents, &excluded, warm, initial, cold);
             match near {
                 Some(s) => (Some(s.params), format!("{:?} {:?}", s.chosen, s.scores)),
                 None => (None, String::new()),
@@ -56,12 +59,12 @@ impl Fleet<'_> {
         } else if opts.validate {
             let (warm, initial) = ((!first).then_some(&start), initial.clone());
             let pick = (warm, &initial, cold);
-            match fit_agents_selected(&mut self.agents, &self.vocab, opts, pick) {
+            match fit_agents_selected(&mut self.agents, &excluded, &self.vocab, opts, pick) {
                 Some(s) => (Some(s.params), format!("{:?} {:?}", s.chosen, s.scores)),
                 None => (None, String::new()),
             }
         } else {
-            let p = fit_agents_pooled(&mut self.agents, opts, &start, first);
+            let p = fit_agents_pooled(&mut self.agents, &excluded, opts, &start, first);
             (p, String::new())
         };
         if let Some(p) = fitted
@@ -93,11 +96,12 @@ const POOL_LOG: &str = "COOLGP_POOL_LOG";
 /// parameters (`None`: no fit, nothing changed).
 pub fn fit_agents_pooled(
     agents: &mut [Agent],
+    excluded: &[bool],
     opts: &PoolOptions,
     start: &ResidualKernel,
     first: bool,
 ) -> Option<Vec<f64>> {
-    let samples = offered(agents, &shares(opts.rows, agents.len()));
+    let samples = offered(agents, &shares(opts.rows, agents.len()), excluded);
     let params = fit_pooled(start, &samples, first, opts)?;
     take(agents, &params);
     Some(params)
@@ -111,6 +115,7 @@ pub fn fit_agents_pooled(
 /// agent takes the chosen parameters. Deterministic.
 fn fit_agents_selected(
     agents: &mut [Agent],
+    excluded: &[bool],
     vocab: &Vocabulary,
     opts: &PoolOptions,
     pick: (Option<&ResidualKernel>, &ResidualKernel, bool),
@@ -121,7 +126,7 @@ fn fit_agents_selected(
         .map(|k| 2 * k)
         .collect();
     let (fit, validation): (Vec<FitSample>, Vec<FitSample>) =
-        offered(agents, &share).iter().map(halves).unzip();
+        offered(agents, &share, excluded).iter().map(halves).unzip();
     let selected = fit_pooled_selected(warm, initial, cold, vocab, &fit, &validation, opts)?;
     take(agents, &selected.params);
     Some(selected)
@@ -137,6 +142,7 @@ fn fit_agents_selected(
 /// it. Deterministic.
 pub fn fit_agents_near(
     agents: &mut [Agent],
+    excluded: &[bool],
     warm: Option<&[f64]>,
     initial: &[f64],
     explore: bool,
@@ -144,7 +150,15 @@ pub fn fit_agents_near(
     let opts = GroupOptions::default();
     let d = agents.first()?.local().memory().d();
     let (fit, held) = {
-        let hood = Neighbourhood::new(d, agents.iter().map(|a| a.local().memory().x()).collect());
+        let rows: Vec<&[f64]> = agents
+            .iter()
+            .enumerate()
+            .map(|(i, a)| match excluded.get(i) {
+                Some(true) => &[][..],
+                _ => a.local().memory().x(),
+            })
+            .collect();
+        let hood = Neighbourhood::new(d, rows);
         let (fit_anchors, held_anchors) = hood.anchors(&opts);
         // The warm kernel's metric (its inverse lengthscales) adds the rows it claims.
         let kernel: Option<Vec<f64>> = warm.map(|p| p[2..].iter().map(|l| (-l).exp()).collect());
@@ -193,12 +207,14 @@ pub fn fit_agents_near(
 }
 
 /// Agent i's sample of `share[i]` memory rows ([`Agent::local_fit_sample`]; none if it cannot
-/// offer one).
-fn offered(agents: &[Agent], share: &[usize]) -> Vec<FitSample> {
+/// offer one, or if `excluded[i]`).
+fn offered(agents: &[Agent], share: &[usize], excluded: &[bool]) -> Vec<FitSample> {
     agents
         .par_iter()
         .zip(share.par_iter())
-        .map(|(a, &k)| match k {
+        .enumerate()
+        .map(|(i, (a, &k))| match k {
+            _ if excluded.get(i).copied().unwrap_or(false) => FitSample::default(),
             0 => FitSample::default(),
             k => a.local_fit_sample(k).unwrap_or_default(),
         })

@@ -175,7 +175,9 @@ impl Fleet<'_> {
         let mut per_union: Vec<Vec<QueryScores>> = vec![Vec::new(); self.cfg.union.len()];
         let mut union = vec![UnionStats::default(); self.cfg.union.len()];
         let cpu = cpu_seconds();
-        let calibration = calibrate(&self.agents, RULES);
+        // Contained suspects (issue 29) neither offer rows nor answer.
+        let excluded = self.watch.excluded();
+        let calibration = calibrate(&self.agents, RULES, &excluded);
         let calibration_cpu_s = cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
         let chosen = self
             .cfg
@@ -188,7 +190,12 @@ impl Fleet<'_> {
             let answers: Vec<Option<Vec<LocalAnswer>>> = self
                 .agents
                 .par_iter()
-                .map(|a| a.local_answers(w.x.as_ref(), View::Fused).ok())
+                .zip(&excluded)
+                .map(|(a, &out)| {
+                    (!out)
+                        .then(|| a.local_answers(w.x.as_ref(), View::Fused).ok())
+                        .flatten()
+                })
                 .collect();
             let answers_cpu = cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
             let at_row = |i: usize, who: &mut dyn Iterator<Item = usize>| -> Vec<LocalAnswer> {

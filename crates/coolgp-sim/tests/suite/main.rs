@@ -4,6 +4,7 @@
 mod calibrate;
 mod claims;
 mod fleet;
+mod members;
 mod no_structure;
 mod pool;
 mod scores;

@@ -61,8 +61,8 @@ fn the_pooled_fit_is_deterministic_and_every_agent_takes_it() {
     assert!(agents.iter().all(|a| a.local().fit_state().0 == 0));
     let mut again = agents.clone();
     let start = agents[0].local().kernel().clone();
-    let p = fit_agents_pooled(&mut agents, &opts, &start, true).expect("a fit");
-    let q = fit_agents_pooled(&mut again, &opts, &start, true).expect("a fit");
+    let p = fit_agents_pooled(&mut agents, &[], &opts, &start, true).expect("a fit");
+    let q = fit_agents_pooled(&mut again, &[], &opts, &start, true).expect("a fit");
     assert_eq!(p, q, "same samples, same fit");
     for a in &agents {
         assert_eq!(a.local().kernel().params(), &p[..]);
@@ -90,7 +90,7 @@ fn only_the_pooled_fit_learns_the_lengthscale_of_the_agents_places() {
         ..PoolOptions::default()
     };
     let initial = pooled[0].local().kernel().clone();
-    fit_agents_pooled(&mut pooled, &opts, &initial, true).expect("a fit");
+    fit_agents_pooled(&mut pooled, &[], &opts, &initial, true).expect("a fit");
     let moved = log_lengthscale(&pooled[0], 0) - start;
     // The shared anomaly makes residuals of one day co-vary across every place: the
     // lengthscale over places grows.
@@ -176,7 +176,8 @@ fn the_fit_on_neighbourhood_groups_recovers_a_known_residual_kernel_on_every_set
             let initial = agents[0].local().kernel().params().to_vec();
             let mut warm: Option<Vec<f64>> = None;
             for _ in 0..3 {
-                let f = fit_agents_near(&mut agents, warm.as_deref(), &initial, true).expect("fit");
+                let f = fit_agents_near(&mut agents, &[], warm.as_deref(), &initial, true)
+                    .expect("fit");
                 warm = Some(f.params);
             }
             let p = warm.expect("fitted");

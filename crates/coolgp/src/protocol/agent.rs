@@ -261,6 +261,46 @@ impl Agent {
         predict(&self.vocab, self.learning.projection(), &post, x)
     }
 
+    /// Predicts at the rows of `x [n, d]` with the agent's q(W) and the fused q(u) minus a
+    /// data part `e` in this agent's representation (e.g. another agent's own excess `E_j`:
+    /// on a tree, the fleet's model without agent j; the member check of issue 29).
+    ///
+    /// # Errors
+    /// As [`Agent::predict`]; [`Error::NotPositiveDefinite`] if what remains cannot be
+    /// factored.
+    pub fn predict_without(&self, x: MatRef<'_, f64>, e: &Excess) -> Result<Prediction> {
+        self.check_inputs(x, None)?;
+        let mut rest = self.fused_excess().0;
+        rest.add_scaled_in_place(e, -1.0);
+        let post = self.natural_params_of(&rest).posterior(&self.vocab)?;
+        predict(&self.vocab, self.learning.projection(), &post, x)
+    }
+
+    /// Withholds the own data (q(u)'s `E_i` and points, the fleet projection's site, the
+    /// shared projection's term) from every message from now on, or (`on = false`) sends it
+    /// again; the agent's own fused view keeps it. On a tree, the rest of the fleet then
+    /// converges to the model without this agent, exactly: the containment of a suspect
+    /// member (issue 29, docs/MEMBERS.md §2). Not part of a snapshot: the driver sets it
+    /// from the fleet's verdicts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] under push-sum, where the own mass has already mixed into
+    /// the neighbours' running totals.
+    pub fn set_withheld(&mut self, on: bool) -> Result<()> {
+        if self.fusion.is_push_sum() {
+            return Err(Error::InvalidConfig(
+                "withholding an agent's data needs tree fusion (push-sum has mixed it in)".into(),
+            ));
+        }
+        self.fusion.set_withheld(on);
+        Ok(())
+    }
+
+    /// True while the own data is withheld from messages ([`Agent::set_withheld`]).
+    pub fn is_withheld(&self) -> bool {
+        self.fusion.is_withheld()
+    }
+
     /// Checks query or block inputs: width d, finite, within the ψ statistics' range.
     pub(crate) fn check_inputs(&self, x: MatRef<'_, f64>, y: Option<&[f64]>) -> Result<()> {
         let proj = self.learning.projection();
@@ -501,7 +541,14 @@ impl Agent {
     /// Queues the tree message `D_ij` to neighbour `to` with, in shared projection mode, the
     /// projection sums and, in the fleet projection mode, the site sums (spec §7, §13, §14).
     fn queue_tree_message(&mut self, to: AgentId) {
-        let share = self.own_projection_share();
+        let mut share = self.own_projection_share();
+        if let Some(s) = share.as_mut().filter(|_| self.fusion.is_withheld()) {
+            // Withheld: the fleet's projection sums without this agent's term.
+            s.weight = 0.0;
+            for v in s.theta.iter_mut().chain(&mut s.m1).chain(&mut s.m2) {
+                *v = 0.0;
+            }
+        }
         let n_own = self.learning.n_own();
         let (excess, points, projection) = self.fusion.tree_payload(to, n_own, share.as_ref());
         let msg = Message {

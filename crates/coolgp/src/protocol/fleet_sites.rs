@@ -42,10 +42,17 @@ impl Agent {
         self.is_fleet() && self.config().group.is_none()
     }
 
-    /// Site sums over this agent's side of the edge to `exclude` (tree rule: what a message
-    /// to `exclude` carries), or over every neighbour heard from when `exclude` is `None`.
-    pub(crate) fn site_sums(&self, exclude: Option<AgentId>) -> Sites {
-        self.fusion().site_sums(self.fleet_site().sums(), exclude)
+    /// The site sums a message to `to` carries (tree rule): the own site plus what every
+    /// neighbour but `to` sent; without the own site while the agent is withheld
+    /// ([`Agent::set_withheld`]).
+    fn site_sums_sent(&self, to: AgentId) -> Sites {
+        let own = self.fleet_site().sums();
+        let own = if self.fusion().is_withheld() {
+            own.zeros_like()
+        } else {
+            own
+        };
+        self.fusion().site_sums(own, Some(to))
     }
 
     /// The fused site sums of every projection group the agent has heard of: the sums it
@@ -98,7 +105,7 @@ impl Agent {
             header: self.header(to),
             body: Body::Site,
             projection: None,
-            sites: Some(self.site_sums(Some(to))),
+            sites: Some(self.site_sums_sent(to)),
         };
         self.queue(msg);
         true
@@ -114,6 +121,6 @@ impl Agent {
 
     /// The site part of a q(u) message to `to`, `None` outside the fleet mode.
     pub(crate) fn site_for(&self, to: AgentId) -> Option<Sites> {
-        self.is_fleet().then(|| self.site_sums(Some(to)))
+        self.is_fleet().then(|| self.site_sums_sent(to))
     }
 }

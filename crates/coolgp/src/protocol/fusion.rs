@@ -58,6 +58,9 @@ pub(crate) struct Fusion {
     /// Tree messages of the last tick, reused while neither E_i nor the inbox changed
     /// (derived state: not in snapshots).
     sent_cache: BTreeMap<AgentId, TreeMessage>,
+    /// Withheld (issue 29): messages carry none of `E_i` and none of the own points (derived
+    /// from the fleet's verdicts: not in snapshots).
+    withheld: bool,
 }
 
 impl Fusion {
@@ -81,6 +84,21 @@ impl Fusion {
             pushsum,
             last_round: BTreeMap::new(),
             sent_cache: BTreeMap::new(),
+            withheld: false,
+        }
+    }
+
+    /// True while the own data is withheld from messages ([`Fusion::set_withheld`]).
+    pub(crate) fn is_withheld(&self) -> bool {
+        self.withheld
+    }
+
+    /// Withholds the own data from every message from now on (`on`), or sends it again. Tree
+    /// rule only: under push-sum the own mass has already mixed into every neighbour's.
+    pub(crate) fn set_withheld(&mut self, on: bool) {
+        if self.withheld != on {
+            self.withheld = on;
+            self.sent_cache.clear();
         }
     }
 
@@ -225,7 +243,12 @@ impl Fusion {
             return (Arc::clone(e), *p, pr.clone());
         }
         let received = self.inbox.iter().map(|(k, v)| (k, &*v.excess));
-        let excess = tree::message_to(&self.own, received, &to);
+        let (excess, n_own) = if self.withheld {
+            let zero = Excess::zeros(self.own.d2.len());
+            (tree::message_to(&zero, received, &to), 0)
+        } else {
+            (tree::message_to(&self.own, received, &to), n_own)
+        };
         let others = self.inbox.iter().filter(|(k, _)| **k != to);
         let points = n_own as f64 + others.clone().map(|(_, v)| v.points).sum::<f64>();
         let projection = share.map(|own| {

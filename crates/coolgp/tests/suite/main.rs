@@ -9,6 +9,7 @@ mod fusion_laws;
 mod hardening;
 mod local;
 mod local_cost;
+mod members;
 mod numerics;
 mod projection_groups;
 mod shared_projection;

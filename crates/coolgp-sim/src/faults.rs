@@ -1,0 +1,130 @@
+//! The faulty-station field of issue 29 (docs/MEMBERS.md §4), built in: ten stations observe
+//! `f(x1, x2) = sin x1 + 0.5·cos 2x2 + N(0, 0.1²)` at inputs uniform on [−3, 3]², 500 rows
+//! each; chosen stations report through a [`Fault`]. The test set is 1,000 noise-free rows
+//! of f, each tagged with one of the honest stations. Deterministic in its seed.
+
+use coolgp::faer::Mat;
+use coolgp::rng::Rng;
+
+use crate::workload::{Batch, TestSet, Workload};
+
+/// Stations of the field.
+pub const STATIONS: usize = 10;
+/// Rows per station.
+pub const ROWS: usize = 500;
+/// Noise-free test rows.
+pub const TEST_ROWS: usize = 1_000;
+
+/// How a broken station reports its target (the issue's four faults).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// `y + 5`: an offset after a bad calibration.
+    Offset,
+    /// `y ~ N(0, 10²)`: pure noise from a loose wire.
+    Noise,
+    /// `y = 3`: a probe stuck at one value.
+    Stuck,
+    /// `y × 10`: a unit mix-up.
+    Scaled,
+}
+
+impl Fault {
+    /// Every fault, in the issue's order.
+    pub const ALL: [Fault; 4] = [Fault::Offset, Fault::Noise, Fault::Stuck, Fault::Scaled];
+
+    /// The fault's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Offset => "offset",
+            Self::Noise => "noise",
+            Self::Stuck => "stuck",
+            Self::Scaled => "scaled",
+        }
+    }
+
+    /// What the station reports when it measures `y`.
+    fn report(self, y: f64, rng: &mut Rng) -> f64 {
+        match self {
+            Self::Offset => y + 5.0,
+            Self::Noise => 10.0 * rng.normal(),
+            Self::Stuck => 3.0,
+            Self::Scaled => 10.0 * y,
+        }
+    }
+}
+
+/// The field's phenomenon.
+fn f(x1: f64, x2: f64) -> f64 {
+    x1.sin() + 0.5 * (2.0 * x2).cos()
+}
+
+/// The field with `faults` (station, fault) in batches of `batch` rows, each batch one
+/// station's (its routing group: run with as many agents as [`STATIONS`]). Inputs are
+/// standardized by the uniform's spread (√3) and targets by the training rows' mean and
+/// standard deviation, as a CSV run's are (`y_scale` restores the original units).
+///
+/// # Panics
+/// If `batch` is 0.
+pub fn field(faults: &[(usize, Fault)], batch: usize, seed: u64) -> Workload {
+    assert!(batch > 0, "batches of at least one row");
+    let mut rng = Rng::new(seed, 0x29);
+    let x_scale = 1.0 / 3f64.sqrt();
+    let mut rows: Vec<(usize, [f64; 2], f64)> = Vec::with_capacity(STATIONS * ROWS);
+    for s in 0..STATIONS {
+        let fault = faults.iter().find(|(k, _)| *k == s).map(|p| p.1);
+        for _ in 0..ROWS {
+            let x = [6.0 * rng.uniform() - 3.0, 6.0 * rng.uniform() - 3.0];
+            let y = f(x[0], x[1]) + 0.1 * rng.normal();
+            let y = fault.map_or(y, |k| k.report(y, &mut rng));
+            rows.push((s, x, y));
+        }
+    }
+    let n = rows.len() as f64;
+    let mean = rows.iter().map(|r| r.2).sum::<f64>() / n;
+    let sd = (rows.iter().map(|r| (r.2 - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let batches = rows
+        .chunks(batch)
+        .flat_map(|c| {
+            // A chunk never spans two stations when `batch` divides ROWS; split it if it does.
+            let mut out: Vec<Vec<&(usize, [f64; 2], f64)>> = Vec::new();
+            for r in c {
+                match out.last_mut() {
+                    Some(b) if b[0].0 == r.0 => b.push(r),
+                    _ => out.push(vec![r]),
+                }
+            }
+            out
+        })
+        .map(|b| Batch {
+            group: Some(b[0].0),
+            x: Mat::from_fn(b.len(), 2, |i, j| b[i].1[j] * x_scale),
+            y: b.iter().map(|r| (r.2 - mean) / sd).collect(),
+        })
+        .collect();
+    let honest: Vec<usize> = (0..STATIONS)
+        .filter(|s| !faults.iter().any(|(k, _)| k == s))
+        .collect();
+    let mut test_rng = Rng::new(seed, 0x7E57);
+    let mut x = Mat::zeros(TEST_ROWS, 2);
+    let mut y = Vec::with_capacity(TEST_ROWS);
+    let mut groups = Vec::with_capacity(TEST_ROWS);
+    for i in 0..TEST_ROWS {
+        let (a, b) = (
+            6.0 * test_rng.uniform() - 3.0,
+            6.0 * test_rng.uniform() - 3.0,
+        );
+        x[(i, 0)] = a * x_scale;
+        x[(i, 1)] = b * x_scale;
+        y.push((f(a, b) - mean) / sd);
+        groups.push(honest.get(i % honest.len().max(1)).copied());
+    }
+    Workload {
+        d: 2,
+        batches,
+        tests: vec![TestSet { x, y, groups }],
+        groups: STATIONS,
+        test_by_group: false,
+        projection_groups: Vec::new(),
+        y_scale: sd,
+    }
+}

@@ -1,0 +1,213 @@
+//! The member check in the simulator (issue 29, docs/MEMBERS.md): after each fusion, each
+//! agent's rows against the fleet's model without it ([`coolgp::members::check`]); under
+//! `--suspects contain` every suspect is withheld ([`Agent::set_withheld`]) and the fleet
+//! fuses again, so the rest of the fleet holds the model without it, and its rows and
+//! answers leave the pooled fits, the calibration and the fleet query ([`Watch::excluded`]).
+
+use coolgp::faer::Mat;
+use coolgp::local::calibrate::offered_rows;
+use coolgp::members::{judge, CheckOptions, Evidence, Policy, Standing};
+use coolgp::{Agent, Excess};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::union::cpu_seconds;
+use super::Fleet;
+
+/// The member check's state over a run.
+#[derive(Clone, Debug)]
+pub(super) struct Watch {
+    /// `--suspects`.
+    policy: Policy,
+    /// The check's settings.
+    opts: CheckOptions,
+    /// Each agent's standing after the last check.
+    standing: Vec<Standing>,
+    /// Each agent's evidence at the last check.
+    evidence: Vec<Option<Evidence>>,
+    /// The median verifiable member's score at the last check.
+    median: f64,
+    /// The agent's own blocks when it was first marked suspect.
+    first_suspect: Vec<Option<u64>>,
+    /// Checks made.
+    checks: usize,
+    /// CPU seconds of the checks (all threads; 0 where unknown).
+    cpu_s: f64,
+    /// Containment was asked for but the fusion rule cannot withhold (push-sum).
+    cannot_contain: bool,
+}
+
+impl Watch {
+    /// No check yet over `n` agents.
+    pub fn new(policy: Policy, n: usize) -> Self {
+        Self {
+            policy,
+            opts: CheckOptions::default(),
+            standing: vec![Standing::Unchecked; n],
+            evidence: vec![None; n],
+            median: f64::NAN,
+            first_suspect: vec![None; n],
+            checks: 0,
+            cpu_s: 0.0,
+            cannot_contain: false,
+        }
+    }
+
+    /// Per agent: true when it is contained (a suspect under `--suspects contain`); its rows
+    /// and answers are then left out of pooled fits, calibration and fleet queries.
+    pub fn excluded(&self) -> Vec<bool> {
+        let contain = self.policy == Policy::Contain && !self.cannot_contain;
+        self.standing
+            .iter()
+            .map(|&s| contain && s == Standing::Suspect)
+            .collect()
+    }
+
+    /// The report's view of the last check.
+    pub fn report(&self) -> MembersReport {
+        let excluded = self.excluded();
+        MembersReport {
+            policy: self.policy.name(),
+            checks: self.checks,
+            cpu_s: self.cpu_s,
+            median_score: self.median,
+            contained: !self.cannot_contain && self.policy == Policy::Contain,
+            suspects: (0..self.standing.len())
+                .filter(|&i| self.standing[i] == Standing::Suspect)
+                .collect(),
+            members: (0..self.standing.len())
+                .map(|i| {
+                    let e = self.evidence[i];
+                    MemberReport {
+                        id: i,
+                        standing: self.standing[i].name(),
+                        score: e.map_or(f64::NAN, |e| e.score),
+                        ratio: e.map_or(f64::NAN, |e| e.score / self.median),
+                        z2: e.map_or(f64::NAN, |e| e.z2),
+                        rows: e.map_or(0, |e| e.rows),
+                        informed: e.map_or(0, |e| e.informed),
+                        first_suspect_block: self.first_suspect[i],
+                        contained: excluded[i],
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The member check in `summary.json` (`members`).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MembersReport {
+    /// `--suspects`: off, flag or contain.
+    pub policy: &'static str,
+    /// Checks made (one after each fusion of q(u)).
+    pub checks: usize,
+    /// CPU seconds of the checks (all threads).
+    pub cpu_s: f64,
+    /// The median verifiable member's score at the last check (NaN: too few verifiable).
+    pub median_score: f64,
+    /// Suspects were contained (false under `flag`, or under push-sum, which cannot withhold).
+    pub contained: bool,
+    /// The agents marked suspect at the last check.
+    pub suspects: Vec<usize>,
+    /// Every agent's standing and evidence at the last check.
+    pub members: Vec<MemberReport>,
+}
+
+/// One agent's standing and evidence (docs/MEMBERS.md §1).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MemberReport {
+    /// The agent.
+    pub id: usize,
+    /// trusted, suspect, unverifiable or unchecked.
+    pub standing: &'static str,
+    /// Median squared error of the others' model at its informed rows (standardized units).
+    pub score: f64,
+    /// `score` over the median member's.
+    pub ratio: f64,
+    /// Median squared error over the others' predictive variance.
+    pub z2: f64,
+    /// Rows checked.
+    pub rows: usize,
+    /// Rows the others know.
+    pub informed: usize,
+    /// Its own blocks absorbed when it was first marked suspect.
+    pub first_suspect_block: Option<u64>,
+    /// Contained at the end of the run.
+    pub contained: bool,
+}
+
+impl Fleet<'_> {
+    /// One member check (module docs) after a fusion; under `--suspects contain`, withholds
+    /// each suspect and readmits each member that checks out. Returns true when who is
+    /// withheld changed (the fleet must fuse again).
+    pub(super) fn check_members(&mut self) -> bool {
+        if !self.watch.policy.checks() {
+            return false;
+        }
+        let cpu = cpu_seconds();
+        let was: Vec<bool> = self
+            .watch
+            .standing
+            .iter()
+            .map(|&s| s == Standing::Suspect)
+            .collect();
+        let evidence = member_evidence(&self.agents, &was, &self.watch.opts);
+        let (standing, median) = judge(&evidence, &was, &self.watch.opts);
+        for (i, s) in standing.iter().enumerate() {
+            if *s == Standing::Suspect && self.watch.first_suspect[i].is_none() {
+                self.watch.first_suspect[i] = Some(self.agents[i].blocks());
+            }
+        }
+        let w = &mut self.watch;
+        (w.standing, w.evidence, w.median) = (standing, evidence, median);
+        w.checks += 1;
+        let mut changed = false;
+        if w.policy == Policy::Contain && !w.cannot_contain {
+            for (a, s) in self.agents.iter_mut().zip(&w.standing) {
+                let on = *s == Standing::Suspect;
+                if a.is_withheld() != on {
+                    if a.set_withheld(on).is_err() {
+                        w.cannot_contain = true;
+                        break;
+                    }
+                    changed = true;
+                }
+            }
+        }
+        w.cpu_s += cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
+        changed
+    }
+}
+
+/// Each agent's evidence (`None`: nothing to check), predicted by the reference agent (the
+/// lowest id not suspect, `was`) with the fused q(u) minus the member's own excess (none for
+/// a member already withheld: the reference's model lacks it).
+fn member_evidence(agents: &[Agent], was: &[bool], opts: &CheckOptions) -> Vec<Option<Evidence>> {
+    let Some(r) = (0..agents.len()).find(|&i| !was[i] && agents[i].n_own() > 0) else {
+        return vec![None; agents.len()];
+    };
+    let reference = &agents[r];
+    let prior_var = reference.projection().sigma_s().powi(2);
+    let zero = Excess::zeros(reference.vocabulary().m());
+    agents
+        .par_iter()
+        .map(|a| {
+            let memory = a.local().memory();
+            let rows = offered_rows(memory.len(), opts.rows);
+            if rows.is_empty() {
+                return None;
+            }
+            let d = memory.d();
+            let x = Mat::from_fn(rows.len(), d, |k, j| memory.row(rows[k])[j]);
+            let y: Vec<f64> = rows.iter().map(|&k| memory.y()[k]).collect();
+            let own = if a.is_withheld() {
+                &zero
+            } else {
+                a.own_excess()
+            };
+            let p = reference.predict_without(x.as_ref(), own).ok()?;
+            Some(Evidence::measure(&y, &p, prior_var, opts.informed_below))
+        })
+        .collect()
+}

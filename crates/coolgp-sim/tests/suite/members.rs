@@ -1,0 +1,135 @@
+//! Faulty members in the simulator (issue 29, docs/MEMBERS.md): the ten-station field with
+//! one broken station, each fault kind; the member check finds it, containment removes it
+//! from the fused model and the fleet query, and on the clean field the check changes
+//! nothing.
+
+use coolgp::local::{LocalConfig, LocalFit};
+use coolgp::members::Policy;
+use coolgp::ProjectionMode;
+use coolgp_config::{DEFAULT_LOCAL_MEMORY, DEFAULT_LOCAL_POLICY};
+use coolgp_sim::faults::{field, Fault};
+use coolgp_sim::{run, Report, SimConfig};
+
+/// The command line's defaults (memory of 500 rows, fitted fleet-wide) on the field.
+fn cfg(suspects: Policy) -> SimConfig {
+    SimConfig {
+        local: LocalConfig {
+            capacity: DEFAULT_LOCAL_MEMORY,
+            policy: DEFAULT_LOCAL_POLICY,
+            fit: LocalFit::Fleet,
+            ..LocalConfig::default()
+        },
+        agents: 10,
+        inducing: 30,
+        projection: ProjectionMode::Fleet,
+        baselines: false,
+        central: false,
+        fuse_every: 25,
+        suspects,
+        ..SimConfig::default()
+    }
+}
+
+fn sim(cfg: &SimConfig, faults: &[(usize, Fault)]) -> Report {
+    run(cfg, &field(faults, 20, 0), &|_, _| {}).expect("runs")
+}
+
+/// The mean fused-model RMSE of agents 0–8 (the honest stations).
+fn honest_rmse(r: &Report) -> f64 {
+    let rows: Vec<f64> = r
+        .per_agent
+        .iter()
+        .filter(|a| a.id < 9)
+        .map(|a| a.rmse_post)
+        .collect();
+    rows.iter().sum::<f64>() / rows.len() as f64
+}
+
+#[test]
+fn each_fault_is_found_and_contained_and_the_clean_field_is_unchanged() {
+    let clean = sim(&cfg(Policy::Contain), &[]);
+    let members = clean.members.as_ref().expect("checked");
+    assert!(members.suspects.is_empty(), "{members:?}");
+    assert!(members.checks > 0);
+    assert!(
+        members.members.iter().all(|m| m.standing == "trusted"),
+        "{members:?}"
+    );
+    // No suspect: flag and contain are the run without the check, bit for bit.
+    let off = sim(&cfg(Policy::Off), &[]);
+    let flag = sim(&cfg(Policy::Flag), &[]);
+    for r in [&off, &flag] {
+        assert_eq!(r.rmse_post.to_bits(), clean.rmse_post.to_bits());
+        assert_eq!(
+            r.rmse_fleet_query.to_bits(),
+            clean.rmse_fleet_query.to_bits()
+        );
+    }
+    assert!(off.members.is_none());
+    let (g0, q0) = (honest_rmse(&clean), clean.rmse_fleet_query);
+    for fault in Fault::ALL {
+        let faults = [(9, fault)];
+        let uncontained = sim(&cfg(Policy::Flag), &faults);
+        let contained = sim(&cfg(Policy::Contain), &faults);
+        for r in [&uncontained, &contained] {
+            let m = r.members.as_ref().expect("checked");
+            assert_eq!(m.suspects, vec![9], "{fault:?}: {m:?}");
+            let first = m.members[9].first_suspect_block.expect("marked");
+            assert!(first <= 10, "{fault:?}: marked at its block {first}");
+        }
+        let (g, q) = (honest_rmse(&contained), contained.rmse_fleet_query);
+        let (gu, qu) = (honest_rmse(&uncontained), uncontained.rmse_fleet_query);
+        eprintln!(
+            "{fault:?}: honest global {g:.4} (uncontained {gu:.4}, clean {g0:.4}); fleet query \
+             {q:.4} (uncontained {qu:.4}, clean {q0:.4})"
+        );
+        assert!(g < 1.1 * g0, "{fault:?}: global {g} against clean {g0}");
+        assert!(
+            q < 2.5 * q0,
+            "{fault:?}: fleet query {q} against clean {q0}"
+        );
+        assert!(
+            qu > 5.0 * q,
+            "{fault:?}: containment must matter ({qu} vs {q})"
+        );
+        assert!(contained.members.as_ref().is_some_and(|m| m.contained));
+        // The fused model is exact over the fleet without the suspect.
+        assert!(
+            contained.fusion_max_rel_err < 1e-9,
+            "{}",
+            contained.fusion_max_rel_err
+        );
+    }
+}
+
+#[test]
+fn two_faulty_members_of_ten_are_both_contained() {
+    let clean = sim(&cfg(Policy::Contain), &[]);
+    let r = sim(
+        &cfg(Policy::Contain),
+        &[(8, Fault::Offset), (9, Fault::Scaled)],
+    );
+    let m = r.members.as_ref().expect("checked");
+    assert_eq!(m.suspects, vec![8, 9], "{m:?}");
+    let honest: Vec<f64> = r
+        .per_agent
+        .iter()
+        .filter(|a| a.id < 8)
+        .map(|a| a.rmse_post)
+        .collect();
+    let g = honest.iter().sum::<f64>() / honest.len() as f64;
+    assert!(g < 1.1 * honest_rmse(&clean), "{g}");
+    assert!(r.rmse_fleet_query < 2.5 * clean.rmse_fleet_query);
+}
+
+#[test]
+fn push_sum_flags_but_cannot_contain() {
+    let cfg = SimConfig {
+        topology: coolgp_sim::TopologyKind::Ring,
+        ..cfg(Policy::Contain)
+    };
+    let r = sim(&cfg, &[(9, Fault::Offset)]);
+    let m = r.members.as_ref().expect("checked");
+    assert_eq!(m.suspects, vec![9]);
+    assert!(!m.contained);
+}

@@ -1,0 +1,140 @@
+//! Containment of a member (issue 29, docs/MEMBERS.md §2): a withheld agent keeps its own data
+//! but sends none of it, so on a tree every other agent converges to the fleet without it,
+//! exactly; and the member check's prediction without one agent is the fleet's model without
+//! its own excess.
+
+use crate::common;
+use std::sync::Arc;
+
+use common::{fleet_config, max_rel, site_flat};
+use coolgp::faer::Mat;
+use coolgp::learn::Site;
+use coolgp::protocol::memory;
+use coolgp::rng::Rng;
+use coolgp::{Agent, AgentConfig, Excess, FusionRule, Topology, View, Vocabulary};
+
+const D: usize = 2;
+
+fn fleet(topo: &Topology, v: &Arc<Vocabulary>, cfg: &AgentConfig, seed: u64) -> Vec<Agent> {
+    let mut rng = Rng::new(seed, 29);
+    (0..topo.len())
+        .map(|i| {
+            let mut a = Agent::new(i as u64, v.clone(), D, cfg.clone()).expect("agent");
+            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))
+                .expect("neighbours");
+            for _ in 0..1 + i % 3 {
+                let x = Mat::from_fn(12, D, |_, _| rng.normal());
+                let y: Vec<f64> = (0..12)
+                    .map(|r| x[(r, 0)].sin() + 0.1 * rng.normal())
+                    .collect();
+                a.handle_block(x.as_ref(), &y).expect("block");
+            }
+            a
+        })
+        .collect()
+}
+
+fn fuse(agents: &mut [Agent], topo: &Topology) {
+    for _ in 0..topo.diameter().unwrap_or(1) {
+        memory::round(agents).expect("valid");
+    }
+}
+
+#[test]
+fn a_withheld_member_leaves_the_others_with_the_fleet_without_it_exactly() {
+    let v = Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"));
+    for (name, cfg) in [
+        ("per-agent", AgentConfig::default()),
+        ("fleet", fleet_config()),
+    ] {
+        for seed in 0..4 {
+            let topo = Topology::random_tree(7, seed);
+            let mut agents = fleet(&topo, &v, &cfg, seed);
+            // The suspect is an inner node when the tree has one: it must still relay.
+            let s = (0..7)
+                .max_by_key(|&i| topo.neighbors(i).len())
+                .expect("agents");
+            fuse(&mut agents, &topo);
+            agents[s].set_withheld(true).expect("tree");
+            assert!(agents[s].is_withheld());
+            fuse(&mut agents, &topo);
+            let mut without = Excess::zeros(v.m());
+            let mut sites = Site::zeros(agents[0].site().len());
+            for a in agents
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != s)
+                .map(|p| p.1)
+            {
+                without.add_in_place(a.own_excess());
+                sites.add_in_place(a.site());
+            }
+            let points: usize = (0..7).filter(|&i| i != s).map(|i| agents[i].n_own()).sum();
+            for (i, a) in agents.iter().enumerate() {
+                let (e, p) = a.fused_excess();
+                let mut want = without.clone();
+                if i == s {
+                    // The withheld member's own model keeps its data.
+                    want.add_in_place(a.own_excess());
+                }
+                let err = e.rel_dist(&want);
+                assert!(err < 1e-12, "{name} seed {seed} agent {i}: {err:e}");
+                let want_p = points + if i == s { a.n_own() } else { 0 };
+                assert_eq!(p, want_p as f64, "{name} seed {seed} agent {i}");
+                if name == "fleet" && i != s {
+                    let got = a.fused_sites();
+                    let got = got.get(a.site_key()).expect("own group");
+                    let err = max_rel(&site_flat(got), &site_flat(&sites));
+                    assert!(err < 1e-12, "sites, seed {seed} agent {i}: {err:e}");
+                }
+            }
+            // Readmitted: every agent holds the whole fleet again.
+            agents[s].set_withheld(false).expect("tree");
+            fuse(&mut agents, &topo);
+            let mut all = without.clone();
+            all.add_in_place(agents[s].own_excess());
+            for a in &agents {
+                assert!(
+                    a.fused_excess().0.rel_dist(&all) < 1e-12,
+                    "{name} readmitted"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_prediction_without_a_member_is_the_model_of_the_others() {
+    let v = Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"));
+    let topo = Topology::path(4);
+    let mut agents = fleet(&topo, &v, &AgentConfig::default(), 3);
+    fuse(&mut agents, &topo);
+    let x = Mat::from_fn(5, D, |i, j| 0.3 * i as f64 - 0.2 * j as f64);
+    // Agent 0 predicting without agent 2 equals agent 0 in a fleet where 2 was withheld.
+    let without = agents[0]
+        .predict_without(x.as_ref(), agents[2].own_excess())
+        .expect("prediction");
+    agents[2].set_withheld(true).expect("tree");
+    fuse(&mut agents, &topo);
+    let want = agents[0]
+        .predict(x.as_ref(), View::Fused)
+        .expect("prediction");
+    assert!(max_rel(&without.mean, &want.mean) < 1e-10);
+    assert!(max_rel(&without.var_f, &want.var_f) < 1e-10);
+}
+
+#[test]
+fn push_sum_refuses_to_withhold() {
+    let v = Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"));
+    let cfg = AgentConfig {
+        fusion: FusionRule::PushSum {
+            agents: 3.0,
+            weight: 1.0,
+        },
+        ..AgentConfig::default()
+    };
+    let mut a = Agent::new(0, v, D, cfg).expect("agent");
+    let err = a.set_withheld(true).expect_err("push-sum");
+    assert!(err.to_string().contains("tree fusion"), "{err}");
+    assert!(!a.is_withheld());
+}
