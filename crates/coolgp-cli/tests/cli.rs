@@ -1002,3 +1002,39 @@ fn local_grid_experiment_reports_every_run_and_the_spread() {
         assert!(bytes.len() > 100, "{f}");
     }
 }
+
+#[test]
+fn faults_experiment_marks_each_faulty_station_and_contains_it() {
+    // Issue 29: each case with and without containment; the faulty stations marked, no honest
+    // one, and containment brings the fleet query back near the clean fleet's.
+    let dir = tmp("exp-faults");
+    coolgp_ok(&[
+        "experiment",
+        "faults",
+        "--quick",
+        "--quiet",
+        "--out",
+        dir.to_str().expect("utf8"),
+    ]);
+    let table = std::fs::read_to_string(dir.join("faults.csv")).expect("faults.csv");
+    assert_eq!(table.lines().count(), 1 + 6 * 2, "{table}");
+    let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json");
+    let s: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    for c in s["summary"].as_array().expect("cases") {
+        let contained = c["suspects_policy"] == "contain";
+        let (marked, total) = (c["faulty_marked"].as_u64(), c["faulty_total"].as_u64());
+        assert_eq!(marked, if contained { total } else { Some(0) }, "{c}");
+        assert_eq!(c["runs_with_an_honest_member_marked"], 0, "{c}");
+        let q = c["fleet_query_vs_clean"]["worst"]
+            .as_f64()
+            .unwrap_or(f64::NAN);
+        if contained {
+            assert!(q < 2.5, "{c}");
+        } else if c["case"] != "clean" {
+            assert!(q > 10.0, "{c}");
+        }
+    }
+    for f in ["faults.png", "faults.svg"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+}

@@ -12,6 +12,7 @@ use coolgp::model::{Excess, Projection, Vocabulary};
 use coolgp::rng::Rng;
 use coolgp_sim::{Batch, Report, Workload};
 
+mod faults;
 mod groups;
 mod local;
 mod local_grid;
@@ -61,6 +62,12 @@ pub enum Name {
     /// the fleet's and the agents' own fits of the residual kernel; the spread (mean, worst,
     /// best), runs worse than the global model, coverage and CPU. About an hour on 2 cores.
     LocalGrid,
+    /// Issue 29: faulty members. The built-in ten-station field clean, with each fault at one
+    /// station (offset, noise, stuck, scaled) and with two faulty stations, seeds 0–4, with
+    /// and without the member check's containment: the honest stations' global RMSE and the
+    /// fleet query against the clean fleet, when each fault was marked, the check's CPU
+    /// share. About a minute.
+    Faults,
 }
 
 /// Flags of `coolgp experiment`.
@@ -104,6 +111,7 @@ pub fn run(a: &ExperimentArgs) -> Result<()> {
         Name::Order => order::run(a, &dir),
         Name::Local => local::run(a, &dir),
         Name::LocalGrid => local_grid::run(a, &dir),
+        Name::Faults => faults::run(a, &dir),
     }
 }
 
