@@ -47,9 +47,50 @@ impl KernelClaim<'_> {
     }
 }
 
+/// Domain tag of a suspects signature (issue 29).
+pub const SUSPECTS_TAG: &[u8] = b"coolgp suspects v1\0";
+
+/// The fitter's verdict as its status reports it (issue 29, docs/MEMBERS.md §6): the node,
+/// its member-check count and the suspects. Signed like a kernel, so that in a TLS fleet only
+/// the fitter can have a member withheld. Signed bytes: [`SUSPECTS_TAG`] | fleet | `0` | node
+/// id (u64 LE) | checks (u64 LE) | each suspect id (u64 LE).
+#[derive(Clone, Copy, Debug)]
+pub struct SuspectsClaim<'a> {
+    /// The fleet's name.
+    pub fleet: &'a str,
+    /// The judging node's id.
+    pub node: u64,
+    /// Its `member_checks`.
+    pub checks: u64,
+    /// Its `suspects`.
+    pub suspects: &'a [u64],
+}
+
+impl SuspectsClaim<'_> {
+    /// The bytes a signature covers.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        let more = 8 * self.suspects.len();
+        let mut b = statement(SUSPECTS_TAG, self.fleet, self.node, self.checks, more);
+        for s in self.suspects {
+            b.extend_from_slice(&s.to_le_bytes());
+        }
+        b
+    }
+
+    /// The node's signature of the claim.
+    pub fn sign(&self, signer: &Signer) -> Vec<u8> {
+        signer.sign(&self.signed_bytes()).to_vec()
+    }
+
+    /// True when `sig` is a signature of the claim by the holder of `key`.
+    pub fn verifies(&self, key: &PublicKey, sig: &[u8]) -> bool {
+        verifies(key, &self.signed_bytes(), sig)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::KernelClaim;
+    use super::{KernelClaim, SuspectsClaim};
     use crate::auth::Signer;
     use ring::rand::SystemRandom;
     use ring::signature::Ed25519KeyPair;
@@ -94,5 +135,41 @@ mod tests {
         bad[7] ^= 1;
         assert!(!claim.verifies(&fitter.public_key(), &bad));
         assert!(!claim.verifies(&fitter.public_key(), &sig[..63]));
+    }
+
+    #[test]
+    fn only_the_fitters_signed_suspects_verify() {
+        let (fitter, other) = (signer(), signer());
+        let claim = SuspectsClaim {
+            fleet: "lab",
+            node: 0,
+            checks: 7,
+            suspects: &[2, 5],
+        };
+        let sig = claim.sign(&fitter);
+        assert!(claim.verifies(&fitter.public_key(), &sig));
+        assert!(!claim.verifies(&other.public_key(), &sig));
+        for c in [
+            SuspectsClaim { checks: 8, ..claim },
+            SuspectsClaim {
+                suspects: &[2],
+                ..claim
+            },
+            SuspectsClaim {
+                suspects: &[2, 5, 1],
+                ..claim
+            },
+            SuspectsClaim { node: 1, ..claim },
+        ] {
+            assert!(!c.verifies(&fitter.public_key(), &sig), "{c:?}");
+        }
+        // A kernel signature is not a suspects signature.
+        let kernel = KernelClaim {
+            fleet: "lab",
+            node: 0,
+            fits: 7,
+            params: &[],
+        };
+        assert!(!claim.verifies(&fitter.public_key(), &kernel.sign(&fitter)));
     }
 }

@@ -185,9 +185,43 @@ pub struct Status {
     /// The fused excess (only when asked with `?fused`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fused: Option<ExcessJson>,
+    /// The member check (issue 29, docs/MEMBERS.md §6): this node's own memory rows against
+    /// the fleet's model without it, in original units (absent without memory rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<MemberJson>,
+    /// The fleet's suspects as last judged by the fitter (this node, or taken from the
+    /// fitter's signed status).
+    #[serde(default)]
+    pub suspects: Vec<u64>,
+    /// The fitter whose verdict `suspects` is, and its check count (0: none yet).
+    #[serde(default)]
+    pub member_checks: u64,
+    /// The node whose verdict `suspects` is.
+    #[serde(default)]
+    pub suspects_by: Option<u64>,
+    /// With `--tls`, the judging node's signature of `suspects` ([`crate::kernel_auth`]).
+    #[serde(default)]
+    pub suspects_sig: Vec<u8>,
+    /// This node withholds its own data from its messages (it is a suspect, contained).
+    #[serde(default)]
+    pub withheld: bool,
     /// The own excess `E_i` (only when asked with `?fused`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own: Option<ExcessJson>,
+}
+
+/// A node's evidence in its status (docs/MEMBERS.md §1; [`coolgp::members::Evidence`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemberJson {
+    /// Rows checked.
+    pub rows: usize,
+    /// Rows the others know.
+    pub informed: usize,
+    /// Median squared error of the others' model at the informed rows (original units²;
+    /// `null` without informed rows).
+    pub score: Option<f64>,
+    /// Median squared error over the predictive variance (`null` without informed rows).
+    pub z2: Option<f64>,
 }
 
 /// The first 8 bytes, in hex, of SHA-256 over the little-endian bits of θ = (M, log Σ, log σ_s,

@@ -5,4 +5,5 @@ mod common;
 mod dashboard;
 mod node_fleet;
 mod node_local;
+mod node_members;
 mod node_security;

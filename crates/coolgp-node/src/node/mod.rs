@@ -13,6 +13,7 @@
 
 mod exchange;
 mod intake;
+mod members;
 mod pooled;
 mod report;
 mod session;
@@ -198,6 +199,8 @@ struct Node {
     queries: Queries,
     /// `--local-fit fleet`: the pooled fit of the residual kernel ([`pooled`]).
     pooled: Option<pooled::Pooled>,
+    /// The member check (issue 29, [`members`]).
+    watch: members::Watch,
 }
 
 /// Runs a node until SIGTERM/SIGINT (then writes a final checkpoint).
@@ -230,6 +233,7 @@ impl Node {
         let pooled = pooled::Pooled::for_agent(&resumed.agent);
         Node {
             pooled,
+            watch: members::Watch::default(),
             agent: resumed.agent,
             inputs,
             intake: Intake {

@@ -83,6 +83,7 @@ impl Node {
             .ok()
             .and_then(|m| m.iter().copied().min())
             .map_or(me, |low| low.min(me));
+        self.member_check_step(session, fitter);
         if fitter == me {
             self.start_fit(session);
         } else {
@@ -167,6 +168,7 @@ impl Node {
             scaler: self.inputs.scaler.clone(),
             vocab: self.agent.vocabulary().clone(),
             start,
+            exclude: self.watch.suspects().to_vec(),
         };
         let (tx, rx) = oneshot::channel();
         p.pending = Some(rx);
@@ -244,6 +246,8 @@ struct Job {
     scaler: Option<coolgp_data::Standardizer>,
     vocab: std::sync::Arc<Vocabulary>,
     start: Start,
+    /// The suspects, whose rows stay out of the fit (issue 29).
+    exclude: Vec<u64>,
 }
 
 impl Job {
@@ -296,7 +300,8 @@ impl Job {
     }
 
     /// Each node's reply to `request` in this node's standardized units, by node id; replies
-    /// that are refused or cannot be converted are logged and left out.
+    /// that are refused or cannot be converted are logged and left out, and so are the
+    /// suspects'.
     async fn gather(&self, request: &SampleRequest) -> BTreeMap<u64, FitSample> {
         let (rows, dropped) =
             fetch_samples(&self.session, &self.fleet, request, SAMPLE_TIMEOUT).await;
@@ -304,6 +309,7 @@ impl Job {
             tracing::warn!(%peer, %why, "pooled fit: sample dropped");
         }
         rows.iter()
+            .filter(|(id, _)| !self.exclude.contains(id))
             .filter_map(
                 |(&id, r)| match to_sample(r, &self.inputs, self.scaler.as_ref()) {
                     Ok(s) => Some((id, s)),

@@ -72,7 +72,14 @@ impl Node {
             .sign(&a.signer),
             _ => Vec::new(),
         };
+        let (suspects, member_checks, suspects_by, suspects_sig) = self.suspects_status();
         Status {
+            member: self.own_member_evidence(),
+            suspects,
+            member_checks,
+            suspects_by,
+            suspects_sig,
+            withheld: self.agent.is_withheld(),
             model: self.model_identity(),
             fusion: fusion_name(&self.s.agent.fusion).into(),
             projection: self.s.agent.projection.name().into(),

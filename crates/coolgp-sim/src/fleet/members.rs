@@ -1,13 +1,11 @@
 //! The member check in the simulator (issue 29, docs/MEMBERS.md): after each fusion, each
-//! agent's rows against the fleet's model without it ([`coolgp::members::check`]); under
+//! agent's rows against its nearest peers' own models ([`coolgp::members::check`]); under
 //! `--suspects contain` every suspect is withheld ([`Agent::set_withheld`]) and the fleet
 //! fuses again, so the rest of the fleet holds the model without it, and its rows and
 //! answers leave the pooled fits, the calibration and the fleet query ([`Watch::excluded`]).
 
-use coolgp::faer::Mat;
-use coolgp::local::calibrate::offered_rows;
-use coolgp::members::{judge, CheckOptions, Evidence, Policy, Standing};
-use coolgp::{Agent, Excess};
+use coolgp::members::{evidence_among, judge, CheckOptions, Evidence, Policy, Standing};
+use coolgp::{Agent, Posterior, View};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -180,34 +178,62 @@ impl Fleet<'_> {
     }
 }
 
-/// Each agent's evidence (`None`: nothing to check), predicted by the reference agent (the
-/// lowest id not suspect, `was`) with the fused q(u) minus the member's own excess (none for
-/// a member already withheld: the reference's model lacks it).
+/// Peers each member is checked against: every other agent up to this many, else this many
+/// nearest by the centre of their memories' inputs.
+pub const PEERS: usize = 4;
+
+/// Each agent's evidence (`None`: nothing to check) under its peers' own models, the best
+/// agreeing ([`evidence_among`]); the peers are the agents not suspect (`was`) with memory
+/// rows, the [`PEERS`] nearest by memory centre.
 fn member_evidence(agents: &[Agent], was: &[bool], opts: &CheckOptions) -> Vec<Option<Evidence>> {
-    let Some(r) = (0..agents.len()).find(|&i| !was[i] && agents[i].n_own() > 0) else {
-        return vec![None; agents.len()];
-    };
-    let reference = &agents[r];
-    let prior_var = reference.projection().sigma_s().powi(2);
-    let zero = Excess::zeros(reference.vocabulary().m());
-    agents
+    let centres: Vec<Option<Vec<f64>>> = agents.iter().map(centre).collect();
+    // Each agent's own q(u), factored once for every member it checks.
+    let own: Vec<Option<Posterior>> = agents
         .par_iter()
-        .map(|a| {
-            let memory = a.local().memory();
-            let rows = offered_rows(memory.len(), opts.rows);
-            if rows.is_empty() {
-                return None;
+        .map(|a| a.posterior(View::Own).ok())
+        .collect();
+    let candidates: Vec<usize> = (0..agents.len())
+        .filter(|&j| !was[j] && centres[j].is_some())
+        .collect();
+    (0..agents.len())
+        .into_par_iter()
+        .map(|i| {
+            let mut peers: Vec<(f64, usize)> = candidates
+                .iter()
+                .filter(|&&j| j != i)
+                .map(|&j| (distance(&centres[i], &centres[j]), j))
+                .collect();
+            if peers.len() > PEERS {
+                peers.select_nth_unstable_by(PEERS - 1, |a, b| a.0.total_cmp(&b.0));
+                peers.truncate(PEERS);
             }
-            let d = memory.d();
-            let x = Mat::from_fn(rows.len(), d, |k, j| memory.row(rows[k])[j]);
-            let y: Vec<f64> = rows.iter().map(|&k| memory.y()[k]).collect();
-            let own = if a.is_withheld() {
-                &zero
-            } else {
-                a.own_excess()
-            };
-            let p = reference.predict_without(x.as_ref(), own).ok()?;
-            Some(Evidence::measure(&y, &p, prior_var, opts.informed_below))
+            let peers: Vec<usize> = peers.into_iter().map(|p| p.1).collect();
+            evidence_among(agents, &own, i, &peers, opts)
         })
         .collect()
+}
+
+/// The mean input of an agent's memory rows (`None` without rows).
+fn centre(a: &Agent) -> Option<Vec<f64>> {
+    let m = a.local().memory();
+    if m.is_empty() {
+        return None;
+    }
+    let d = m.d();
+    let mut c = vec![0.0; d];
+    for r in 0..m.len() {
+        for (cj, v) in c.iter_mut().zip(m.row(r)) {
+            *cj += v;
+        }
+    }
+    c.iter_mut().for_each(|v| *v /= m.len() as f64);
+    Some(c)
+}
+
+/// Squared distance between two centres (infinite when either is missing).
+fn distance(a: &Option<Vec<f64>>, b: &Option<Vec<f64>>) -> f64 {
+    match (a, b) {
+        (Some(a), Some(b)) => a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum(),
+        _ => f64::INFINITY,
+    }
 }

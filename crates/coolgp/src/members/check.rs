@@ -1,23 +1,23 @@
 //! The member check (issue 29, docs/MEMBERS.md §1).
 //!
-//! For member i, a few of its own rows `(x_r, y_r)` are predicted by the fleet's model
-//! *without* i (the fused q(u) minus i's own excess `E_i`: exact on a tree). At each row the
-//! others' posterior variance of f, `v_r`, says whether they know that place at all: the row
-//! is *informed* when `v_r < informed_below · σ_s²` (the others have halved the prior's
-//! variance there). Over the informed rows:
+//! For member i, a few of its own rows `(x_r, y_r)` are predicted by a peer's own model (its
+//! own data only: it does not contain i). At each row the peer's posterior variance of f,
+//! `v_r`, says whether it knows that place at all: the row is *informed* when
+//! `v_r < informed_below · σ_s²` (the peer has halved the prior's variance there). Over the
+//! informed rows:
 //!
-//! - `score_i = median_r (y_r − μ_r)²`, the typical squared error the others make on i's rows;
+//! - `score_i = median_r (y_r − μ_r)²`, the typical squared error the peer makes on i's rows;
 //! - `z2_i = median_r (y_r − μ_r)² / (v_r + σ_n²)`, the same in units of the predictive
 //!   variance (under a calibrated model, the median of a χ²₁ variable, 0.455).
 //!
 //! [`judge`] compares each verifiable member's score with the median member's: a member is
 //! `Suspect` when its score is more than `ratio` times the median *and* its rows fall outside
 //! the others' intervals (`z2 > interval`); a suspect is readmitted when its score falls below
-//! `readmit` times the median or its `z2` below half the interval. The defaults were set on
-//! honest fleets (docs/MEMBERS.md §3): the largest honest ratio measured was 15.8 (airline by
-//! regions) and the faults of issue 29 gave 80–360. Neither statistic depends on i's own contribution to the
-//! model, and the median member is honest as long as fewer than half the verifiable members
-//! are faulty. A member with too few informed rows is `Unverifiable`: a region only it covers
+//! `readmit` times the median or its `z2` below half the interval. A member's evidence is
+//! that of the peer that agrees with it best ([`super::best_agreement`]). The defaults were
+//! set on honest fleets (docs/MEMBERS.md §3). Neither statistic depends on i's own
+//! contribution to any model, and the median member is honest as long as fewer than half the
+//! verifiable members are faulty. A member with too few informed rows is `Unverifiable`: a region only it covers
 //! cannot be checked by anyone else, and differing there is not a fault.
 
 use crate::model::Prediction;
@@ -32,7 +32,8 @@ pub struct CheckOptions {
     pub informed_below: f64,
     /// A member is verifiable when at least this fraction of its checked rows is informed.
     pub min_informed: f64,
-    /// Fewest informed rows for a verdict (early checks on a few rows are noisy).
+    /// Fewest informed rows for a verdict (early checks on a few rows are noisy: with 16, a
+    /// traffic-like region was marked at its first block).
     pub min_rows: usize,
     /// Suspect above this multiple of the median verifiable member's score.
     pub ratio: f64,
@@ -51,7 +52,7 @@ impl Default for CheckOptions {
             rows: 64,
             informed_below: 0.5,
             min_informed: 0.25,
-            min_rows: 16,
+            min_rows: 32,
             ratio: 30.0,
             interval: 9.0,
             readmit: 10.0,
@@ -236,7 +237,7 @@ mod tests {
         assert_eq!((e.rows, e.informed), (5, 4));
         assert!((e.score - 6.5).abs() < 1e-12, "{}", e.score);
         assert!((e.z2 - 6.5).abs() < 1e-12, "{}", e.z2);
-        // Four informed rows: too few for the default's 16, enough for 4.
+        // Four informed rows: too few for the default's 32, enough for 4.
         assert!(!e.verifiable(&CheckOptions::default()));
         let few = CheckOptions {
             min_rows: 4,

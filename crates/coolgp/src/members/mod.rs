@@ -4,15 +4,20 @@
 //!
 //! - [`check`]: per member, the evidence of its rows against the others' model
 //!   ([`Evidence::measure`]) and the fleet-wide verdicts ([`judge`]): `Trusted`, `Suspect`,
-//!   `Unverifiable` (no one else knows its inputs) or `Unchecked` (no rows to check).
+//!   `Unverifiable` (no one else knows its inputs) or `Unchecked` (no rows to check);
+//! - [`best_agreement`]: a member's evidence from its memory rows ([`check_rows`]) under each
+//!   of a few peers' own models, the best-agreeing peer's ([`evidence_among`] in a fleet of
+//!   agents; a node takes its peers' own excesses from their status).
 //!
 //! Containment itself is the agent's: a withheld agent ([`crate::Agent::set_withheld`]) keeps
 //! its own data in its own model but sends none of it, so on a tree the rest of the fleet
 //! converges to the model without it, exactly.
 
 pub mod check;
+mod evidence;
 
 pub use check::{judge, CheckOptions, Evidence, Standing};
+pub use evidence::{best_agreement, check_rows, evidence_among};
 
 /// What a fleet does with its suspects (`--suspects`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

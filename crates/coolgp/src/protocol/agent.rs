@@ -276,6 +276,18 @@ impl Agent {
         predict(&self.vocab, self.learning.projection(), &post, x)
     }
 
+    /// Predicts at the rows of `x [n, d]` with the agent's q(W) and the prior plus a data part
+    /// `e` in this agent's representation (e.g. a peer's own excess `E_j`: that peer's own
+    /// model, for the member check of issue 29).
+    ///
+    /// # Errors
+    /// As [`Agent::predict`]; [`Error::NotPositiveDefinite`] if `T0 + e` cannot be factored.
+    pub fn predict_given(&self, x: MatRef<'_, f64>, e: &Excess) -> Result<Prediction> {
+        self.check_inputs(x, None)?;
+        let post = self.natural_params_of(e).posterior(&self.vocab)?;
+        predict(&self.vocab, self.learning.projection(), &post, x)
+    }
+
     /// Withholds the own data (q(u)'s `E_i` and points, the fleet projection's site, the
     /// shared projection's term) from every message from now on, or (`on = false`) sends it
     /// again; the agent's own fused view keeps it. On a tree, the rest of the fleet then

@@ -104,7 +104,7 @@ fn a_withheld_member_leaves_the_others_with_the_fleet_without_it_exactly() {
 }
 
 #[test]
-fn the_prediction_without_a_member_is_the_model_of_the_others() {
+fn the_prediction_without_a_member_is_the_model_of_the_others_and_a_peers_own_model_is_its_own() {
     let v = Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"));
     let topo = Topology::path(4);
     let mut agents = fleet(&topo, &v, &AgentConfig::default(), 3);

@@ -1,0 +1,61 @@
+//! Faulty members on real nodes (issue 29, docs/MEMBERS.md §6): three nodes on a path, node 2's
+//! sensor offset by +5. The fitter (node 0) marks it from the evidence each node reports,
+//! every node's status says so, node 2 withholds its own data (the others' fused models hold
+//! nodes 0 and 1 only), and once node 2 restarts with clean rows it is readmitted.
+
+use crate::common;
+use std::time::Duration;
+
+use common::*;
+
+/// Node i's rows: 80 rows of the same field (so every node can check every other).
+fn shares(offset_at_2: f64) -> Vec<Vec<(Vec<f64>, f64)>> {
+    (0..3)
+        .map(|i| {
+            make_rows(900 + i as u64, 80)
+                .into_iter()
+                .map(|(x, y)| (x, if i == 2 { y + offset_at_2 } else { y }))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn a_faulty_node_is_marked_contained_and_readmitted_after_a_clean_restart() {
+    let mut fleet = Fleet::new("members", 3);
+    let args = start_path(
+        &mut fleet,
+        &shares(5.0),
+        10,
+        40,
+        false,
+        &["--local-memory", "60"],
+    );
+    // Marked everywhere, withheld, and the honest nodes' fused models without node 2.
+    let st = fleet.wait_all(
+        "node 2 marked and contained",
+        Duration::from_secs(90),
+        |i, s| {
+            s.stream_ended
+                && s.suspects == vec![2]
+                && s.withheld == (i == 2)
+                && s.fleet_points == if i == 2 { 240.0 } else { 160.0 }
+        },
+    );
+    let score =
+        |s: &coolgp_node::status::Status| s.member.and_then(|m| m.score).unwrap_or(f64::NAN);
+    assert!(
+        score(&st[2]) > 30.0 * score(&st[0]).max(score(&st[1])),
+        "evidence: {:?}",
+        st.iter().map(|s| s.member).collect::<Vec<_>>()
+    );
+    assert_eq!(st[1].suspects_by, Some(0), "the fitter's verdict");
+    // Fixed: node 2 restarts with clean rows (no state: a fresh memory) and is readmitted.
+    write_csv(&fleet.dir.join("data2.csv"), &shares(0.0)[2]);
+    fleet.nodes[2].kill9();
+    fleet.nodes[2].spawn();
+    let _ = &args;
+    fleet.wait_all("node 2 readmitted", Duration::from_secs(90), |_, s| {
+        s.stream_ended && s.suspects.is_empty() && !s.withheld && s.fleet_points == 240.0
+    });
+}

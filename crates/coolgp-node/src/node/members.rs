@@ -1,0 +1,317 @@
+//! The member check on nodes (issue 29, docs/MEMBERS.md §6). Every [`CHECK_EVERY`] a node
+//! reads the own excesses of up to [`PEERS`] other members (their `?fused` status, rotating
+//! through the members) and reports in its status its own evidence: its memory rows under
+//! each peer's own model, the best-agreeing peer's ([`best_agreement`]). The fitter (the
+//! lowest live id, as for the pooled fit) also reads every member's reported evidence,
+//! judges them ([`judge`]) and reports the suspects in its status, signed under `--tls`
+//! ([`SuspectsClaim`]); every other node takes the verdict from the fitter's status. A node
+//! that finds itself among the suspects withholds its own data from its messages
+//! ([`coolgp::Agent::set_withheld`]) until a verdict clears it; the fitter leaves the
+//! suspects' rows out of its pooled fits. This trusts each node's software to report its own
+//! evidence and to withhold itself: it contains a broken sensor, not a lying member.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use coolgp::members::{best_agreement, check_rows, judge, CheckOptions, Evidence, Standing};
+use coolgp::Excess;
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+
+use super::Node;
+use crate::auth::PublicKey;
+use crate::client::fetch_status;
+use crate::kernel_auth::SuspectsClaim;
+use crate::pooled_fit::SAMPLE_TIMEOUT;
+use crate::status::{MemberJson, Status};
+
+/// How often a node reads its peers and the fitter checks the members.
+pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Peers whose own models a node's rows are checked against.
+pub const PEERS: usize = 4;
+
+/// A verdict: suspects, check count, judge, signature (empty: the judge signs at status time).
+type Verdict = (Vec<u64>, u64, u64, Vec<u8>);
+
+/// What one round of reading brought: the peers' own excesses and a verdict, if any.
+type Reading = (BTreeMap<u64, Excess>, Option<Verdict>);
+
+/// The member check's state on a node.
+#[derive(Default)]
+pub(super) struct Watch {
+    /// The suspects of the last verdict taken.
+    suspects: Vec<u64>,
+    /// That verdict's check count (0: none yet).
+    checks: u64,
+    /// Who judged it.
+    by: Option<u64>,
+    /// Its signature when taken from the fitter (this node signs its own at status time).
+    sig: Vec<u8>,
+    /// The peers' own excesses last read.
+    peers: BTreeMap<u64, Excess>,
+    /// Readings started (rotates the peers read).
+    readings: u64,
+    /// When the last reading started.
+    last: Option<Instant>,
+    /// The running reading.
+    pending: Option<oneshot::Receiver<Reading>>,
+}
+
+impl Watch {
+    /// The suspects of the last verdict taken.
+    pub(super) fn suspects(&self) -> &[u64] {
+        &self.suspects
+    }
+}
+
+impl Node {
+    /// This node's own evidence under its peers' own models, in original units (status
+    /// `member`; `None` before any peer was read or without memory rows).
+    pub(super) fn own_member_evidence(&self) -> Option<MemberJson> {
+        let opts = CheckOptions::default();
+        let (x, y) = check_rows(&self.agent, &opts)?;
+        let preds = self
+            .watch
+            .peers
+            .iter()
+            .filter(|(id, _)| !self.watch.suspects.contains(id))
+            .filter_map(|(_, e)| self.agent.predict_given(x.as_ref(), e).ok());
+        let prior_var = self.agent.projection().sigma_s().powi(2);
+        let e = best_agreement(&y, preds, prior_var, &opts)?;
+        let sq = |v: f64| {
+            self.inputs
+                .scaler
+                .as_ref()
+                .map_or(v, |s| s.unscale_std(v.sqrt()).powi(2))
+        };
+        let finite = |v: f64| v.is_finite().then_some(v);
+        Some(MemberJson {
+            rows: e.rows,
+            informed: e.informed,
+            score: finite(sq(e.score)),
+            z2: finite(e.z2),
+        })
+    }
+
+    /// One step of the member check (module doc): apply a finished reading; start the next
+    /// every [`CHECK_EVERY`], as the fitter (`fitter == self`) or a follower.
+    pub(super) fn member_check_step(&mut self, session: &zenoh::Session, fitter: u64) {
+        if let Some(rx) = self.watch.pending.as_mut() {
+            match rx.try_recv() {
+                Err(oneshot::error::TryRecvError::Empty) => return,
+                Err(oneshot::error::TryRecvError::Closed) => {}
+                Ok((peers, verdict)) => {
+                    self.watch.peers = peers;
+                    if let Some(v) = verdict {
+                        self.take_verdict(v);
+                    }
+                }
+            }
+            self.watch.pending = None;
+        }
+        if self.watch.last.is_some_and(|t| t.elapsed() < CHECK_EVERY) {
+            return;
+        }
+        self.watch.last = Some(Instant::now());
+        self.watch.readings += 1;
+        let me = self.s.id;
+        let others: Vec<u64> = self
+            .peers
+            .members
+            .lock()
+            .map(|m| m.iter().copied().filter(|&i| i != me).collect())
+            .unwrap_or_default();
+        // Up to PEERS others, rotating through the members from one reading to the next.
+        let start = (self.watch.readings as usize * PEERS) % others.len().max(1);
+        let peers: Vec<u64> = others
+            .iter()
+            .cycle()
+            .skip(start)
+            .take(PEERS.min(others.len()))
+            .copied()
+            .collect();
+        let judging = (fitter == me).then(|| Judging {
+            me,
+            own: self.own_member_evidence(),
+            members: others.clone(),
+            was: self.watch.suspects.clone(),
+            checks: self.watch.checks + 1,
+        });
+        let follow = (fitter != me).then(|| Following {
+            fitter,
+            held: (self.watch.by, self.watch.checks),
+            key: self
+                .peers
+                .auth
+                .as_mut()
+                .map(|a| a.roster.key_reloading(fitter)),
+        });
+        let (tx, rx) = oneshot::channel();
+        self.watch.pending = Some(rx);
+        let (session, fleet) = (session.clone(), self.s.fleet.clone());
+        tokio::spawn(async move {
+            let read = read_peers(&session, &fleet, &peers).await;
+            let verdict = match (judging, follow) {
+                (Some(j), _) => Some(j.judge(&session, &fleet).await),
+                (None, Some(f)) => f.verdict(&session, &fleet).await,
+                (None, None) => None,
+            };
+            let _ = tx.send((read, verdict));
+        });
+    }
+
+    /// Takes a verdict: logs who became or stopped being a suspect, and withholds this
+    /// node's own data while it is one.
+    fn take_verdict(&mut self, (suspects, checks, by, sig): Verdict) {
+        for s in suspects.iter().filter(|s| !self.watch.suspects.contains(s)) {
+            tracing::warn!(suspect = s, by, checks, "member check: marked suspect");
+        }
+        for s in self.watch.suspects.iter().filter(|s| !suspects.contains(s)) {
+            tracing::info!(member = s, by, checks, "member check: readmitted");
+        }
+        let me = suspects.contains(&self.s.id);
+        if self.agent.is_withheld() != me {
+            match self.agent.set_withheld(me) {
+                Ok(()) if me => tracing::warn!(
+                    "member check: this node is a suspect; its own data is withheld from its messages"
+                ),
+                Ok(()) => tracing::info!("member check: cleared; its own data is sent again"),
+                Err(e) => tracing::warn!(error = %e, "member check: cannot withhold"),
+            }
+        }
+        let w = &mut self.watch;
+        (w.suspects, w.checks, w.by, w.sig) = (suspects, checks, Some(by), sig);
+    }
+
+    /// Status fields of the check: suspects, check count, judge and (this node's own verdict
+    /// under `--tls`) its signature.
+    pub(super) fn suspects_status(&self) -> (Vec<u64>, u64, Option<u64>, Vec<u8>) {
+        let w = &self.watch;
+        let sig = match (&self.peers.auth, w.by) {
+            (Some(a), Some(by)) if by == self.s.id => SuspectsClaim {
+                fleet: &self.s.fleet,
+                node: by,
+                checks: w.checks,
+                suspects: &w.suspects,
+            }
+            .sign(&a.signer),
+            _ => w.sig.clone(),
+        };
+        (w.suspects.clone(), w.checks, w.by, sig)
+    }
+}
+
+/// The own excesses of `peers` (their `?fused` status; a peer that does not answer is left
+/// out).
+async fn read_peers(session: &zenoh::Session, fleet: &str, peers: &[u64]) -> BTreeMap<u64, Excess> {
+    let mut set = JoinSet::new();
+    for &id in peers {
+        let (session, fleet) = (session.clone(), fleet.to_owned());
+        set.spawn(async move {
+            let st = fetch_status(&session, &fleet, id, true, SAMPLE_TIMEOUT).await;
+            (id, st.ok().and_then(|s| s.own).and_then(|o| o.to_excess()))
+        });
+    }
+    let mut out = BTreeMap::new();
+    while let Some(Ok((id, e))) = set.join_next().await {
+        if let Some(e) = e.filter(|e| e.d2.iter().all(|v| v.is_finite())) {
+            out.insert(id, e);
+        }
+    }
+    out
+}
+
+/// The fitter's check (module doc).
+struct Judging {
+    me: u64,
+    own: Option<MemberJson>,
+    members: Vec<u64>,
+    was: Vec<u64>,
+    checks: u64,
+}
+
+impl Judging {
+    /// Every member's reported evidence (its status; none if it does not answer) and its
+    /// own, judged in id order.
+    async fn judge(self, session: &zenoh::Session, fleet: &str) -> Verdict {
+        let mut set = JoinSet::new();
+        for id in self.members {
+            let (session, fleet) = (session.clone(), fleet.to_owned());
+            set.spawn(async move {
+                let st = fetch_status(&session, &fleet, id, false, SAMPLE_TIMEOUT).await;
+                (id, st.ok().and_then(|s| s.member))
+            });
+        }
+        let mut all: Vec<(u64, Option<MemberJson>)> = vec![(self.me, self.own)];
+        while let Some(r) = set.join_next().await {
+            if let Ok(r) = r {
+                all.push(r);
+            }
+        }
+        all.sort_by_key(|p| p.0);
+        let evidence: Vec<Option<Evidence>> = all
+            .iter()
+            .map(|(_, m)| {
+                m.map(|m| Evidence {
+                    rows: m.rows,
+                    informed: m.informed,
+                    score: m.score.unwrap_or(f64::NAN),
+                    z2: m.z2.unwrap_or(f64::NAN),
+                })
+            })
+            .collect();
+        let was: Vec<bool> = all.iter().map(|(id, _)| self.was.contains(id)).collect();
+        let (standing, _) = judge(&evidence, &was, &CheckOptions::default());
+        let suspects = all
+            .iter()
+            .zip(standing)
+            .filter(|(_, s)| *s == Standing::Suspect)
+            .map(|((id, _), _)| *id)
+            .collect();
+        (suspects, self.checks, self.me, Vec::new())
+    }
+}
+
+/// A follower's reading of the fitter's verdict.
+struct Following {
+    fitter: u64,
+    /// The verdict held: its judge and check count.
+    held: (Option<u64>, u64),
+    /// With `--tls`, the fitter's roster key.
+    key: Option<Option<PublicKey>>,
+}
+
+impl Following {
+    /// The fitter's verdict if it is new and (with `--tls`) signed by the fitter.
+    async fn verdict(self, session: &zenoh::Session, fleet: &str) -> Option<Verdict> {
+        let f = self.fitter;
+        let st = fetch_status(session, fleet, f, false, SAMPLE_TIMEOUT).await;
+        st.ok()
+            .filter(|s| s.member_checks > 0 && (Some(f), s.member_checks) != self.held)
+            .filter(|s| signed_by(self.key, fleet, f, s))
+            .map(|s| (s.suspects, s.member_checks, f, s.suspects_sig))
+    }
+}
+
+/// Whether a follower may take the verdict of `fitter`'s status `s`: always in an open fleet;
+/// with `--tls` only if signed by the fitter's roster key.
+fn signed_by(key: Option<Option<PublicKey>>, fleet: &str, fitter: u64, s: &Status) -> bool {
+    let Some(key) = key else {
+        return true;
+    };
+    let claim = SuspectsClaim {
+        fleet,
+        node: fitter,
+        checks: s.member_checks,
+        suspects: &s.suspects,
+    };
+    let ok = key.is_some_and(|k| claim.verifies(&k, &s.suspects_sig));
+    if !ok {
+        tracing::warn!(
+            fitter,
+            "member check: verdict refused (not signed by the fitter's key)"
+        );
+    }
+    ok
+}
