@@ -209,4 +209,6 @@ pub struct Phases {
     pub local_s: f64,
     /// CPU seconds (all threads) of the fleet query's calibration, within `local_s`'s phase.
     pub calibration_cpu_s: f64,
+    /// CPU seconds (all threads) of the member checks (issue 29), within `fusion_s`'s phase.
+    pub members_cpu_s: f64,
 }

@@ -96,7 +96,7 @@ fn measure(case: &Case, policy: Policy, seed: u64) -> Result<Row> {
             .iter()
             .map(|&(s, _)| (s, m.and_then(|m| m.members[s].first_suspect_block)))
             .collect(),
-        check_cpu_s: m.map_or(0.0, |m| m.cpu_s),
+        check_cpu_s: r.phases.members_cpu_s,
         cpu_s,
     })
 }

@@ -29,8 +29,6 @@ pub(super) struct Watch {
     first_suspect: Vec<Option<u64>>,
     /// Checks made.
     checks: usize,
-    /// CPU seconds of the checks (all threads; 0 where unknown).
-    cpu_s: f64,
     /// Containment was asked for but the fusion rule cannot withhold (push-sum).
     cannot_contain: bool,
 }
@@ -46,7 +44,6 @@ impl Watch {
             median: f64::NAN,
             first_suspect: vec![None; n],
             checks: 0,
-            cpu_s: 0.0,
             cannot_contain: false,
         }
     }
@@ -67,7 +64,6 @@ impl Watch {
         MembersReport {
             policy: self.policy.name(),
             checks: self.checks,
-            cpu_s: self.cpu_s,
             median_score: self.median,
             contained: !self.cannot_contain && self.policy == Policy::Contain,
             suspects: (0..self.standing.len())
@@ -98,10 +94,9 @@ impl Watch {
 pub struct MembersReport {
     /// `--suspects`: off, flag or contain.
     pub policy: &'static str,
-    /// Checks made (one after each fusion of q(u)).
+    /// Checks made (one after each fusion of q(u); their CPU seconds are
+    /// `phases.members_cpu_s`).
     pub checks: usize,
-    /// CPU seconds of the checks (all threads).
-    pub cpu_s: f64,
     /// The median verifiable member's score at the last check (NaN: too few verifiable).
     pub median_score: f64,
     /// Suspects were contained (false under `flag`, or under push-sum, which cannot withhold).
@@ -173,7 +168,7 @@ impl Fleet<'_> {
                 }
             }
         }
-        w.cpu_s += cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
+        self.phases.members_cpu_s += cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
         changed
     }
 }
