@@ -205,6 +205,9 @@ pub struct Status {
     /// This node withholds its own data from its messages (it is a suspect, contained).
     #[serde(default)]
     pub withheld: bool,
+    /// Messages scaled down by the influence cap (`--influence-cap`), per sender (issue 29).
+    #[serde(default)]
+    pub capped: BTreeMap<u64, u64>,
     /// The own excess `E_i` (only when asked with `?fused`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own: Option<ExcessJson>,

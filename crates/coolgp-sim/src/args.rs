@@ -433,6 +433,7 @@ pub fn sim_config(
         },
         local: agent.config.local,
         site: agent.config.site,
+        influence_cap: agent.config.influence_cap,
         suspects: a
             .suspects
             .as_deref()

@@ -255,6 +255,9 @@ pub struct SimConfig {
     /// The member check and what it does with suspects (`--suspects`; default `contain`,
     /// issue 29, docs/MEMBERS.md).
     pub suspects: coolgp::members::Policy,
+    /// Bounded influence (`--influence-cap`; `None`: off, the default here; the command
+    /// line's default is 4): [`coolgp::AgentConfig::influence_cap`].
+    pub influence_cap: Option<f64>,
 }
 
 impl Default for SimConfig {
@@ -290,6 +293,7 @@ impl Default for SimConfig {
             local: LocalConfig::default(),
             pool: PoolOptions::default(),
             suspects: coolgp::members::Policy::default(),
+            influence_cap: None,
         }
     }
 }

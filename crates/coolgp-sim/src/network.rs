@@ -23,6 +23,8 @@ pub struct NetStats {
     pub dropped: u64,
     /// Messages rejected by their receiver.
     pub rejected: u64,
+    /// Messages scaled down by their receiver's influence cap (issue 29).
+    pub capped: u64,
 }
 
 impl NetStats {
@@ -31,6 +33,7 @@ impl NetStats {
         self.sent += o.sent;
         self.dropped += o.dropped;
         self.rejected += o.rejected;
+        self.capped += o.capped;
     }
 }
 
@@ -266,7 +269,7 @@ fn deliver(
             break;
         }
     }
-    let rejected: u64 = work
+    let (rejected, capped) = work
         .into_par_iter()
         .map(|(a, msgs)| {
             let mut r = 0;
@@ -275,11 +278,15 @@ fn deliver(
                     r += 1;
                 }
             }
-            // Events are consumed by the driver; the simulator only counts rejects.
-            while a.poll_event().is_some() {}
-            r
+            // Events are consumed by the driver; the simulator counts rejects and caps.
+            let mut c = 0;
+            while let Some(e) = a.poll_event() {
+                c += u64::from(matches!(e, coolgp::Event::Capped { .. }));
+            }
+            (r, c)
         })
-        .sum();
+        .reduce(|| (0, 0), |x, y| (x.0 + y.0, x.1 + y.1));
     stats.rejected = rejected;
+    stats.capped = capped;
     stats
 }

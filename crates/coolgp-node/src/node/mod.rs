@@ -140,6 +140,8 @@ struct Progress {
     /// The fused excess at the last change check.
     fused_last: Option<Excess>,
     degenerate_logged: Option<Instant>,
+    /// Messages scaled down by the influence cap, per sender (issue 29).
+    capped: BTreeMap<u64, u64>,
 }
 
 impl Progress {
@@ -162,6 +164,17 @@ impl Progress {
                         );
                         self.degenerate_logged = Some(Instant::now());
                     }
+                }
+                Event::Capped { from, factor } => {
+                    let n = self.capped.entry(from).or_insert(0);
+                    if *n == 0 {
+                        tracing::warn!(
+                            from,
+                            factor,
+                            "a neighbour's message carried more precision per row than the influence cap allows; scaled down"
+                        );
+                    }
+                    *n += 1;
                 }
                 _ => {}
             }
@@ -259,6 +272,7 @@ impl Node {
                 fused_changed_unix_ms: None,
                 fused_last: None,
                 degenerate_logged: None,
+                capped: BTreeMap::new(),
             },
             queries: Queries::default(),
             s,

@@ -80,6 +80,7 @@ impl Node {
             suspects_by,
             suspects_sig,
             withheld: self.agent.is_withheld(),
+            capped: self.progress.capped.clone(),
             model: self.model_identity(),
             fusion: fusion_name(&self.s.agent.fusion).into(),
             projection: self.s.agent.projection.name().into(),

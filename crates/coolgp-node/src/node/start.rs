@@ -208,13 +208,17 @@ fn check_checkpoint(s: &NodeSettings, cp: &Checkpoint, layout: &Layout) -> Resul
 
 /// `c` with its local memory's settings as they take effect ([`coolgp::LocalConfig::in_effect`]):
 /// `--local-memory 0` resumes a memory-less checkpoint whatever the (default) policy was when
-/// it was written. Who fits the residual kernel (`--local-fit`) is not compared: a checkpoint
-/// does not record it (the driver sets it up anew, [`resume`]), so any fit resumes any
+/// it was written. Who fits the residual kernel (`--local-fit`) and the influence cap are not
+/// compared: a checkpoint does not record them (the driver sets it up anew, [`resume`]), so any fit resumes any
 /// checkpoint, the fitted kernel included.
 fn without_off_memory(c: &AgentConfig) -> AgentConfig {
     let mut local = c.local.in_effect();
     local.fit = coolgp::local::LocalConfig::default().fit;
-    AgentConfig { local, ..c.clone() }
+    AgentConfig {
+        local,
+        influence_cap: None,
+        ..c.clone()
+    }
 }
 
 /// The agent of a checked checkpoint, its rounds moved past the lease, and the stream
@@ -236,6 +240,8 @@ fn resume(
     // The checkpoint does not record who fits the residual kernel: the node's `--local-fit`
     // decides (with `fleet` the agent makes no fits of its own and takes the fleet's kernel).
     snap.config.local.fit = s.agent.local.fit;
+    // Nor the influence cap (a receiver's policy): `--influence-cap` decides.
+    snap.config.influence_cap = s.agent.influence_cap;
     // Round lease: at most `checkpoint_every` rounds were sent after the checkpoint,
     // so neighbours never see a round number twice.
     snap.round = snap.round.saturating_add(s.checkpoint_every);

@@ -99,6 +99,7 @@ fn agent_config(cfg: &SimConfig, rule: FusionRule, plan: &GroupPlan, i: usize) -
         seed: cfg.seed ^ (0x9E37_79B9 * (i as u64 + 1)),
         site: cfg.site.clone(),
         local: cfg.local,
+        influence_cap: cfg.influence_cap,
     }
 }
 

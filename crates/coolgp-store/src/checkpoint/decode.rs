@@ -279,6 +279,8 @@ impl Reader<'_> {
             site: self.site_config(a)?,
             group: a.group,
             local: self.local_config(a.local.as_ref())?,
+            // A receiver's policy, like its neighbours: the driver sets it on restore.
+            influence_cap: None,
         })
     }
 

@@ -9,10 +9,14 @@
 //!   of a few peers' own models, the best-agreeing peer's ([`evidence_among`] in a fleet of
 //!   agents; a node takes its peers' own excesses from their status).
 //!
+//! - [`bound`]: what a neighbour's message may add (its precision per claimed row against the
+//!   rest of the fleet's).
+//!
 //! Containment itself is the agent's: a withheld agent ([`crate::Agent::set_withheld`]) keeps
 //! its own data in its own model but sends none of it, so on a tree the rest of the fleet
 //! converges to the model without it, exactly.
 
+pub mod bound;
 pub mod check;
 mod evidence;
 

@@ -106,6 +106,10 @@ pub struct AgentConfig {
     pub group: Option<GroupId>,
     /// The local memory and residual GP (issue 19; default off, capacity 0).
     pub local: LocalConfig,
+    /// Bounded influence (issue 29): a tree message whose precision per claimed row exceeds
+    /// this multiple of the rest's is scaled down to it ([`crate::members::bound`]); `None`
+    /// accepts any plausible message (spec §9 only).
+    pub influence_cap: Option<f64>,
 }
 
 impl Default for AgentConfig {
@@ -120,6 +124,7 @@ impl Default for AgentConfig {
             site: SiteConfig::default(),
             group: None,
             local: LocalConfig::default(),
+            influence_cap: None,
         }
     }
 }

@@ -32,6 +32,15 @@ pub enum Event {
         /// Why the step was skipped.
         reason: &'static str,
     },
+    /// A neighbour's message carried more precision per claimed row than
+    /// [`crate::AgentConfig::influence_cap`] allows and was scaled down by `factor` before it
+    /// was absorbed (issue 29).
+    Capped {
+        /// The sender.
+        from: AgentId,
+        /// The factor in (0, 1) its excess was scaled by.
+        factor: f64,
+    },
     /// The fused view changed after an accepted message.
     FusedUpdated {
         /// Data points represented in the fused model.

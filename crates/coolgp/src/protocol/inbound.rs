@@ -1,10 +1,11 @@
 //! A neighbour's message arriving at an agent: validation (spec §9) and absorption. A rejected
 //! message leaves the agent unchanged.
 
+use crate::members::bound::{cap_factor, precision};
 use crate::protocol::agent::Agent;
 use crate::protocol::event::Event;
 use crate::protocol::fusion::Verdict;
-use crate::protocol::message::{Message, RejectReason};
+use crate::protocol::message::{Body, Message, RejectReason};
 
 impl Agent {
     /// Validates and absorbs a neighbour's message (spec §9). A rejected message leaves the
@@ -22,6 +23,7 @@ impl Agent {
             }
             Ok(Verdict::Fresh) => {
                 let m = self.vocabulary().m();
+                let msg = self.bounded(msg);
                 self.fusion_mut().accept(msg, m);
                 self.adopt_site_view();
                 let fleet_points = self.fleet_points();
@@ -36,6 +38,32 @@ impl Agent {
                 Err(reason)
             }
         }
+    }
+
+    /// A tree message with its excess scaled down to [`crate::AgentConfig::influence_cap`]
+    /// times the precision per row of the rest of what this agent holds (its own excess and
+    /// every other neighbour's message; [`crate::members::bound::cap_factor`]), reported as
+    /// [`Event::Capped`]; any other message as it is.
+    fn bounded(&mut self, mut msg: Message) -> Message {
+        let Some(ratio) = self.config().influence_cap else {
+            return msg;
+        };
+        let from = msg.header.sender;
+        let Body::Tree { excess, points } = &mut msg.body else {
+            return msg;
+        };
+        let mut rest = (precision(self.fusion().own()), self.n_own() as f64);
+        for (k, ib) in self.fusion().inbox() {
+            if *k != from {
+                rest.0 += precision(&ib.excess);
+                rest.1 += ib.points;
+            }
+        }
+        if let Some(factor) = cap_factor((precision(excess), *points), rest, ratio) {
+            *excess = std::sync::Arc::new(excess.scaled(factor));
+            self.push_event(Event::Capped { from, factor });
+        }
+        msg
     }
 
     /// The checks of spec §9, in order: the vocabulary's fingerprint, the receiver, then the

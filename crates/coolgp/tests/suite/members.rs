@@ -138,3 +138,93 @@ fn push_sum_refuses_to_withhold() {
     assert!(err.to_string().contains("tree fusion"), "{err}");
     assert!(!a.is_withheld());
 }
+
+/// One round on `agents` in which every message agent `liar` sends carries its excess times
+/// `inflate` (its claimed points unchanged).
+fn lying_round(agents: &mut [Agent], liar: usize, inflate: f64) {
+    for a in agents.iter_mut() {
+        a.handle_tick();
+    }
+    let msgs: Vec<coolgp::Message> = agents
+        .iter_mut()
+        .flat_map(|a| std::iter::from_fn(|| a.poll_transmit()).collect::<Vec<_>>())
+        .collect();
+    for mut msg in msgs {
+        if msg.header.sender == liar as u64 {
+            if let coolgp::protocol::Body::Tree { excess, .. } = &mut msg.body {
+                *excess = Arc::new(excess.scaled(inflate));
+            }
+        }
+        let to = msg.header.receiver as usize;
+        agents[to].handle_message(msg).expect("valid");
+    }
+}
+
+/// A path 0 – 1 – 2 on one field; agent 2's rows read 1 too high, and it holds `copies`
+/// copies of its 60 rows. Agent 0's fused mean at a few places after fusing with agent 2's
+/// messages inflated `inflate` times, under the influence cap `cap`; and the events.
+fn mean_at_0(copies: usize, inflate: f64, cap: Option<f64>) -> (Vec<f64>, usize) {
+    let v = Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"));
+    let cfg = AgentConfig {
+        learn: false,
+        influence_cap: cap,
+        ..AgentConfig::default()
+    };
+    let topo = Topology::path(3);
+    let mut rng = Rng::new(7, 29);
+    let mut agents: Vec<Agent> = (0..3)
+        .map(|i| {
+            let mut a = Agent::new(i as u64, v.clone(), D, cfg.clone()).expect("agent");
+            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))
+                .expect("neighbours");
+            a
+        })
+        .collect();
+    for (i, a) in agents.iter_mut().enumerate() {
+        let x = Mat::from_fn(60, D, |_, _| rng.normal());
+        let y: Vec<f64> = (0..60)
+            .map(|r| x[(r, 0)].sin() + 0.1 * rng.normal() + if i == 2 { 1.0 } else { 0.0 })
+            .collect();
+        let times = if i == 2 { copies } else { 1 };
+        for _ in 0..times {
+            a.handle_block(x.as_ref(), &y).expect("block");
+        }
+    }
+    for _ in 0..3 {
+        lying_round(&mut agents, 2, inflate);
+    }
+    let capped = std::iter::from_fn(|| agents[1].poll_event())
+        .filter(|e| matches!(e, coolgp::Event::Capped { from: 2, .. }))
+        .count();
+    let x = Mat::from_fn(8, D, |i, j| 0.4 * i as f64 - 1.2 + 0.1 * j as f64);
+    let p = agents[0]
+        .predict(x.as_ref(), View::Fused)
+        .expect("prediction");
+    (p.mean, capped)
+}
+
+#[test]
+fn an_inflating_member_adds_no_more_than_its_rows_times_the_cap() {
+    // Issue 29: a member sends its sums x100 with its claimed rows. Uncapped it drags the
+    // fleet toward its biased rows; under a cap of 2 it moves agent 0's answers no more than
+    // if it had honestly held its rows twice (10% slack: its rows' precision per row is the
+    // fleet's only up to sampling).
+    let (honest, none) = mean_at_0(1, 1.0, Some(2.0));
+    assert_eq!(none, 0, "an honest member is not capped");
+    let (twice, _) = mean_at_0(2, 1.0, None);
+    let (capped, n) = mean_at_0(1, 100.0, Some(2.0));
+    let (uncapped, _) = mean_at_0(1, 100.0, None);
+    assert!(n > 0, "the inflated messages were capped");
+    let shift = |m: &[f64]| {
+        m.iter()
+            .zip(&honest)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max)
+    };
+    let (s2, sc, su) = (shift(&twice), shift(&capped), shift(&uncapped));
+    eprintln!(
+        "max shift of agent 0's mean: 2x rows {s2:.4}, x100 capped {sc:.4}, x100 uncapped {su:.4}"
+    );
+    assert!(sc <= 1.1 * s2, "capped {sc} against 2x rows {s2}");
+    assert!(su > 2.0 * s2, "uncapped {su} against 2x rows {s2}");
+}

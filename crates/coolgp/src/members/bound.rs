@@ -1,0 +1,57 @@
+//! Bounded influence (issue 29, docs/MEMBERS.md §7): what a neighbour's tree message may add.
+//!
+//! A message `D_ki` claims `points` rows and carries the precision `tr(D1)`. Under the tree
+//! rule it is a subtree's sum, so the receiver cannot check any one member's part of it; what
+//! it can check is the precision per claimed row against what it holds from the rest of the
+//! fleet (its own excess and every other neighbour's message): one row's ψ-statistics are
+//! bounded by the kernel, so an honest subtree's `tr(D1)/points` is of the order of the
+//! fleet's. A message above `ratio` times the rest's precision per row is scaled down to it
+//! (D1 and D2 together: the mean it implies is kept, its weight is that of `ratio` times its
+//! claimed rows of typical rows) and the sender is counted. A member that claims more rows
+//! with matching precision cannot be told from a member with more rows by its messages; the
+//! member check (its evidence against its peers) is what judges its data.
+
+use crate::model::Excess;
+
+/// Fewest rows the rest of the fleet must represent before a message is compared with it.
+pub const MIN_REFERENCE_POINTS: f64 = 20.0;
+
+/// `tr(D1)` of an excess.
+pub fn precision(e: &Excess) -> f64 {
+    (0..e.d1.nrows()).map(|i| e.d1[(i, i)]).sum()
+}
+
+/// The factor in (0, 1) by which a message of precision `msg.0` over `msg.1` claimed rows is
+/// scaled so that its precision per row is at most `ratio` times the reference's
+/// (`reference`: precision and rows of the rest); `None` when it is within the bound, when the
+/// reference holds fewer than [`MIN_REFERENCE_POINTS`] rows or no precision, or when the
+/// message carries none. A message claiming fewer than one row is compared as one row.
+pub fn cap_factor(msg: (f64, f64), reference: (f64, f64), ratio: f64) -> Option<f64> {
+    let (tr, pts) = msg;
+    let (ref_tr, ref_pts) = reference;
+    if !(ref_pts >= MIN_REFERENCE_POINTS && ref_tr > 0.0 && tr > 0.0 && ratio > 0.0) {
+        return None;
+    }
+    let limit = ratio * (ref_tr / ref_pts) * pts.max(1.0);
+    (tr > limit).then(|| limit / tr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_above_the_ratio_is_scaled_to_it_and_others_are_not() {
+        // The rest: 100 rows of precision 50 (0.5 per row); ratio 2 allows 1 per row.
+        let reference = (50.0, 100.0);
+        assert_eq!(cap_factor((30.0, 40.0), reference, 2.0), None);
+        let f = cap_factor((400.0, 40.0), reference, 2.0).expect("capped");
+        assert!((f - 0.1).abs() < 1e-12, "{f}");
+        // Zero claimed rows count as one; too small a reference, or no precision: no cap.
+        let f = cap_factor((10.0, 0.0), reference, 2.0).expect("capped");
+        assert!((f - 0.1).abs() < 1e-12, "{f}");
+        assert_eq!(cap_factor((400.0, 40.0), (5.0, 10.0), 2.0), None);
+        assert_eq!(cap_factor((400.0, 40.0), (0.0, 100.0), 2.0), None);
+        assert_eq!(cap_factor((f64::NAN, 40.0), reference, 2.0), None);
+    }
+}
