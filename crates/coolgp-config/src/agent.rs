@@ -495,7 +495,10 @@ mod tests {
         assert_eq!(cap(Some(3.0)).expect("on"), Some(3.0));
         for bad in [-1.0, 0.5, f64::NAN, f64::INFINITY] {
             let e = cap(Some(bad)).expect_err("refused").to_string();
-            assert!(e.contains("--influence-cap must be 0 (off) or at least 1"), "{e}");
+            assert!(
+                e.contains("--influence-cap must be 0 (off) or at least 1"),
+                "{e}"
+            );
         }
     }
 

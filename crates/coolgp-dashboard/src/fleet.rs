@@ -336,6 +336,7 @@ impl FleetState {
                     ),
                 });
             }
+            out.extend(member_problems(*id, &v.status));
             for nb in &v.status.neighbors {
                 if !self.members.contains(nb) {
                     out.push(Problem {
@@ -476,9 +477,74 @@ impl FleetState {
     }
 }
 
+/// What the member check (issue 29) says of node `id` by its own status: withheld as a
+/// suspect (with its evidence), and messages it scaled down by its influence cap.
+fn member_problems(id: u64, s: &Status) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if s.withheld {
+        let evidence = s.member.map_or(String::new(), |m| {
+            let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+            format!(
+                " (score {}, z2 {} on {} of {} rows)",
+                f(m.score),
+                f(m.z2),
+                m.informed,
+                m.rows
+            )
+        });
+        out.push(Problem {
+            node: Some(id),
+            message: format!(
+                "is a suspect of the member check{evidence}: its own data is withheld from the fleet"
+            ),
+        });
+    }
+    if !s.capped.is_empty() {
+        out.push(Problem {
+            node: Some(id),
+            message: format!(
+                "scaled down messages that carried more precision than its influence cap allows, per sender: {:?}",
+                s.capped
+            ),
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_withheld_suspect_and_capped_messages_are_problems() {
+        let (mut f, now) = path_of_three();
+        let mut v: Value =
+            serde_json::from_slice(&status_json("f", 2, 10, 30.0, &[1])).expect("json");
+        v["withheld"] = json!(true);
+        v["suspects"] = json!([2]);
+        v["member"] = json!({"rows": 64, "informed": 60, "score": 25.1, "z2": 40.0});
+        f.status_reply(2, &serde_json::to_vec(&v).expect("json"), now, 0);
+        let mut w: Value =
+            serde_json::from_slice(&status_json("f", 1, 10, 30.0, &[0, 2])).expect("json");
+        w["capped"] = json!({"2": 7});
+        f.status_reply(1, &serde_json::to_vec(&w).expect("json"), now, 0);
+        let p = f.problems(now);
+        let text: Vec<String> = p
+            .iter()
+            .map(|p| format!("{:?}: {}", p.node, p.message))
+            .collect();
+        assert!(
+            text.iter()
+                .any(|t| t.starts_with("Some(2): is a suspect") && t.contains("score 25.100")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|t| t.starts_with("Some(1): scaled down") && t.contains("2: 7")),
+            "{text:?}"
+        );
+        assert_eq!(p.len(), 2, "{text:?}");
+    }
 
     /// A status document of `fleet`/`id` as a node would send it.
     fn status_json(fleet: &str, id: u64, points: u64, fleet_points: f64, nb: &[u64]) -> Vec<u8> {

@@ -247,6 +247,51 @@ pub async fn fetch_all(
     Ok(got)
 }
 
+/// The fleet's suspects (issue 29, docs/MEMBERS.md §5) as its fitter (the lowest id that
+/// answered or is alive, `got`) reports them in its status, and their answers removed from
+/// `got`; returns the ids removed. With a `roster` (a TLS fleet) the verdict counts only if it
+/// carries the fitter's signature; an unsigned or unreadable verdict removes nothing (and
+/// says so on stderr).
+pub async fn leave_out_suspects(
+    session: &zenoh::Session,
+    fleet: &str,
+    got: &mut FleetAnswers,
+    roster: Option<&crate::auth::Roster>,
+    timeout: Duration,
+) -> Vec<u64> {
+    let Some(fitter) = got.answers.keys().chain(&got.silent).copied().min() else {
+        return Vec::new();
+    };
+    let Ok(st) = crate::client::fetch_status(session, fleet, fitter, false, timeout).await else {
+        return Vec::new();
+    };
+    if let Some(r) = roster {
+        let claim = crate::kernel_auth::SuspectsClaim {
+            fleet,
+            node: fitter,
+            checks: st.member_checks,
+            suspects: &st.suspects,
+        };
+        if !st.suspects.is_empty()
+            && !r
+                .key(fitter)
+                .is_some_and(|k| claim.verifies(&k, &st.suspects_sig))
+        {
+            eprintln!(
+                "warning: agent {fitter}'s list of suspects {:?} is not signed by its key; no answer left out",
+                st.suspects
+            );
+            return Vec::new();
+        }
+    }
+    let out: Vec<u64> = st
+        .suspects
+        .into_iter()
+        .filter(|id| got.answers.remove(id).is_some())
+        .collect();
+    out
+}
+
 /// [`fetch_all`] without its error for no answer: what arrived, what was dropped and who
 /// stayed silent.
 ///

@@ -176,6 +176,13 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
         (Some(id), Some(dir)) => Some((auth::Signer::load(dir, id)?, id)),
         _ => None,
     };
+    // With --tls, the fleet's roster verifies the fitter's list of suspects.
+    let roster = args
+        .zenoh
+        .tls
+        .as_ref()
+        .map(|dir| auth::Roster::load(dir, &args.fleet))
+        .transpose()?;
     let reply = runtime()?.block_on(async {
         let session = client::open(&args.zenoh).await?;
         let r = match args.agent {
@@ -184,7 +191,16 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
             }
             _ => {
                 let calibrate = (args.calibrate, signer.as_ref().map(|(s, id)| (s, *id)));
-                fleet_reply(&session, &args.fleet, &req, (rule, calibrate), timeout).await
+                let roster = roster.as_ref();
+                fleet_reply(
+                    &session,
+                    &args.fleet,
+                    &req,
+                    (rule, calibrate),
+                    timeout,
+                    roster,
+                )
+                .await
             }
         };
         let _ = session.close().await;
@@ -202,7 +218,9 @@ pub const DEFAULT_FLEET_RULE: FleetRule = FleetRule::Rbcm;
 /// `coolgp query --all`: every agent's answers, combined by `rule`, as one reply, with
 /// `calibrate = (Some(k), signer)` every variance times the rule's scale measured on up to k
 /// memory rows per agent ([`fleet_query::calibrate`], the request for rows signed by `signer`
-/// if given); who answered, who was dropped and who stayed silent go to stderr.
+/// if given); the fitter's suspects' answers are left out ([`fleet_query::leave_out_suspects`],
+/// verified with `roster` in a TLS fleet); who answered, who was dropped, left out and stayed
+/// silent go to stderr.
 async fn fleet_reply(
     session: &zenoh::Session,
     fleet: &str,
@@ -212,6 +230,7 @@ async fn fleet_reply(
         (Option<usize>, Option<fleet_query::Member<'_>>),
     ),
     timeout: Duration,
+    roster: Option<&auth::Roster>,
 ) -> Result<PredictReply> {
     let (rule, cal) = match calibrate.0 {
         Some(k) => {
@@ -250,7 +269,19 @@ async fn fleet_reply(
             (rule, RuleCalibration::unit(rule))
         }
     };
-    let got = fleet_query::fetch_all(session, fleet, req, timeout).await?;
+    let mut got = fleet_query::fetch_all(session, fleet, req, timeout).await?;
+    let suspects = fleet_query::leave_out_suspects(session, fleet, &mut got, roster, timeout).await;
+    if !suspects.is_empty() {
+        eprintln!(
+            "left out the answers of agent(s) {suspects:?}: suspects of the fleet's member check (docs/MEMBERS.md)"
+        );
+    }
+    if got.answers.is_empty() {
+        return Err(NodeError::NoReply {
+            key: keys::predict_all(fleet),
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        });
+    }
     for (peer, why) in &got.dropped {
         eprintln!("warning: dropped the reply of {peer}: {why}");
     }

@@ -17,7 +17,7 @@ const LOCAL: &[&str] = &["--local-memory", "30"];
 
 /// `coolgp query` with `args` (and the fleet's endpoints): the CSV's rows as numbers, and
 /// stderr.
-fn query(fleet: &Fleet, args: &[&str]) -> (Vec<Vec<f64>>, String) {
+pub(crate) fn query(fleet: &Fleet, args: &[&str]) -> (Vec<Vec<f64>>, String) {
     let out = query_output(fleet, args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "query {args:?} failed: {stderr}");
@@ -33,7 +33,7 @@ fn query(fleet: &Fleet, args: &[&str]) -> (Vec<Vec<f64>>, String) {
 }
 
 /// `coolgp query` with `args` (and the fleet's endpoints), run to its end.
-fn query_output(fleet: &Fleet, args: &[&str]) -> std::process::Output {
+pub(crate) fn query_output(fleet: &Fleet, args: &[&str]) -> std::process::Output {
     let mut cmd = Command::new(BIN);
     cmd.args(["query", "--fleet", &fleet.name]);
     for p in &fleet.ports {
@@ -101,7 +101,7 @@ fn own_answers(fleet: &Fleet, input: &str) -> Vec<Vec<Vec<f64>>> {
 }
 
 /// Writes seven query points (two inputs) across the three regions; returns the file.
-fn query_csv(fleet: &Fleet) -> String {
+pub(crate) fn query_csv(fleet: &Fleet) -> String {
     let qcsv = fleet.dir.join("query.csv");
     let mut text = String::from("x1,x2\n");
     for k in 0..7 {

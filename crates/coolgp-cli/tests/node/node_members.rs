@@ -6,6 +6,7 @@
 use crate::common;
 use std::time::Duration;
 
+use crate::node_local::{query, query_csv};
 use common::*;
 
 /// Node i's rows: 80 rows of the same field (so every node can check every other).
@@ -50,6 +51,14 @@ fn a_faulty_node_is_marked_contained_and_readmitted_after_a_clean_restart() {
         st.iter().map(|s| s.member).collect::<Vec<_>>()
     );
     assert_eq!(st[1].suspects_by, Some(0), "the fitter's verdict");
+    // A fleet query leaves the suspect's answers out.
+    let input = query_csv(&fleet);
+    let (rows, stderr) = query(&fleet, &["--all", "--input", &input]);
+    assert_eq!(rows.len(), 7);
+    assert!(
+        stderr.contains("left out the answers of agent(s) [2]"),
+        "{stderr}"
+    );
     // Fixed: node 2 restarts with clean rows (no state: a fresh memory) and is readmitted.
     write_csv(&fleet.dir.join("data2.csv"), &shares(0.0)[2]);
     fleet.nodes[2].kill9();
