@@ -87,6 +87,11 @@ struct Settings {
 /// default: after each fusion, once on a pooled sample of every agent's memory, raw rows,
 /// which every agent then takes) or "agent" (each agent on its own memory); `coolgp simulate
 /// --local-fit`.
+///
+/// With local memory the fleet also checks its members after each fusion, as `coolgp
+/// simulate` does (issue 29, docs/MEMBERS.md): an agent whose rows even its best-agreeing
+/// peer predicts far worse than the median agent's is a suspect; its data leave the others'
+/// fused models and its answers leave predict's combination (`suspects_`).
 #[pyclass(module = "coolgp._coolgp")]
 pub struct FleetRegressor {
     s: Settings,
@@ -406,7 +411,9 @@ impl FleetRegressor {
                 let rows = split(x.nrows(), s.agents.min(x.nrows()), groups, s.seed);
                 let agents = s.run(&xs, &ys, &rows)?;
                 let rules = s.fleet_rule.map_or(FleetRule::ALL.to_vec(), |r| vec![r]);
-                let c = calibrate(&agents, &rules, &[]);
+                // Contained suspects (issue 29) neither offer rows nor answer.
+                let withheld: Vec<bool> = agents.iter().map(Agent::is_withheld).collect();
+                let c = calibrate(&agents, &rules, &withheld);
                 let rule = s.fleet_rule.or_else(|| c.best()).unwrap_or(FleetRule::Rbcm);
                 let cal = c.of(rule);
                 Ok(Fitted {
@@ -449,7 +456,7 @@ impl FleetRegressor {
                     f.agents.len()
                 ))
             })?],
-            None if self.fleet_answers() => f.agents.iter().collect(),
+            None if self.fleet_answers() => f.agents.iter().filter(|a| !a.is_withheld()).collect(),
             None => f.agents.iter().take(1).collect(),
         };
         let mut xs = convert::matrix(x, "X", Some(f.scaler.dim()))?;
@@ -566,6 +573,19 @@ impl FleetRegressor {
     #[getter]
     fn fleet_rule_(&self) -> Option<&'static str> {
         self.fitted.as_ref().map(|f| f.rule.name())
+    }
+
+    /// The agents the member check marked suspect and contained at fit (issue 29,
+    /// docs/MEMBERS.md): their own data is out of the others' fused models and their answers
+    /// out of predict's combination (empty before fit and without local memory, which the
+    /// check reads).
+    #[getter]
+    fn suspects_(&self) -> Vec<usize> {
+        self.fitted.as_ref().map_or(Vec::new(), |f| {
+            (0..f.agents.len())
+                .filter(|&i| f.agents[i].is_withheld())
+                .collect()
+        })
     }
 
     /// Points represented in each agent's fused model (all equal to n after fit on a tree).
