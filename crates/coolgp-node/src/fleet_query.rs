@@ -247,19 +247,18 @@ pub async fn fetch_all(
     Ok(got)
 }
 
-/// The fleet's suspects (issue 29, docs/MEMBERS.md §5) as its fitter (the lowest id that
-/// answered or is alive, `got`) reports them in its status, and their answers removed from
-/// `got`; returns the ids removed. With a `roster` (a TLS fleet) the verdict counts only if it
-/// carries the fitter's signature; an unsigned or unreadable verdict removes nothing (and
-/// says so on stderr).
-pub async fn leave_out_suspects(
+/// The fleet's suspects (issue 29, docs/MEMBERS.md §5) as its fitter (the lowest live id)
+/// reports them in its status. With a `roster` (a TLS fleet) the list counts only if it
+/// carries the fitter's signature; an unsigned list, or none to read, gives no suspect (an
+/// unsigned one says so on stderr).
+pub async fn suspects(
     session: &zenoh::Session,
     fleet: &str,
-    got: &mut FleetAnswers,
     roster: Option<&crate::auth::Roster>,
     timeout: Duration,
 ) -> Vec<u64> {
-    let Some(fitter) = got.answers.keys().chain(&got.silent).copied().min() else {
+    let wait = timeout.min(Duration::from_millis(500));
+    let Some(fitter) = members(session, fleet, wait).await.into_iter().min() else {
         return Vec::new();
     };
     let Ok(st) = crate::client::fetch_status(session, fleet, fitter, false, timeout).await else {
@@ -284,12 +283,20 @@ pub async fn leave_out_suspects(
             return Vec::new();
         }
     }
-    let out: Vec<u64> = st
-        .suspects
-        .into_iter()
-        .filter(|id| got.answers.remove(id).is_some())
-        .collect();
-    out
+    st.suspects
+}
+
+impl FleetAnswers {
+    /// Removes the answers (and offered rows) of `ids`; returns those that had answered.
+    pub fn leave_out(&mut self, ids: &[u64]) -> Vec<u64> {
+        ids.iter()
+            .copied()
+            .filter(|id| {
+                self.held_out.remove(id);
+                self.answers.remove(id).is_some()
+            })
+            .collect()
+    }
 }
 
 /// [`fetch_all`] without its error for no answer: what arrived, what was dropped and who
@@ -359,7 +366,8 @@ pub struct Calibrated {
 /// `coolgp query --all --calibrate K` (docs/LOCAL.md §10): asks every agent for up to `k` of
 /// its memory rows and its leave-one-out answers there (one get), then every agent for its
 /// answers at all those rows (a second), and measures each of `rules`' calibration
-/// ([`calibration`]: the safety net's weight, the variance scale, the held-out error). The rows are raw data sent to this querier (only nodes with the
+/// ([`calibration`]: the safety net's weight, the variance scale, the held-out error),
+/// without the rows and answers of `suspects` ([`suspects`]). The rows are raw data sent to this querier (only nodes with the
 /// pooled fit, `--local-fit fleet`, the default, send them, and in a TLS fleet only to a
 /// member's signed request: `signer`, `--sign-as`, signs the request for rows with a
 /// member's key; a reader gets none, [`crate::row_auth`]). Warnings (dropped replies, refusals, agents with other
@@ -371,7 +379,7 @@ pub async fn calibrate(
     session: &zenoh::Session,
     fleet: &str,
     (view, signer): (Option<String>, Option<Member<'_>>),
-    k: usize,
+    (k, suspects): (usize, &[u64]),
     rules: &[FleetRule],
     timeout: Duration,
 ) -> Result<Calibrated> {
@@ -385,6 +393,8 @@ pub async fn calibrate(
     };
     // Nodes that do not share rows answer with an error: wait for them at most OFFER_WAIT.
     let mut held = gather(session, fleet, (&ask, signer), timeout.min(OFFER_WAIT)).await?;
+    // The suspects' rows and answers stay out (issue 29).
+    held.leave_out(suspects);
     for (peer, why) in &held.dropped {
         eprintln!("warning: calibration: dropped the reply of {peer}: {why}");
     }
@@ -407,7 +417,8 @@ pub async fn calibrate(
         held_out: None,
         ..ask
     };
-    let answers = fetch_all(session, fleet, &at, timeout).await?;
+    let mut answers = fetch_all(session, fleet, &at, timeout).await?;
+    answers.leave_out(suspects);
     Ok(Calibrated {
         rules: calibration(rules, &held, &answers),
         rows,

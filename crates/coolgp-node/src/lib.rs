@@ -218,7 +218,7 @@ pub const DEFAULT_FLEET_RULE: FleetRule = FleetRule::Rbcm;
 /// `coolgp query --all`: every agent's answers, combined by `rule`, as one reply, with
 /// `calibrate = (Some(k), signer)` every variance times the rule's scale measured on up to k
 /// memory rows per agent ([`fleet_query::calibrate`], the request for rows signed by `signer`
-/// if given); the fitter's suspects' answers are left out ([`fleet_query::leave_out_suspects`],
+/// if given); the fitter's suspects' answers and rows are left out ([`fleet_query::suspects`],
 /// verified with `roster` in a TLS fleet); who answered, who was dropped, left out and stayed
 /// silent go to stderr.
 async fn fleet_reply(
@@ -232,12 +232,15 @@ async fn fleet_reply(
     timeout: Duration,
     roster: Option<&auth::Roster>,
 ) -> Result<PredictReply> {
+    // The fleet's suspects (issue 29) answer nothing and offer no calibration rows.
+    let suspects = fleet_query::suspects(session, fleet, roster, timeout).await;
     let (rule, cal) = match calibrate.0 {
         Some(k) => {
             let (view, signer) = (req.view.clone(), calibrate.1);
             let rules: Vec<FleetRule> = rule.map_or(FleetRule::ALL.to_vec(), |r| vec![r]);
+            let ks = (k, suspects.as_slice());
             let c =
-                fleet_query::calibrate(session, fleet, (view, signer), k, &rules, timeout).await?;
+                fleet_query::calibrate(session, fleet, (view, signer), ks, &rules, timeout).await?;
             let rule = rule
                 .or_else(|| best_rule(&c.rules))
                 .unwrap_or(DEFAULT_FLEET_RULE);
@@ -270,7 +273,7 @@ async fn fleet_reply(
         }
     };
     let mut got = fleet_query::fetch_all(session, fleet, req, timeout).await?;
-    let suspects = fleet_query::leave_out_suspects(session, fleet, &mut got, roster, timeout).await;
+    let suspects = got.leave_out(&suspects);
     if !suspects.is_empty() {
         eprintln!(
             "left out the answers of agent(s) {suspects:?}: suspects of the fleet's member check (docs/MEMBERS.md)"

@@ -59,6 +59,12 @@ fn a_faulty_node_is_marked_contained_and_readmitted_after_a_clean_restart() {
         stderr.contains("left out the answers of agent(s) [2]"),
         "{stderr}"
     );
+    // ... and its rows from the calibration.
+    let (_, stderr) = query(&fleet, &["--all", "--input", &input, "--calibrate", "30"]);
+    assert!(
+        stderr.contains("memory rows of agent(s) [0, 1]"),
+        "{stderr}"
+    );
     // Fixed: node 2 restarts with clean rows (no state: a fresh memory) and is readmitted.
     write_csv(&fleet.dir.join("data2.csv"), &shares(0.0)[2]);
     fleet.nodes[2].kill9();
