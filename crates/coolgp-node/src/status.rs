@@ -205,6 +205,9 @@ pub struct Status {
     /// This node withholds its own data from its messages (it is a suspect, contained).
     #[serde(default)]
     pub withheld: bool,
+    /// This process's rounds run (`rounds_run`) when the node last began to withhold its data.
+    #[serde(default)]
+    pub withheld_since_round: Option<u64>,
     /// Messages scaled down by the influence cap (`--influence-cap`), per sender (issue 29).
     #[serde(default)]
     pub capped: BTreeMap<u64, u64>,

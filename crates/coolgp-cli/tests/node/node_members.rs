@@ -51,6 +51,9 @@ fn a_faulty_node_is_marked_contained_and_readmitted_after_a_clean_restart() {
         st.iter().map(|s| s.member).collect::<Vec<_>>()
     );
     assert_eq!(st[1].suspects_by, Some(0), "the fitter's verdict");
+    // How soon: node 2 holds 32 checkable rows after its 4th block of 10 (one block a round).
+    let since = st[2].withheld_since_round.expect("withheld");
+    eprintln!("node 2 withheld itself at its round {since} (rows checkable from round 4)");
     // A fleet query leaves the suspect's answers out.
     let input = query_csv(&fleet);
     let (rows, stderr) = query(&fleet, &["--all", "--input", &input]);

@@ -1,4 +1,4 @@
-//! The member check on nodes (issue 29, docs/MEMBERS.md §6). Every [`CHECK_EVERY`] a node
+//! The member check on nodes (issue 29, docs/MEMBERS.md §5). Every [`CHECK_ROUNDS`] rounds a node
 //! reads the own excesses of up to [`PEERS`] other members (their `?fused` status, rotating
 //! through the members) and reports in its status its own evidence: its memory rows under
 //! each peer's own model, the best-agreeing peer's ([`best_agreement`]). The fitter (the
@@ -11,7 +11,6 @@
 //! evidence and to withhold itself: it contains a broken sensor, not a lying member.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use coolgp::members::{best_agreement, check_rows, judge, CheckOptions, Evidence, Standing};
 use coolgp::Excess;
@@ -25,8 +24,9 @@ use crate::kernel_auth::SuspectsClaim;
 use crate::pooled_fit::SAMPLE_TIMEOUT;
 use crate::status::{MemberJson, Status};
 
-/// How often a node reads its peers and the fitter checks the members.
-pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+/// How often (in the node's rounds) a node reads its peers and the fitter checks the members;
+/// a reading still running when the next is due delays it.
+pub const CHECK_ROUNDS: u64 = 2;
 
 /// Peers whose own models a node's rows are checked against.
 pub const PEERS: usize = 4;
@@ -52,8 +52,11 @@ pub(super) struct Watch {
     peers: BTreeMap<u64, Excess>,
     /// Readings started (rotates the peers read).
     readings: u64,
-    /// When the last reading started.
-    last: Option<Instant>,
+    /// The round (this process's `rounds_run`) from which the next reading is due.
+    next_round: u64,
+    /// The round (this process's `rounds_run`) at which this node last began to withhold its
+    /// data.
+    withheld_since: Option<u64>,
     /// The running reading.
     pending: Option<oneshot::Receiver<Reading>>,
 }
@@ -95,7 +98,7 @@ impl Node {
     }
 
     /// One step of the member check (module doc): apply a finished reading; start the next
-    /// every [`CHECK_EVERY`], as the fitter (`fitter == self`) or a follower.
+    /// every [`CHECK_ROUNDS`] rounds, as the fitter (`fitter == self`) or a follower.
     pub(super) fn member_check_step(&mut self, session: &zenoh::Session, fitter: u64) {
         if let Some(rx) = self.watch.pending.as_mut() {
             match rx.try_recv() {
@@ -110,10 +113,10 @@ impl Node {
             }
             self.watch.pending = None;
         }
-        if self.watch.last.is_some_and(|t| t.elapsed() < CHECK_EVERY) {
+        if self.traffic.rounds_run < self.watch.next_round {
             return;
         }
-        self.watch.last = Some(Instant::now());
+        self.watch.next_round = self.traffic.rounds_run + CHECK_ROUNDS;
         self.watch.readings += 1;
         let me = self.s.id;
         let others: Vec<u64> = self
@@ -173,15 +176,24 @@ impl Node {
         let me = suspects.contains(&self.s.id);
         if self.agent.is_withheld() != me {
             match self.agent.set_withheld(me) {
-                Ok(()) if me => tracing::warn!(
-                    "member check: this node is a suspect; its own data is withheld from its messages"
-                ),
+                Ok(()) if me => {
+                    self.watch.withheld_since = Some(self.traffic.rounds_run);
+                    tracing::warn!(
+                        round = self.traffic.rounds_run,
+                        "member check: this node is a suspect; its own data is withheld from its messages"
+                    )
+                }
                 Ok(()) => tracing::info!("member check: cleared; its own data is sent again"),
                 Err(e) => tracing::warn!(error = %e, "member check: cannot withhold"),
             }
         }
         let w = &mut self.watch;
         (w.suspects, w.checks, w.by, w.sig) = (suspects, checks, Some(by), sig);
+    }
+
+    /// The round at which this node last began to withhold its data (status).
+    pub(super) fn withheld_since(&self) -> Option<u64> {
+        self.watch.withheld_since
     }
 
     /// Status fields of the check: suspects, check count, judge and (this node's own verdict

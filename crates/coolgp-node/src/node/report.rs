@@ -80,6 +80,7 @@ impl Node {
             suspects_by,
             suspects_sig,
             withheld: self.agent.is_withheld(),
+            withheld_since_round: self.withheld_since(),
             capped: self.progress.capped.clone(),
             model: self.model_identity(),
             fusion: fusion_name(&self.s.agent.fusion).into(),
