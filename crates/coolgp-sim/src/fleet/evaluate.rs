@@ -166,7 +166,8 @@ impl Fleet<'_> {
     /// in unit scale and every agent applies the fleet's). With groups each agent's excess
     /// is in its group's scales and the sums are plain; each part of the graph
     /// (`--fuse-groups within`: each group) has its own `T_g`. A withheld agent's excess
-    /// (a contained suspect, issue 29) is in its own `T_g` only.
+    /// (a contained suspect, issue 29) is in no other agent's `T_g`, and under the tree rule
+    /// in its own (under push-sum it has left the mass, its own estimate's too).
     fn fusion_error(&self) -> f64 {
         let agents = &self.agents;
         self.plan
@@ -182,7 +183,8 @@ impl Fleet<'_> {
                 part.par_iter()
                     .map(|&i| {
                         let a = &agents[i];
-                        let tg = if a.is_withheld() {
+                        let tree = self.fusion.rule == coolgp::FusionRule::Tree;
+                        let tg = if a.is_withheld() && tree {
                             let mut own = e_sum.clone();
                             own.add_in_place(a.own_excess());
                             a.natural_params_of(&own)

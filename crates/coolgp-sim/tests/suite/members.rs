@@ -123,13 +123,26 @@ fn two_faulty_members_of_ten_are_both_contained() {
 }
 
 #[test]
-fn push_sum_flags_but_cannot_contain() {
-    let cfg = SimConfig {
+fn push_sum_on_a_ring_contains_too() {
+    // A graph with cycles fuses by push-sum: the suspect's data leave the running totals.
+    let ring = |p: Policy| SimConfig {
         topology: coolgp_sim::TopologyKind::Ring,
-        ..cfg(Policy::Contain)
+        ..cfg(p)
     };
-    let r = sim(&cfg, &[(9, Fault::Offset)]);
+    let clean = sim(&ring(Policy::Contain), &[]);
+    let r = sim(&ring(Policy::Contain), &[(9, Fault::Offset)]);
+    let uncontained = sim(&ring(Policy::Flag), &[(9, Fault::Offset)]);
     let m = r.members.as_ref().expect("checked");
     assert_eq!(m.suspects, vec![9]);
-    assert!(!m.contained);
+    assert!(m.contained);
+    assert_eq!(r.fusion, "push-sum");
+    let (g, g0, gu) = (
+        honest_rmse(&r),
+        honest_rmse(&clean),
+        honest_rmse(&uncontained),
+    );
+    eprintln!("push-sum ring: honest global {g:.4} (clean {g0:.4}, uncontained {gu:.4})");
+    assert!(g < 1.1 * g0, "{g} against clean {g0}");
+    assert!(gu > 1.3 * g, "containment must matter: {gu} vs {g}");
+    assert!(r.fusion_max_rel_err < 1e-6, "{}", r.fusion_max_rel_err);
 }

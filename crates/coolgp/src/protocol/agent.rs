@@ -290,21 +290,23 @@ impl Agent {
 
     /// Withholds the own data (q(u)'s `E_i` and points, the fleet projection's site, the
     /// shared projection's term) from every message from now on, or (`on = false`) sends it
-    /// again; the agent's own fused view keeps it. On a tree, the rest of the fleet then
-    /// converges to the model without this agent, exactly: the containment of a suspect
-    /// member (issue 29, docs/MEMBERS.md §2). Not part of a snapshot: the driver sets it
-    /// from the fleet's verdicts.
+    /// again: the containment of a suspect member (issue 29, docs/MEMBERS.md §2). On a tree
+    /// the rest of the fleet then converges to the model without this agent, exactly, and
+    /// the agent's own fused view keeps its data. Under push-sum its excess, points and site
+    /// leave the mass as an injected change (conserved, so every estimate converges to the
+    /// fleet's sums without it, its own included) and re-enter it when readmitted. Not part of
+    /// a snapshot: the driver sets it from the fleet's verdicts.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] under push-sum, where the own mass has already mixed into
-    /// the neighbours' running totals.
+    /// None today; kept fallible for policies a fusion rule cannot honour.
     pub fn set_withheld(&mut self, on: bool) -> Result<()> {
-        if self.fusion.is_push_sum() {
-            return Err(Error::InvalidConfig(
-                "withholding an agent's data needs tree fusion (push-sum has mixed it in)".into(),
-            ));
+        let n_own = self.learning.n_own();
+        if self.fusion.set_withheld(on, n_own) && self.fusion.is_push_sum() && self.is_fleet() {
+            let sign = if on { -1.0 } else { 1.0 };
+            let mut delta = self.site.own().clone();
+            delta.scale_in_place(sign);
+            self.fusion.inject_site(self.site.key(), &delta);
         }
-        self.fusion.set_withheld(on);
         Ok(())
     }
 
@@ -478,8 +480,9 @@ impl Agent {
         {
             return self.push_event(Event::StepSkipped { reason: "site" });
         }
-        if let Some(old) = old {
-            // The change of the own site enters the push-sum mass (conserved), as E_i's does.
+        if let Some(old) = old.filter(|_| !self.fusion.is_withheld()) {
+            // The change of the own site enters the push-sum mass (conserved), as E_i's does
+            // (not while the agent is withheld: the mass then holds none of its site).
             let mut delta = self.site.own().clone();
             delta.add_scaled_in_place(&old, -1.0);
             self.fusion.inject_site(self.site.key(), &delta);

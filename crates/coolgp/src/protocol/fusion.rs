@@ -58,8 +58,9 @@ pub(crate) struct Fusion {
     /// Tree messages of the last tick, reused while neither E_i nor the inbox changed
     /// (derived state: not in snapshots).
     sent_cache: BTreeMap<AgentId, TreeMessage>,
-    /// Withheld (issue 29): messages carry none of `E_i` and none of the own points (derived
-    /// from the fleet's verdicts: not in snapshots).
+    /// Withheld (issue 29): messages carry none of `E_i` and none of the own points; under
+    /// push-sum the mass holds none of them (derived from the fleet's verdicts: not in
+    /// snapshots).
     withheld: bool,
 }
 
@@ -93,13 +94,23 @@ impl Fusion {
         self.withheld
     }
 
-    /// Withholds the own data from every message from now on (`on`), or sends it again. Tree
-    /// rule only: under push-sum the own mass has already mixed into every neighbour's.
-    pub(crate) fn set_withheld(&mut self, on: bool) {
-        if self.withheld != on {
-            self.withheld = on;
-            self.sent_cache.clear();
+    /// Withholds the own data from every message from now on (`on`), or sends it again
+    /// (`n_own` own points). Under push-sum the own excess and points leave the mass (or
+    /// re-enter it) as a change injected like any other (conserved): the running totals then
+    /// converge to the fleet's sums without this agent, and its own estimate lacks its data
+    /// too. Returns true when the state changed.
+    pub(crate) fn set_withheld(&mut self, on: bool, n_own: usize) -> bool {
+        if self.withheld == on {
+            return false;
         }
+        if self.is_push_sum() {
+            let sign = if on { -1.0 } else { 1.0 };
+            self.pushsum
+                .inject(&self.own.scaled(sign), sign * n_own as f64);
+        }
+        self.withheld = on;
+        self.sent_cache.clear();
+        true
     }
 
     /// Sets a snapshot's round, neighbours, inbox, push-sum state and last rounds (checked
@@ -132,7 +143,8 @@ impl Fusion {
     /// Replaces `E_i` by `e`, `new_points` more own points than before: under push-sum the
     /// change enters the mass (conserved). The tree messages are then out of date.
     pub(crate) fn set_own(&mut self, e: Excess, new_points: f64) {
-        if self.is_push_sum() {
+        // Withheld under push-sum: the mass holds none of the own data (set_withheld).
+        if self.is_push_sum() && !self.withheld {
             let mut delta = e.clone();
             delta.add_scaled_in_place(&self.own, -1.0);
             self.pushsum.inject(&delta, new_points);

@@ -124,19 +124,96 @@ fn the_prediction_without_a_member_is_the_model_of_the_others_and_a_peers_own_mo
 }
 
 #[test]
-fn push_sum_refuses_to_withhold() {
+fn under_push_sum_a_withheld_member_leaves_the_running_totals_with_30_percent_loss() {
+    // Push-sum on a ring with cycles: withholding injects −E_s (and −points, −site) into the
+    // mass, so every estimate converges to the fleet's sums without agent s, its own too; new
+    // blocks at s while withheld do not enter; readmitted, the sums are the whole fleet's.
     let v = Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"));
-    let cfg = AgentConfig {
-        fusion: FusionRule::PushSum {
-            agents: 3.0,
-            weight: 1.0,
-        },
-        ..AgentConfig::default()
-    };
-    let mut a = Agent::new(0, v, D, cfg).expect("agent");
-    let err = a.set_withheld(true).expect_err("push-sum");
-    assert!(err.to_string().contains("tree fusion"), "{err}");
-    assert!(!a.is_withheld());
+    let topo = Topology::ring(8);
+    for (name, base) in [
+        ("per-agent", AgentConfig::default()),
+        ("fleet", fleet_config()),
+    ] {
+        let cfg = AgentConfig {
+            fusion: FusionRule::PushSum {
+                agents: 8.0,
+                weight: 1.0,
+            },
+            ..base
+        };
+        let mut agents = fleet(&topo, &v, &cfg, 5);
+        let mut loss = Rng::new(31, 8);
+        for _ in 0..50 {
+            common::lossy_round(&mut agents, &mut loss, 0.3);
+        }
+        let s = 3;
+        agents[s].set_withheld(true).expect("push-sum withholds");
+        let x = Mat::from_fn(12, D, |i, j| 0.1 * i as f64 - 0.3 * j as f64);
+        let y: Vec<f64> = (0..12).map(|r| x[(r, 0)].sin()).collect();
+        agents[s]
+            .handle_block(x.as_ref(), &y)
+            .expect("a block while withheld");
+        for _ in 0..800 {
+            common::lossy_round(&mut agents, &mut loss, 0.3);
+        }
+        let sums = |agents: &[Agent], skip: Option<usize>| {
+            let mut e = Excess::zeros(v.m());
+            let mut pts = 0usize;
+            for a in agents
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| Some(*i) != skip)
+                .map(|p| p.1)
+            {
+                e.add_in_place(a.own_excess());
+                pts += a.n_own();
+            }
+            (e, pts as f64)
+        };
+        let (without, pts) = sums(&agents, Some(s));
+        let mut sites = Site::zeros(agents[0].site().len());
+        for a in agents
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != s)
+            .map(|p| p.1)
+        {
+            sites.add_in_place(a.site());
+        }
+        for (i, a) in agents.iter().enumerate() {
+            let err = a.fused_excess().0.rel_dist(&without);
+            assert!(
+                err < 1e-6,
+                "{name}: agent {i} off by {err:e} while {s} is withheld"
+            );
+            assert!(
+                (a.fleet_points() - pts).abs() < 1e-6 * pts,
+                "{name}: agent {i} points"
+            );
+            if name == "fleet" {
+                let got = a.fused_sites();
+                let got = got.get(a.site_key()).expect("own group");
+                let err = max_rel(&site_flat(got), &site_flat(&sites));
+                assert!(err < 1e-6, "{name}: agent {i} sites off by {err:e}");
+            }
+        }
+        agents[s].set_withheld(false).expect("readmitted");
+        for _ in 0..800 {
+            common::lossy_round(&mut agents, &mut loss, 0.3);
+        }
+        let (all, pts) = sums(&agents, None);
+        for (i, a) in agents.iter().enumerate() {
+            let err = a.fused_excess().0.rel_dist(&all);
+            assert!(
+                err < 1e-6,
+                "{name}: agent {i} off by {err:e} once readmitted"
+            );
+            assert!(
+                (a.fleet_points() - pts).abs() < 1e-6 * pts,
+                "{name}: agent {i} points"
+            );
+        }
+    }
 }
 
 /// One round on `agents` in which every message agent `liar` sends carries its excess times
