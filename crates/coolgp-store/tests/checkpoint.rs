@@ -85,8 +85,14 @@ fn trained(cfg: AgentConfig, vocab: &Arc<Vocabulary>) -> Agent {
 }
 
 fn round_trip(cfg: AgentConfig) {
+    round_trip_as(cfg, false);
+}
+
+/// [`round_trip`] of an agent that withholds its data (`withheld`, issue 29) or not.
+fn round_trip_as(cfg: AgentConfig, withheld: bool) {
     let vocab = Arc::new(Vocabulary::default_design(8, 2, 3).expect("vocab"));
-    let agent = trained(cfg, &vocab);
+    let mut agent = trained(cfg, &vocab);
+    agent.set_withheld(withheld).expect("withheld");
     let mut m = meta(&vocab, agent.id());
     let bytes = checkpoint::to_bytes(&agent, &mut m).expect("serialize");
     let cp = checkpoint::from_bytes("mem".as_ref(), &bytes, &vocab, 3).expect("load");
@@ -168,6 +174,22 @@ fn fleet_push_sum() {
         },
         ..AgentConfig::default()
     });
+}
+
+#[test]
+fn a_withheld_push_sum_agent_round_trips_withheld() {
+    // Under push-sum a withheld agent's mass lacks its own data: the flag must come back.
+    round_trip_as(
+        AgentConfig {
+            projection: coolgp::ProjectionMode::Fleet,
+            fusion: FusionRule::PushSum {
+                agents: 3.0,
+                weight: 1.0,
+            },
+            ..AgentConfig::default()
+        },
+        true,
+    );
 }
 
 #[test]

@@ -29,7 +29,8 @@ pub(super) struct Watch {
     first_suspect: Vec<Option<u64>>,
     /// Checks made.
     checks: usize,
-    /// Containment was asked for but the fusion rule cannot withhold (push-sum).
+    /// Containment was asked for but an agent refused to withhold (no fusion rule refuses
+    /// today: [`Agent::set_withheld`]).
     cannot_contain: bool,
 }
 
@@ -99,7 +100,7 @@ pub struct MembersReport {
     pub checks: usize,
     /// The median verifiable member's score at the last check (NaN: too few verifiable).
     pub median_score: f64,
-    /// Suspects were contained (false under `flag`, or under push-sum, which cannot withhold).
+    /// Suspects were contained (false under `flag`).
     pub contained: bool,
     /// The agents marked suspect at the last check.
     pub suspects: Vec<usize>,

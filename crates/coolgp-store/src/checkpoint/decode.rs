@@ -524,6 +524,7 @@ fn snapshot(r: &Reader<'_>, meta: &NodeMeta, dims: Dims) -> Result<AgentSnapshot
         window_term,
         recent,
         local: r.local(a.local.as_ref(), dims.d)?,
+        withheld: a.withheld,
     })
 }
 

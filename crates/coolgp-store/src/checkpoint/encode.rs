@@ -292,6 +292,7 @@ fn agent_meta(s: &AgentSnapshot, w: Written) -> AgentMeta {
         site_window_term_points: (fleet && site.memory == SiteMemory::Stream)
             .then_some(s.window_term.1),
         inbox_sites: w.inbox_sites,
+        withheld: s.withheld,
         group: s.config.group,
         site_groups: w.site_groups,
         local: w.local,

@@ -197,6 +197,9 @@ pub struct AgentMeta {
     /// Fleet projection with `stream` memory: the points of the last window term.
     #[serde(default)]
     pub site_window_term_points: Option<f64>,
+    /// The agent withholds its own data (issue 29; `false` in checkpoints written before).
+    #[serde(default)]
+    pub withheld: bool,
     /// Inbox entries carrying site sums (fleet projection).
     #[serde(default)]
     pub inbox_sites: Vec<u64>,

@@ -294,8 +294,8 @@ impl Agent {
     /// the rest of the fleet then converges to the model without this agent, exactly, and
     /// the agent's own fused view keeps its data. Under push-sum its excess, points and site
     /// leave the mass as an injected change (conserved, so every estimate converges to the
-    /// fleet's sums without it, its own included) and re-enter it when readmitted. Not part of
-    /// a snapshot: the driver sets it from the fleet's verdicts.
+    /// fleet's sums without it, its own included) and re-enter it when readmitted. Part of a
+    /// snapshot (a push-sum mass depends on it); the driver sets it from the fleet's verdicts.
     ///
     /// # Errors
     /// None today; kept fallible for policies a fusion rule cannot honour.

@@ -59,8 +59,7 @@ pub(crate) struct Fusion {
     /// (derived state: not in snapshots).
     sent_cache: BTreeMap<AgentId, TreeMessage>,
     /// Withheld (issue 29): messages carry none of `E_i` and none of the own points; under
-    /// push-sum the mass holds none of them (derived from the fleet's verdicts: not in
-    /// snapshots).
+    /// push-sum the mass holds none of them (in snapshots: the mass depends on it).
     withheld: bool,
 }
 
@@ -87,6 +86,11 @@ impl Fusion {
             sent_cache: BTreeMap::new(),
             withheld: false,
         }
+    }
+
+    /// Sets the withheld flag of a snapshot (the restored mass already reflects it).
+    pub(crate) fn restore_withheld(&mut self, on: bool) {
+        self.withheld = on;
     }
 
     /// True while the own data is withheld from messages ([`Fusion::set_withheld`]).

@@ -84,6 +84,9 @@ pub struct AgentSnapshot {
     /// The local memory (issue 19; `None` when off): rows, targets, the policy's counter, the
     /// residual kernel's parameters and fit schedule. Restoring factors it once.
     pub local: Option<LocalSnapshot>,
+    /// The agent withholds its own data ([`Agent::set_withheld`]): under push-sum its mass
+    /// then holds none of it, so a restore must know.
+    pub withheld: bool,
 }
 
 impl Agent {
@@ -132,6 +135,7 @@ impl Agent {
             site_frozen: site.frozen().clone(),
             window_term: site.window_term().clone(),
             local: self.local().snapshot(),
+            withheld: self.is_withheld(),
         }
     }
 
@@ -223,6 +227,8 @@ impl Agent {
             .restore(s.round, neighbors, inbox, pushsum, s.last_round);
         let own = agent.excess_from_caches().0;
         agent.fusion_mut().restore_own(own);
+        // The mass already reflects a withheld agent's state: only the flag is restored.
+        agent.fusion_mut().restore_withheld(s.withheld);
         Ok(agent)
     }
 }
