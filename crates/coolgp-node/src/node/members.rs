@@ -1,4 +1,5 @@
-//! The member check on nodes (issue 29, docs/MEMBERS.md §5). Every [`CHECK_ROUNDS`] rounds a node
+//! The member check on nodes (issue 29, docs/MEMBERS.md §5). Every [`CHECK_ROUNDS`] rounds (up
+//! to [`MAX_CHECK_ROUNDS`] while nothing changes) a node
 //! reads the own excesses of up to [`PEERS`] other members (their `?fused` status, rotating
 //! through the members) and reports in its status its own evidence: its memory rows under
 //! each peer's own model, the best-agreeing peer's ([`best_agreement`]). The fitter (the
@@ -24,9 +25,14 @@ use crate::kernel_auth::SuspectsClaim;
 use crate::pooled_fit::SAMPLE_TIMEOUT;
 use crate::status::{MemberJson, Status};
 
-/// How often (in the node's rounds) a node reads its peers and the fitter checks the members;
-/// a reading still running when the next is due delays it.
+/// How often (in the node's rounds) a node reads its peers and the fitter checks the members
+/// while anything changes; a reading still running when the next is due delays it.
 pub const CHECK_ROUNDS: u64 = 2;
+
+/// The longest interval between readings: while nothing changes (the same peers' excesses,
+/// the same verdict, no new own data) the interval doubles up to this, so a converged, idle
+/// fleet reads rarely; any change brings it back to [`CHECK_ROUNDS`].
+pub const MAX_CHECK_ROUNDS: u64 = 16;
 
 /// Peers whose own models a node's rows are checked against.
 pub const PEERS: usize = 4;
@@ -54,6 +60,12 @@ pub(super) struct Watch {
     readings: u64,
     /// The round (this process's `rounds_run`) from which the next reading is due.
     next_round: u64,
+    /// Rounds between readings now ([`CHECK_ROUNDS`] .. [`MAX_CHECK_ROUNDS`]).
+    interval: u64,
+    /// The agent's data version at the last reading.
+    seen_version: u64,
+    /// A digest of each peer's own excess as last read (whatever subset a reading reads).
+    seen: BTreeMap<u64, u64>,
     /// The round (this process's `rounds_run`) at which this node last began to withhold its
     /// data.
     withheld_since: Option<u64>,
@@ -105,6 +117,19 @@ impl Node {
                 Err(oneshot::error::TryRecvError::Empty) => return,
                 Err(oneshot::error::TryRecvError::Closed) => {}
                 Ok((peers, verdict)) => {
+                    let mut same_peers = true;
+                    for (id, e) in &peers {
+                        let d = digest(e);
+                        same_peers &= self.watch.seen.insert(*id, d) == Some(d);
+                    }
+                    let same_verdict = verdict.as_ref().is_none_or(|v| v.0 == self.watch.suspects);
+                    let same_data = self.agent.version() == self.watch.seen_version;
+                    self.watch.seen_version = self.agent.version();
+                    self.watch.interval = if same_peers && same_verdict && same_data {
+                        (2 * self.watch.interval).clamp(CHECK_ROUNDS, MAX_CHECK_ROUNDS)
+                    } else {
+                        CHECK_ROUNDS
+                    };
                     self.watch.peers = peers;
                     if let Some(v) = verdict {
                         self.take_verdict(v);
@@ -116,7 +141,7 @@ impl Node {
         if self.traffic.rounds_run < self.watch.next_round {
             return;
         }
-        self.watch.next_round = self.traffic.rounds_run + CHECK_ROUNDS;
+        self.watch.next_round = self.traffic.rounds_run + self.watch.interval.max(CHECK_ROUNDS);
         self.watch.readings += 1;
         let me = self.s.id;
         let others: Vec<u64> = self
@@ -212,6 +237,21 @@ impl Node {
         };
         (w.suspects.clone(), w.checks, w.by, sig)
     }
+}
+
+/// A 64-bit FNV-1a digest of an excess's bits (tells a changed peer from an unchanged one).
+fn digest(e: &Excess) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |v: f64| {
+        for b in v.to_bits().to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for j in 0..e.d1.ncols() {
+        e.d1.col_as_slice(j).iter().for_each(|v| eat(*v));
+    }
+    e.d2.iter().for_each(|v| eat(*v));
+    h
 }
 
 /// The own excesses of `peers` (their `?fused` status; a peer that does not answer is left
