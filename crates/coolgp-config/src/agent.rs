@@ -111,7 +111,7 @@ pub struct AgentArgs {
     /// must not send raw rows runs --local-fit agent.
     #[cfg_attr(feature = "clap", arg(long, value_name = "agent|fleet"))]
     pub local_fit: Option<String>,
-    /// Bounded influence (issue 29, docs/MEMBERS.md §7): a neighbour's tree message whose
+    /// Bounded influence (issue 29, docs/MEMBERS.md §6): a neighbour's tree message whose
     /// precision per claimed row exceeds R times the rest of the fleet's is scaled down to it
     /// before it is fused, and counted (a member that sends its sums inflated then adds no
     /// more than R times its claimed rows of typical rows). Off by default (0): honest
@@ -129,7 +129,7 @@ pub struct AgentArgs {
 
 /// The default of `--influence-cap`: off. On the station fleets a cap of 4 never triggered,
 /// but on airline by 100 regions honest messages reached 16× the rest's precision per row
-/// and a cap of 4 made the fleet query 0.4% worse (docs/MEMBERS.md §7).
+/// and a cap of 4 made the fleet query 0.4% worse (docs/MEMBERS.md §6).
 pub const DEFAULT_INFLUENCE_CAP: f64 = 0.0;
 
 /// An unknown name of option `key`, in `driver`'s spelling, with the known names.

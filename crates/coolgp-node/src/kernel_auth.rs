@@ -50,7 +50,7 @@ impl KernelClaim<'_> {
 /// Domain tag of a suspects signature (issue 29).
 pub const SUSPECTS_TAG: &[u8] = b"coolgp suspects v1\0";
 
-/// The fitter's verdict as its status reports it (issue 29, docs/MEMBERS.md §6): the node,
+/// The fitter's verdict as its status reports it (issue 29, docs/MEMBERS.md §5): the node,
 /// its member-check count and the suspects. Signed like a kernel, so that in a TLS fleet only
 /// the fitter can have a member withheld. Signed bytes: [`SUSPECTS_TAG`] | fleet | `0` | node
 /// id (u64 LE) | checks (u64 LE) | each suspect id (u64 LE).

@@ -185,7 +185,7 @@ pub struct Status {
     /// The fused excess (only when asked with `?fused`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fused: Option<ExcessJson>,
-    /// The member check (issue 29, docs/MEMBERS.md §6): this node's own memory rows against
+    /// The member check (issue 29, docs/MEMBERS.md §5): this node's own memory rows against
     /// the fleet's model without it, in original units (absent without memory rows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member: Option<MemberJson>,

@@ -76,8 +76,9 @@ pub struct SimArgs {
     /// issue 28). docs/LOCAL.md §11.
     #[cfg_attr(feature = "clap", arg(long, value_name = "NAME"))]
     pub local_sample: Option<String>,
-    /// The member check (docs/MEMBERS.md): after each fusion, each agent's rows against the
-    /// fleet's model without it. contain (default: a suspect's data leaves the fused model,
+    /// The member check (docs/MEMBERS.md): after each fusion, each agent's memory rows against
+    /// its nearest peers' own models; a member far worse than the median member, and outside
+    /// the intervals, is a suspect. contain (default: a suspect's data leaves the fused model,
     /// the pooled fits and the fleet query until its rows check out again), flag (report
     /// only: summary.json's `members`) or off.
     #[cfg_attr(feature = "clap", arg(long, value_name = "POLICY"))]

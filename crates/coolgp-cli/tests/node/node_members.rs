@@ -1,4 +1,4 @@
-//! Faulty members on real nodes (issue 29, docs/MEMBERS.md §6): three nodes on a path, node 2's
+//! Faulty members on real nodes (issue 29, docs/MEMBERS.md §5): three nodes on a path, node 2's
 //! sensor offset by +5. The fitter (node 0) marks it from the evidence each node reports,
 //! every node's status says so, node 2 withholds its own data (the others' fused models hold
 //! nodes 0 and 1 only), and once node 2 restarts with clean rows it is readmitted.

@@ -1,4 +1,4 @@
-//! Bounded influence (issue 29, docs/MEMBERS.md §7): what a neighbour's tree message may add.
+//! Bounded influence (issue 29, docs/MEMBERS.md §6): what a neighbour's tree message may add.
 //!
 //! A message `D_ki` claims `points` rows and carries the precision `tr(D1)`. Under the tree
 //! rule it is a subtree's sum, so the receiver cannot check any one member's part of it; what
