@@ -792,6 +792,25 @@ fn zero_batches_and_agents_are_refused_before_the_data_is_read() {
         assert!(!all.contains("training rows"), "read the data first: {all}");
     }
     node_refuses(&["--batch", "0"], "--batch must be > 0");
+    // The member check's settings (issue 29) too.
+    for (flag, value, want) in [
+        (
+            "--suspects",
+            "maybe",
+            "unknown --suspects 'maybe': use off, flag or contain",
+        ),
+        (
+            "--influence-cap",
+            "0.5",
+            "--influence-cap must be 0 (off) or at least 1",
+        ),
+    ] {
+        let out = coolgp(&["simulate", "--dataset", "wind", flag, value]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{err}");
+        let all = format!("{}{err}", String::from_utf8_lossy(&out.stdout));
+        assert!(!all.contains("training rows"), "read the data first: {all}");
+    }
 }
 
 #[test]
