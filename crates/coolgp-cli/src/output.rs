@@ -186,8 +186,45 @@ pub fn print_report(r: &Report) {
         o(r.sigma_s_central),
         o(r.sigma_n_central)
     );
+    if let Some(m) = &r.members {
+        print_members(m, r.rmse_post_trusted);
+    }
     println!(
         "  fusion max rel err {:.2e}   wall {:.2}s",
         r.fusion_max_rel_err, r.wall_s
+    );
+}
+
+/// The member check's line (issue 29): who is suspect, with its evidence, or that none is.
+fn print_members(m: &coolgp_sim::fleet::MembersReport, rmse_trusted: f64) {
+    let count = |s: &str| m.members.iter().filter(|a| a.standing == s).count();
+    let unverifiable = count("unverifiable");
+    if m.suspects.is_empty() {
+        println!(
+            "  member check ({} checks)  no suspect   unverifiable {unverifiable}   unchecked {}",
+            m.checks,
+            count("unchecked")
+        );
+        return;
+    }
+    let who: Vec<String> = m
+        .members
+        .iter()
+        .filter(|a| a.standing == "suspect")
+        .map(|a| {
+            format!(
+                "{} ({:.0}x the median, z2 {:.1}, marked at its block {})",
+                a.id,
+                a.ratio,
+                a.z2,
+                a.first_suspect_block.map_or("-".into(), |b| b.to_string())
+            )
+        })
+        .collect();
+    println!(
+        "  member check ({} checks)  suspect: {}   {}   post-fusion RMSE without them {rmse_trusted:.4}   unverifiable {unverifiable}",
+        m.checks,
+        who.join(", "),
+        if m.contained { "contained" } else { "flagged only (--suspects flag)" }
     );
 }
