@@ -15,6 +15,7 @@ use zenoh::query::{ConsolidationMode, QueryTarget};
 
 use crate::auth::Signer;
 use crate::error::{NodeError, Result};
+use crate::kernel_auth::{Claim, SuspectsClaim};
 use crate::keys;
 use crate::row_auth::sign_request;
 use crate::status::{AnswerParts, ErrorReply, OfferedRows, PredictReply, PredictRequest};
@@ -265,12 +266,7 @@ pub async fn suspects(
         return Vec::new();
     };
     if let Some(r) = roster {
-        let claim = crate::kernel_auth::SuspectsClaim {
-            fleet,
-            node: fitter,
-            checks: st.member_checks,
-            suspects: &st.suspects,
-        };
+        let claim = SuspectsClaim::of(fleet, fitter, &st);
         if !st.suspects.is_empty()
             && !r
                 .key(fitter)

@@ -8,9 +8,56 @@
 //! each parameter (f64 LE).
 
 use crate::auth::{statement, verifies, PublicKey, Signer};
+use crate::status::Status;
 
 /// Domain tag of a kernel signature (no other signed bytes of the node start with it).
 pub const KERNEL_TAG: &[u8] = b"coolgp kernel v1\0";
+
+/// A statement a node's status carries and, in a TLS fleet, signs with its node key.
+pub trait Claim {
+    /// The bytes a signature covers.
+    fn signed_bytes(&self) -> Vec<u8>;
+
+    /// The node's signature of the claim.
+    fn sign(&self, signer: &Signer) -> Vec<u8> {
+        signer.sign(&self.signed_bytes()).to_vec()
+    }
+
+    /// True when `sig` is a signature of the claim by the holder of `key`.
+    fn verifies(&self, key: &PublicKey, sig: &[u8]) -> bool {
+        verifies(key, &self.signed_bytes(), sig)
+    }
+}
+
+/// `tag | fleet | 0 | node (u64 LE) | count (u64 LE) | each word (8 bytes LE)`.
+fn claim_bytes(tag: &[u8], fleet: &str, node: u64, count: u64, words: &[[u8; 8]]) -> Vec<u8> {
+    let mut b = statement(tag, fleet, node, count, 8 * words.len());
+    words.iter().for_each(|w| b.extend_from_slice(w));
+    b
+}
+
+/// Whether a node may take what `from`'s status claims (`claim`, signed `sig`): always in an
+/// open fleet (`key` `None`); with `--tls` only if the signature verifies with `from`'s
+/// roster key (`Some(None)`: not in the roster). A refusal is logged, naming `what`.
+pub fn taken_from(
+    key: Option<Option<PublicKey>>,
+    from: u64,
+    claim: &impl Claim,
+    sig: &[u8],
+    what: &str,
+) -> bool {
+    let Some(key) = key else {
+        return true;
+    };
+    let ok = key.is_some_and(|k| claim.verifies(&k, sig));
+    if !ok {
+        tracing::warn!(
+            from,
+            "{what} refused: the status reply is not signed by the node's key"
+        );
+    }
+    ok
+}
 
 /// A kernel as a status reports it: the node, its pooled fit count and the parameters.
 #[derive(Clone, Copy, Debug)]
@@ -25,25 +72,23 @@ pub struct KernelClaim<'a> {
     pub params: &'a [f64],
 }
 
-impl KernelClaim<'_> {
-    /// The bytes a signature covers (module doc).
-    pub fn signed_bytes(&self) -> Vec<u8> {
-        let more = 8 * self.params.len();
-        let mut b = statement(KERNEL_TAG, self.fleet, self.node, self.fits, more);
-        for p in self.params {
-            b.extend_from_slice(&p.to_le_bytes());
+impl<'a> KernelClaim<'a> {
+    /// The kernel node `node`'s status `s` reports.
+    pub fn of(fleet: &'a str, node: u64, s: &'a Status) -> Self {
+        Self {
+            fleet,
+            node,
+            fits: s.local_pooled_fits,
+            params: &s.local_kernel,
         }
-        b
     }
+}
 
-    /// The node's signature of the claim.
-    pub fn sign(&self, signer: &Signer) -> Vec<u8> {
-        signer.sign(&self.signed_bytes()).to_vec()
-    }
-
-    /// True when `sig` is a signature of the claim by the holder of `key`.
-    pub fn verifies(&self, key: &PublicKey, sig: &[u8]) -> bool {
-        verifies(key, &self.signed_bytes(), sig)
+impl Claim for KernelClaim<'_> {
+    /// The bytes a signature covers (module doc).
+    fn signed_bytes(&self) -> Vec<u8> {
+        let words: Vec<[u8; 8]> = self.params.iter().map(|p| p.to_le_bytes()).collect();
+        claim_bytes(KERNEL_TAG, self.fleet, self.node, self.fits, &words)
     }
 }
 
@@ -66,31 +111,28 @@ pub struct SuspectsClaim<'a> {
     pub suspects: &'a [u64],
 }
 
-impl SuspectsClaim<'_> {
-    /// The bytes a signature covers.
-    pub fn signed_bytes(&self) -> Vec<u8> {
-        let more = 8 * self.suspects.len();
-        let mut b = statement(SUSPECTS_TAG, self.fleet, self.node, self.checks, more);
-        for s in self.suspects {
-            b.extend_from_slice(&s.to_le_bytes());
+impl<'a> SuspectsClaim<'a> {
+    /// The verdict node `node`'s status `s` reports.
+    pub fn of(fleet: &'a str, node: u64, s: &'a Status) -> Self {
+        Self {
+            fleet,
+            node,
+            checks: s.member_checks,
+            suspects: &s.suspects,
         }
-        b
     }
+}
 
-    /// The node's signature of the claim.
-    pub fn sign(&self, signer: &Signer) -> Vec<u8> {
-        signer.sign(&self.signed_bytes()).to_vec()
-    }
-
-    /// True when `sig` is a signature of the claim by the holder of `key`.
-    pub fn verifies(&self, key: &PublicKey, sig: &[u8]) -> bool {
-        verifies(key, &self.signed_bytes(), sig)
+impl Claim for SuspectsClaim<'_> {
+    fn signed_bytes(&self) -> Vec<u8> {
+        let words: Vec<[u8; 8]> = self.suspects.iter().map(|s| s.to_le_bytes()).collect();
+        claim_bytes(SUSPECTS_TAG, self.fleet, self.node, self.checks, &words)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{KernelClaim, SuspectsClaim};
+    use super::{Claim, KernelClaim, SuspectsClaim};
     use crate::auth::Signer;
     use ring::rand::SystemRandom;
     use ring::signature::Ed25519KeyPair;

@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 use super::Node;
 use crate::auth::PublicKey;
 use crate::client::fetch_status;
-use crate::kernel_auth::SuspectsClaim;
+use crate::kernel_auth::{taken_from, Claim, SuspectsClaim};
 use crate::pooled_fit::SAMPLE_TIMEOUT;
 use crate::status::{MemberJson, Status};
 
@@ -346,24 +346,15 @@ impl Following {
     }
 }
 
-/// Whether a follower may take the verdict of `fitter`'s status `s`: always in an open fleet;
-/// with `--tls` only if signed by the fitter's roster key.
+/// Whether a follower may take the verdict of `fitter`'s status `s` ([`taken_from`]: with
+/// `--tls` only if signed by the fitter's roster key).
 fn signed_by(key: Option<Option<PublicKey>>, fleet: &str, fitter: u64, s: &Status) -> bool {
-    let Some(key) = key else {
-        return true;
-    };
-    let claim = SuspectsClaim {
-        fleet,
-        node: fitter,
-        checks: s.member_checks,
-        suspects: &s.suspects,
-    };
-    let ok = key.is_some_and(|k| claim.verifies(&k, &s.suspects_sig));
-    if !ok {
-        tracing::warn!(
-            fitter,
-            "member check: verdict refused (not signed by the fitter's key)"
-        );
-    }
-    ok
+    let claim = SuspectsClaim::of(fleet, fitter, s);
+    taken_from(
+        key,
+        fitter,
+        &claim,
+        &s.suspects_sig,
+        "member check: verdict",
+    )
 }

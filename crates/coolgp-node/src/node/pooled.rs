@@ -20,7 +20,7 @@ use super::Node;
 use crate::auth::PublicKey;
 use crate::auth::Signer;
 use crate::client::fetch_status;
-use crate::kernel_auth::KernelClaim;
+use crate::kernel_auth::{taken_from, KernelClaim};
 use crate::pooled_fit::{
     anchors, due, fetch_samples, fit, fit_near, inv_scale, near_groups, near_request, to_sample,
     SampleRequest, Start, NEAR_ROWS, SAMPLE_TIMEOUT,
@@ -212,27 +212,17 @@ impl Node {
     }
 }
 
-/// Whether a follower may take the kernel of `fitter`'s status `s`: always in an open fleet
-/// (`key` `None`); with `--tls` only if `s` carries the fitter's signature of it
-/// ([`KernelClaim`], verified with its roster key). A refusal is logged.
+/// Whether a follower may take the kernel of `fitter`'s status `s` ([`taken_from`]: with
+/// `--tls` only if signed by the fitter's roster key).
 fn signed_by(key: Option<Option<PublicKey>>, fleet: &str, fitter: u64, s: &Status) -> bool {
-    let Some(key) = key else {
-        return true;
-    };
-    let claim = KernelClaim {
-        fleet,
-        node: fitter,
-        fits: s.local_pooled_fits,
-        params: &s.local_kernel,
-    };
-    let ok = key.is_some_and(|k| claim.verifies(&k, &s.local_kernel_sig));
-    if !ok {
-        tracing::warn!(
-            fitter,
-            "pooled residual kernel refused: the status reply is not signed by the fitter's key"
-        );
-    }
-    ok
+    let claim = KernelClaim::of(fleet, fitter, s);
+    taken_from(
+        key,
+        fitter,
+        &claim,
+        &s.local_kernel_sig,
+        "pooled residual kernel",
+    )
 }
 
 /// One pooled fit, off the loop.

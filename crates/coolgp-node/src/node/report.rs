@@ -5,7 +5,7 @@ use coolgp::View;
 use zenoh::query::Query;
 
 use super::{fusion_name, Node};
-use crate::kernel_auth::KernelClaim;
+use crate::kernel_auth::{Claim, KernelClaim};
 use crate::query::QueryModel;
 use crate::row_auth::{Members, RowPolicy};
 use crate::status::{projection_digest, ExcessJson, ProjectionSummary, Status};
