@@ -92,7 +92,7 @@ fn round_trip(cfg: AgentConfig) {
 fn round_trip_as(cfg: AgentConfig, withheld: bool) {
     let vocab = Arc::new(Vocabulary::default_design(8, 2, 3).expect("vocab"));
     let mut agent = trained(cfg, &vocab);
-    agent.set_withheld(withheld).expect("withheld");
+    agent.set_withheld(withheld);
     let mut m = meta(&vocab, agent.id());
     let bytes = checkpoint::to_bytes(&agent, &mut m).expect("serialize");
     let cp = checkpoint::from_bytes("mem".as_ref(), &bytes, &vocab, 3).expect("load");

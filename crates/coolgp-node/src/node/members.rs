@@ -200,16 +200,15 @@ impl Node {
         }
         let me = suspects.contains(&self.s.id);
         if self.agent.is_withheld() != me {
-            match self.agent.set_withheld(me) {
-                Ok(()) if me => {
-                    self.watch.withheld_since = Some(self.traffic.rounds_run);
-                    tracing::warn!(
-                        round = self.traffic.rounds_run,
-                        "member check: this node is a suspect; its own data is withheld from its messages"
-                    )
-                }
-                Ok(()) => tracing::info!("member check: cleared; its own data is sent again"),
-                Err(e) => tracing::warn!(error = %e, "member check: cannot withhold"),
+            self.agent.set_withheld(me);
+            if me {
+                self.watch.withheld_since = Some(self.traffic.rounds_run);
+                tracing::warn!(
+                    round = self.traffic.rounds_run,
+                    "member check: this node is a suspect; its own data is withheld from its messages"
+                );
+            } else {
+                tracing::info!("member check: cleared; its own data is sent again");
             }
         }
         let w = &mut self.watch;

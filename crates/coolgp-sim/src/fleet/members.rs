@@ -29,9 +29,6 @@ pub(super) struct Watch {
     first_suspect: Vec<Option<u64>>,
     /// Checks made.
     checks: usize,
-    /// Containment was asked for but an agent refused to withhold (no fusion rule refuses
-    /// today: [`Agent::set_withheld`]).
-    cannot_contain: bool,
 }
 
 impl Watch {
@@ -45,14 +42,13 @@ impl Watch {
             median: f64::NAN,
             first_suspect: vec![None; n],
             checks: 0,
-            cannot_contain: false,
         }
     }
 
     /// Per agent: true when it is contained (a suspect under `--suspects contain`); its rows
     /// and answers are then left out of pooled fits, calibration and fleet queries.
     pub fn excluded(&self) -> Vec<bool> {
-        let contain = self.policy == Policy::Contain && !self.cannot_contain;
+        let contain = self.policy == Policy::Contain;
         self.standing
             .iter()
             .map(|&s| contain && s == Standing::Suspect)
@@ -66,7 +62,7 @@ impl Watch {
             policy: self.policy.name(),
             checks: self.checks,
             median_score: self.median,
-            contained: !self.cannot_contain && self.policy == Policy::Contain,
+            contained: self.policy == Policy::Contain,
             suspects: (0..self.standing.len())
                 .filter(|&i| self.standing[i] == Standing::Suspect)
                 .collect(),
@@ -157,14 +153,11 @@ impl Fleet<'_> {
         (w.standing, w.evidence, w.median) = (standing, evidence, median);
         w.checks += 1;
         let mut changed = false;
-        if w.policy == Policy::Contain && !w.cannot_contain {
+        if w.policy == Policy::Contain {
             for (a, s) in self.agents.iter_mut().zip(&w.standing) {
                 let on = *s == Standing::Suspect;
                 if a.is_withheld() != on {
-                    if a.set_withheld(on).is_err() {
-                        w.cannot_contain = true;
-                        break;
-                    }
+                    a.set_withheld(on);
                     changed = true;
                 }
             }

@@ -261,21 +261,6 @@ impl Agent {
         predict(&self.vocab, self.learning.projection(), &post, x)
     }
 
-    /// Predicts at the rows of `x [n, d]` with the agent's q(W) and the fused q(u) minus a
-    /// data part `e` in this agent's representation (e.g. another agent's own excess `E_j`:
-    /// on a tree, the fleet's model without agent j; the member check of issue 29).
-    ///
-    /// # Errors
-    /// As [`Agent::predict`]; [`Error::NotPositiveDefinite`] if what remains cannot be
-    /// factored.
-    pub fn predict_without(&self, x: MatRef<'_, f64>, e: &Excess) -> Result<Prediction> {
-        self.check_inputs(x, None)?;
-        let mut rest = self.fused_excess().0;
-        rest.add_scaled_in_place(e, -1.0);
-        let post = self.natural_params_of(&rest).posterior(&self.vocab)?;
-        predict(&self.vocab, self.learning.projection(), &post, x)
-    }
-
     /// Predicts at the rows of `x [n, d]` with the agent's q(W) and the prior plus a data part
     /// `e` in this agent's representation (e.g. a peer's own excess `E_j`: that peer's own
     /// model, for the member check of issue 29).
@@ -296,10 +281,7 @@ impl Agent {
     /// leave the mass as an injected change (conserved, so every estimate converges to the
     /// fleet's sums without it, its own included) and re-enter it when readmitted. Part of a
     /// snapshot (a push-sum mass depends on it); the driver sets it from the fleet's verdicts.
-    ///
-    /// # Errors
-    /// None today; kept fallible for policies a fusion rule cannot honour.
-    pub fn set_withheld(&mut self, on: bool) -> Result<()> {
+    pub fn set_withheld(&mut self, on: bool) {
         let n_own = self.learning.n_own();
         if self.fusion.set_withheld(on, n_own) && self.fusion.is_push_sum() && self.is_fleet() {
             let sign = if on { -1.0 } else { 1.0 };
@@ -307,7 +289,6 @@ impl Agent {
             delta.scale_in_place(sign);
             self.fusion.inject_site(self.site.key(), &delta);
         }
-        Ok(())
     }
 
     /// True while the own data is withheld from messages ([`Agent::set_withheld`]).

@@ -55,7 +55,7 @@ fn a_withheld_member_leaves_the_others_with_the_fleet_without_it_exactly() {
                 .max_by_key(|&i| topo.neighbors(i).len())
                 .expect("agents");
             fuse(&mut agents, &topo);
-            agents[s].set_withheld(true).expect("tree");
+            agents[s].set_withheld(true);
             assert!(agents[s].is_withheld());
             fuse(&mut agents, &topo);
             let mut without = Excess::zeros(v.m());
@@ -89,7 +89,7 @@ fn a_withheld_member_leaves_the_others_with_the_fleet_without_it_exactly() {
                 }
             }
             // Readmitted: every agent holds the whole fleet again.
-            agents[s].set_withheld(false).expect("tree");
+            agents[s].set_withheld(false);
             fuse(&mut agents, &topo);
             let mut all = without.clone();
             all.add_in_place(agents[s].own_excess());
@@ -110,17 +110,31 @@ fn the_prediction_without_a_member_is_the_model_of_the_others_and_a_peers_own_mo
     let mut agents = fleet(&topo, &v, &AgentConfig::default(), 3);
     fuse(&mut agents, &topo);
     let x = Mat::from_fn(5, D, |i, j| 0.3 * i as f64 - 0.2 * j as f64);
-    // Agent 0 predicting without agent 2 equals agent 0 in a fleet where 2 was withheld.
+    // Agent 0 in a fleet where 2 is withheld predicts with the others' data alone: the prior
+    // plus E_0 + E_1 + E_3 under its q(W).
+    let mut others = Excess::zeros(v.m());
+    for i in [0, 1, 3] {
+        others.add_in_place(agents[i].own_excess());
+    }
     let without = agents[0]
-        .predict_without(x.as_ref(), agents[2].own_excess())
+        .predict_given(x.as_ref(), &others)
         .expect("prediction");
-    agents[2].set_withheld(true).expect("tree");
+    agents[2].set_withheld(true);
     fuse(&mut agents, &topo);
     let want = agents[0]
         .predict(x.as_ref(), View::Fused)
         .expect("prediction");
     assert!(max_rel(&without.mean, &want.mean) < 1e-10);
     assert!(max_rel(&without.var_f, &want.var_f) < 1e-10);
+    // A peer's own model from its own excess (how a node checks its rows against a peer).
+    let given = agents[1]
+        .predict_given(x.as_ref(), agents[1].own_excess())
+        .expect("prediction");
+    let own = agents[1]
+        .predict(x.as_ref(), View::Own)
+        .expect("prediction");
+    assert!(max_rel(&given.mean, &own.mean) < 1e-12);
+    assert!(max_rel(&given.var_f, &own.var_f) < 1e-12);
 }
 
 #[test]
@@ -147,7 +161,7 @@ fn under_push_sum_a_withheld_member_leaves_the_running_totals_with_30_percent_lo
             common::lossy_round(&mut agents, &mut loss, 0.3);
         }
         let s = 3;
-        agents[s].set_withheld(true).expect("push-sum withholds");
+        agents[s].set_withheld(true);
         let x = Mat::from_fn(12, D, |i, j| 0.1 * i as f64 - 0.3 * j as f64);
         let y: Vec<f64> = (0..12).map(|r| x[(r, 0)].sin()).collect();
         agents[s]
@@ -156,8 +170,10 @@ fn under_push_sum_a_withheld_member_leaves_the_running_totals_with_30_percent_lo
         for _ in 0..800 {
             common::lossy_round(&mut agents, &mut loss, 0.3);
         }
-        let sums = |agents: &[Agent], skip: Option<usize>| {
+        // Every estimate is the sums of the agents but `skip` (fleet mode: the sites too).
+        let sums_hold = |agents: &[Agent], skip: Option<usize>, when: &str| {
             let mut e = Excess::zeros(v.m());
+            let mut sites = Site::zeros(agents[0].site().len());
             let mut pts = 0usize;
             for a in agents
                 .iter()
@@ -166,53 +182,31 @@ fn under_push_sum_a_withheld_member_leaves_the_running_totals_with_30_percent_lo
                 .map(|p| p.1)
             {
                 e.add_in_place(a.own_excess());
+                sites.add_in_place(a.site());
                 pts += a.n_own();
             }
-            (e, pts as f64)
-        };
-        let (without, pts) = sums(&agents, Some(s));
-        let mut sites = Site::zeros(agents[0].site().len());
-        for a in agents
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != s)
-            .map(|p| p.1)
-        {
-            sites.add_in_place(a.site());
-        }
-        for (i, a) in agents.iter().enumerate() {
-            let err = a.fused_excess().0.rel_dist(&without);
-            assert!(
-                err < 1e-6,
-                "{name}: agent {i} off by {err:e} while {s} is withheld"
-            );
-            assert!(
-                (a.fleet_points() - pts).abs() < 1e-6 * pts,
-                "{name}: agent {i} points"
-            );
-            if name == "fleet" {
-                let got = a.fused_sites();
-                let got = got.get(a.site_key()).expect("own group");
-                let err = max_rel(&site_flat(got), &site_flat(&sites));
-                assert!(err < 1e-6, "{name}: agent {i} sites off by {err:e}");
+            let pts = pts as f64;
+            for (i, a) in agents.iter().enumerate() {
+                let err = a.fused_excess().0.rel_dist(&e);
+                assert!(err < 1e-6, "{name}: agent {i} off by {err:e} {when}");
+                assert!(
+                    (a.fleet_points() - pts).abs() < 1e-6 * pts,
+                    "{name}: agent {i} points {when}"
+                );
+                if name == "fleet" {
+                    let got = a.fused_sites();
+                    let got = got.get(a.site_key()).expect("own group");
+                    let err = max_rel(&site_flat(got), &site_flat(&sites));
+                    assert!(err < 1e-6, "{name}: agent {i} sites off by {err:e} {when}");
+                }
             }
-        }
-        agents[s].set_withheld(false).expect("readmitted");
+        };
+        sums_hold(&agents, Some(s), "while 3 is withheld");
+        agents[s].set_withheld(false);
         for _ in 0..800 {
             common::lossy_round(&mut agents, &mut loss, 0.3);
         }
-        let (all, pts) = sums(&agents, None);
-        for (i, a) in agents.iter().enumerate() {
-            let err = a.fused_excess().0.rel_dist(&all);
-            assert!(
-                err < 1e-6,
-                "{name}: agent {i} off by {err:e} once readmitted"
-            );
-            assert!(
-                (a.fleet_points() - pts).abs() < 1e-6 * pts,
-                "{name}: agent {i} points"
-            );
-        }
+        sums_hold(&agents, None, "once readmitted");
     }
 }
 
