@@ -6,6 +6,12 @@
 use coolgp::faer::Mat;
 use coolgp::rng::Rng;
 
+use coolgp::local::{LocalConfig, LocalFit};
+use coolgp::members::Policy;
+use coolgp::ProjectionMode;
+use coolgp_config::{DEFAULT_LOCAL_MEMORY, DEFAULT_LOCAL_POLICY};
+
+use crate::config::SimConfig;
 use crate::workload::{Batch, TestSet, Workload};
 
 /// Stations of the field.
@@ -126,5 +132,29 @@ pub fn field(faults: &[(usize, Fault)], batch: usize, seed: u64) -> Workload {
         test_by_group: false,
         projection_groups: Vec::new(),
         y_scale: sd,
+    }
+}
+
+/// The run the field is measured with: the command line's defaults (a memory of
+/// [`DEFAULT_LOCAL_MEMORY`] rows, [`DEFAULT_LOCAL_POLICY`], fitted fleet-wide), one agent per
+/// station, the fleet projection, m = 30 (the command), q(u) fused every 25 batches
+/// of 20 rows (a tenth of the stream), no references; `suspects` and `seed` as given.
+pub fn config(suspects: Policy, seed: u64) -> SimConfig {
+    SimConfig {
+        agents: STATIONS,
+        inducing: 30,
+        projection: ProjectionMode::Fleet,
+        baselines: false,
+        central: false,
+        fuse_every: 25,
+        seed,
+        suspects,
+        local: LocalConfig {
+            capacity: DEFAULT_LOCAL_MEMORY,
+            policy: DEFAULT_LOCAL_POLICY,
+            fit: LocalFit::Fleet,
+            ..LocalConfig::default()
+        },
+        ..SimConfig::default()
     }
 }

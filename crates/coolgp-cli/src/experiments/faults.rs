@@ -9,13 +9,10 @@
 use std::path::Path;
 
 use anyhow::Result;
-use coolgp::local::{LocalConfig, LocalFit};
 use coolgp::members::Policy;
-use coolgp::ProjectionMode;
-use coolgp_config::{DEFAULT_LOCAL_MEMORY, DEFAULT_LOCAL_POLICY};
-use coolgp_sim::faults::{field, Fault};
+use coolgp_sim::faults::{config, field, Fault};
 use coolgp_sim::fleet::cpu_seconds;
-use coolgp_sim::{run as simulate, Report, SimConfig};
+use coolgp_sim::{run as simulate, Report};
 use serde_json::json;
 
 use super::{write_table, ExperimentArgs};
@@ -32,29 +29,6 @@ fn cases() -> Vec<Case> {
         vec![(8, Fault::Offset), (9, Fault::Scaled)],
     ));
     v
-}
-
-/// The command line's defaults on the field: memory of 500 rows fitted fleet-wide, the fleet
-/// projection, m = 30 (the command), q(u) fused every 25 batches (a tenth of the
-/// stream).
-fn config(policy: Policy, seed: u64) -> SimConfig {
-    SimConfig {
-        agents: 10,
-        inducing: 30,
-        projection: ProjectionMode::Fleet,
-        baselines: false,
-        central: false,
-        fuse_every: 25,
-        seed,
-        suspects: policy,
-        local: LocalConfig {
-            capacity: DEFAULT_LOCAL_MEMORY,
-            policy: DEFAULT_LOCAL_POLICY,
-            fit: LocalFit::Fleet,
-            ..LocalConfig::default()
-        },
-        ..SimConfig::default()
-    }
 }
 
 /// One run's figures.

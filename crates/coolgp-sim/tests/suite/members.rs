@@ -3,31 +3,13 @@
 //! from the fused model and the fleet query, and on the clean field the check changes
 //! nothing.
 
-use coolgp::local::{LocalConfig, LocalFit};
 use coolgp::members::Policy;
-use coolgp::ProjectionMode;
-use coolgp_config::{DEFAULT_LOCAL_MEMORY, DEFAULT_LOCAL_POLICY};
-use coolgp_sim::faults::{field, Fault};
+use coolgp_sim::faults::{config, field, Fault};
 use coolgp_sim::{run, Report, SimConfig};
 
-/// The command line's defaults (memory of 500 rows, fitted fleet-wide) on the field.
+/// The field's run ([`config`]) at seed 0.
 fn cfg(suspects: Policy) -> SimConfig {
-    SimConfig {
-        local: LocalConfig {
-            capacity: DEFAULT_LOCAL_MEMORY,
-            policy: DEFAULT_LOCAL_POLICY,
-            fit: LocalFit::Fleet,
-            ..LocalConfig::default()
-        },
-        agents: 10,
-        inducing: 30,
-        projection: ProjectionMode::Fleet,
-        baselines: false,
-        central: false,
-        fuse_every: 25,
-        suspects,
-        ..SimConfig::default()
-    }
+    config(suspects, 0)
 }
 
 fn sim(cfg: &SimConfig, faults: &[(usize, Fault)]) -> Report {
