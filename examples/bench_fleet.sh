@@ -25,8 +25,9 @@ TLS=${TLS:-0}
 PROJECTION=${PROJECTION:-per-agent}
 PGROUPS=${PGROUPS:-0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-COOLGP=${COOLGP:-$ROOT/target/release/coolgp}
-"$COOLGP" node --help > /dev/null 2>&1 || (cd "$ROOT" && cargo build --release -p coolgp-cli --features node)
+# shellcheck source=examples/fleet_data.sh
+. "$ROOT/examples/fleet_data.sh"
+networked_coolgp "$ROOT"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/coolgp-bench.XXXXXX")
 cleanup() {
@@ -35,8 +36,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# shellcheck source=examples/fleet_data.sh
-. "$ROOT/examples/fleet_data.sh"
 fleet_data "$WORK" "$N" "$ROWS"
 
 echo "N = $N nodes (binary tree), $ROWS rows each in blocks of $BATCH, round $ROUND_MS ms, resend every $RESEND, TLS $TLS, projection $PROJECTION, groups $PGROUPS, $(nproc) cores"

@@ -26,11 +26,9 @@ ROUND_MS=${ROUND_MS:-100}
 FLEET=${FLEET:-demo}
 TLS=${TLS:-0}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-COOLGP=${COOLGP:-$ROOT/target/release/coolgp}
-if ! "$COOLGP" node --help > /dev/null 2>&1; then
-  echo "building coolgp with the networked commands (release, --features node) ..." >&2
-  (cd "$ROOT" && cargo build --release -p coolgp-cli --features node)
-fi
+# shellcheck source=examples/fleet_data.sh
+. "$ROOT/examples/fleet_data.sh"
+networked_coolgp "$ROOT"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/coolgp-fleet.XXXXXX")
 stop() {
@@ -43,8 +41,6 @@ stop() {
 trap stop EXIT
 
 # 1. One CSV per node (awk only: no Python needed).
-# shellcheck source=examples/fleet_data.sh
-. "$ROOT/examples/fleet_data.sh"
 fleet_data "$WORK" "$N" "$ROWS"
 fleet_security "$TLS" "$COOLGP" "$FLEET" "$N" "$WORK/pki"
 

@@ -1,4 +1,4 @@
-# Sourced by fleet.sh and bench_fleet.sh. fleet_data DIR N ROWS writes DIR/data0.csv ..
+# Sourced by the example scripts (fleet.sh, faults_nodes.sh, wind_nodes.sh, bench_fleet.sh). fleet_data DIR N ROWS writes DIR/data0.csv ..
 # DIR/data{N-1}.csv, ROWS rows each of y = sin(x1) + 0.5 x2 + noise (awk only, seeded per node).
 fleet_data() {
   local dir=$1 n=$2 rows=$3 i
@@ -22,5 +22,15 @@ fleet_security() {
     "$2" certs --fleet "$3" --nodes "$(seq -s, 0 $(($4 - 1)))" --out "$5" > /dev/null
     SCHEME=tls
     SEC=(--tls "$5")
+  fi
+}
+
+# networked_coolgp ROOT sets COOLGP (default ROOT/target/release/coolgp) and, if that binary
+# lacks the networked commands, builds it (release, --features node).
+networked_coolgp() {
+  COOLGP=${COOLGP:-$1/target/release/coolgp}
+  if ! "$COOLGP" node --help > /dev/null 2>&1; then
+    echo "building coolgp with the networked commands (release, --features node) ..." >&2
+    (cd "$1" && cargo build --release -p coolgp-cli --features node)
   fi
 }

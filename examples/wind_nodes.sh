@@ -22,11 +22,9 @@ BASE_PORT=${BASE_PORT:-7600}
 N=12
 FLEET=${FLEET:-wind}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-COOLGP=${COOLGP:-$ROOT/target/release/coolgp}
-if ! "$COOLGP" node --help > /dev/null 2>&1; then
-  echo "building coolgp with the networked commands (release, --features node) ..." >&2
-  (cd "$ROOT" && cargo build --release -p coolgp-cli --features node)
-fi
+# shellcheck source=examples/fleet_data.sh
+. "$ROOT/examples/fleet_data.sh"
+networked_coolgp "$ROOT"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/coolgp-wind-nodes.XXXXXX")
 stop() {
   if [ -f "$WORK/pids" ]; then
