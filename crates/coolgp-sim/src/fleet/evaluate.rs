@@ -58,7 +58,11 @@ impl Fleet<'_> {
         let na = per_agent.len().max(1) as f64;
         let rmse_pre = per_agent.iter().map(|r| r.rmse_pre).sum::<f64>() / na;
         let rmse_post = per_agent.iter().map(|r| r.rmse_post).sum::<f64>() / na;
-        let members = self.cfg.suspects.checks().then(|| self.watch.report());
+        let members = self
+            .cfg
+            .suspects
+            .checks()
+            .then(|| self.watch.report(&self.agents));
         let suspect = |i: usize| members.as_ref().is_some_and(|m| m.suspects.contains(&i));
         let trusted: Vec<f64> = per_agent
             .iter()

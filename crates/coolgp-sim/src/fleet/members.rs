@@ -45,19 +45,8 @@ impl Watch {
         }
     }
 
-    /// Per agent: true when it is contained (a suspect under `--suspects contain`); its rows
-    /// and answers are then left out of pooled fits, calibration and fleet queries.
-    pub fn excluded(&self) -> Vec<bool> {
-        let contain = self.policy == Policy::Contain;
-        self.standing
-            .iter()
-            .map(|&s| contain && s == Standing::Suspect)
-            .collect()
-    }
-
-    /// The report's view of the last check.
-    pub fn report(&self) -> MembersReport {
-        let excluded = self.excluded();
+    /// The report's view of the last check (`agents`: whom the check has withheld).
+    pub fn report(&self, agents: &[Agent]) -> MembersReport {
         MembersReport {
             policy: self.policy.name(),
             checks: self.checks,
@@ -78,7 +67,7 @@ impl Watch {
                         rows: e.map_or(0, |e| e.rows),
                         informed: e.map_or(0, |e| e.informed),
                         first_suspect_block: self.first_suspect[i],
-                        contained: excluded[i],
+                        contained: agents[i].is_withheld(),
                     }
                 })
                 .collect(),
@@ -128,6 +117,13 @@ pub struct MemberReport {
 }
 
 impl Fleet<'_> {
+    /// Per agent: true when it is contained (withheld as a suspect under `--suspects
+    /// contain`); its rows and answers are then left out of pooled fits, calibration and
+    /// fleet queries.
+    pub(super) fn contained(&self) -> Vec<bool> {
+        self.agents.iter().map(Agent::is_withheld).collect()
+    }
+
     /// One member check (module docs) after a fusion; under `--suspects contain`, withholds
     /// each suspect and readmits each member that checks out. Returns true when who is
     /// withheld changed (the fleet must fuse again).

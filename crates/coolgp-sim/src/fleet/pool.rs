@@ -29,6 +29,8 @@ impl Fleet<'_> {
             return;
         }
         let t = Instant::now();
+        // Contained suspects' rows stay out of the fit (issue 29).
+        let excluded = self.contained();
         let Some(a0) = self.agents.first() else {
             return;
         };
@@ -46,8 +48,6 @@ impl Fleet<'_> {
             .map(|&b| self.work.batches[b].y.len())
             .sum();
         let cold = cold_due(before as u64, self.points as u64, opts.cold_growth);
-        // Contained suspects' rows stay out of the fit (issue 29).
-        let excluded = self.watch.excluded();
         let (fitted, chosen) = if opts.sample == PoolSample::Near {
             let warm = (!first).then(|| start.params().to_vec());
             let (warm, initial) = (warm.as_deref(), initial.params());

@@ -176,7 +176,7 @@ impl Fleet<'_> {
         let mut union = vec![UnionStats::default(); self.cfg.union.len()];
         let cpu = cpu_seconds();
         // Contained suspects (issue 29) neither offer rows nor answer.
-        let excluded = self.watch.excluded();
+        let excluded = self.contained();
         let calibration = calibrate(&self.agents, RULES, &excluded);
         let calibration_cpu_s = cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
         let chosen = self
