@@ -178,6 +178,14 @@ pub fn print_report(r: &Report) {
             r.nlpd_fleet_query_raw,
             r.coverage95_fleet_query_raw
         );
+        println!(
+            "  fleet query routing  {} ({:.1} answers per row)",
+            r.fleet_query_route.map_or_else(
+                || "every agent answers every row (--route 0)".to_owned(),
+                |k| format!("each row asks the {k} agents nearest it (--route {k})")
+            ),
+            r.fleet_query_answers_per_row
+        );
     }
     println!(
         "  σ_s, σ_n  post-fusion {:.4}, {:.4}   central {}, {}",

@@ -177,6 +177,9 @@ pub struct NodeArgs {
     pub zenoh: ZenohArgs,
 }
 
+/// The default `--route K` of `coolgp query --all` (issue 31; EXPERIMENTS.md "Routing").
+pub const DEFAULT_ROUTE: usize = 16;
+
 /// Flags of `coolgp query`: ask an agent, or every agent of the fleet, for predictions.
 #[derive(Args, Debug, Clone)]
 pub struct QueryArgs {
@@ -215,6 +218,15 @@ pub struct QueryArgs {
     /// request: a reader gets none; docs/NODE.md §13). The querier then holds a node's key.
     #[arg(long, value_name = "ID", requires_all = ["calibrate", "tls"])]
     pub sign_as: Option<u64>,
+    /// With --all: ask each row only the K agents whose memory lies nearest it, by the
+    /// coverage every node advertises (a few boxes around its memory rows in its residual
+    /// kernel's metric; read from one `status?brief` request), in one query naming each
+    /// agent's rows; an agent without a memory is asked last. 0: every agent answers every
+    /// row. With K at least the fleet's size every agent answers, as with 0, bit for bit.
+    /// The calibration's rows are routed the same way (each to its owner and the K − 1
+    /// nearest others). docs/NODE.md §15.
+    #[arg(long, value_name = "K", default_value_t = DEFAULT_ROUTE)]
+    pub route: usize,
     /// Also print each answer's parts: global_mean, global_var (the fused global model),
     /// residual_mean, residual_var, residual_prior (the local residual GP on the agent's
     /// memory) and noise_var.
@@ -242,10 +254,15 @@ pub struct StatusArgs {
     #[arg(long)]
     pub fleet: String,
     /// Agent id to ask.
+    #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+    pub agent: Option<u64>,
+    /// Every agent's brief status from one request (`coolgp/<fleet>/*/status?brief`): the
+    /// fleet's aggregates (agents, points, fleet points, rounds, traffic, suspects) and each
+    /// agent's brief, as JSON. What a fleet of hundreds asks instead of one call per agent.
     #[arg(long)]
-    pub agent: u64,
+    pub all: bool,
     /// Include the fused and own excess (upper triangle of D1, and D2).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "all")]
     pub fused: bool,
     /// Give up after this many milliseconds.
     #[arg(long, default_value_t = 10_000)]

@@ -25,14 +25,24 @@ use coolgp::local::{combine, FleetRule, LocalAnswer};
 /// A member's key and id that sign a request for rows ([`crate::row_auth`]).
 pub type Member<'a> = (&'a Signer, u64);
 
+/// The routes of a routed query (`--route K`, [`crate::routing::routes`]) of rows `x` over
+/// `columns`, with each row's owner for calibration rows; `None`: every agent answers.
+pub type Router<'a> = dyn Fn(&[Vec<f64>], Option<&[String]>, Option<&[u64]>) -> Option<crate::routing::Routes>
+    + Sync
+    + 'a;
+
 /// How long one round of the query waits for replies before it is repeated.
 const ATTEMPT: Duration = Duration::from_millis(1500);
 
 /// The answers of the agents that replied, and what went wrong with the others.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FleetAnswers {
-    /// Per agent id, its answer at each query point (original units).
+    /// Per agent id, its answer at each query point (original units); after a routed query,
+    /// at the points of [`FleetAnswers::rows`].
     pub answers: BTreeMap<u64, Vec<LocalAnswer>>,
+    /// After a routed query (`--route K`, [`crate::routing`]): per agent id, the query points
+    /// its answers are at (ascending); an agent absent here answered every point.
+    pub rows: BTreeMap<u64, Vec<usize>>,
     /// Replies dropped: `(peer, reason)` (the peer is the reply's key, or its agent id).
     pub dropped: Vec<(String, String)>,
     /// Live members (liveliness tokens) that did not answer in time.
@@ -48,12 +58,24 @@ impl FleetAnswers {
         self.answers.keys().copied().collect()
     }
 
+    /// The answers at point `i`, as `(agent, answer)` in agent-id order (after a routed
+    /// query, of the agents asked about it).
+    pub fn at(&self, i: usize) -> impl Iterator<Item = (u64, LocalAnswer)> + '_ {
+        self.answers.iter().filter_map(move |(id, v)| {
+            let at = match self.rows.get(id) {
+                None => i,
+                Some(rows) => rows.binary_search(&i).ok()?,
+            };
+            v.get(at).map(|a| (*id, *a))
+        })
+    }
+
     /// The answer of the fleet at each of `n` points: the agents' answers at that point
-    /// combined by `rule` (in agent-id order). `None` when no agent answered.
+    /// combined by `rule` (in agent-id order). `None` when no agent answered a point.
     pub fn combined(&self, rule: FleetRule, n: usize) -> Option<Vec<LocalAnswer>> {
         (0..n)
             .map(|i| {
-                let at: Vec<LocalAnswer> = self.answers.values().map(|a| a[i]).collect();
+                let at: Vec<LocalAnswer> = self.at(i).map(|(_, a)| a).collect();
                 combine(rule, &at)
             })
             .collect()
@@ -102,10 +124,7 @@ pub fn calibration(
             for (&owner, rows) in &held.held_out {
                 let loo = held.answers.get(&owner);
                 for (r, &y) in rows.y.iter().enumerate() {
-                    let at_row = at
-                        .answers
-                        .iter()
-                        .filter_map(|(&id, v)| v.get(j).map(|a| (id, *a)));
+                    let at_row = at.at(j);
                     // A reply with fewer answers than rows (a malformed peer) gives no row.
                     if let Some(a) = loo
                         .and_then(|l| l.get(r))
@@ -147,7 +166,11 @@ impl FleetAnswers {
 
 /// The ids of the fleet's live members (liveliness tokens), as far as this session sees
 /// them within `timeout`.
-async fn members(session: &zenoh::Session, fleet: &str, timeout: Duration) -> BTreeSet<u64> {
+pub(crate) async fn members(
+    session: &zenoh::Session,
+    fleet: &str,
+    timeout: Duration,
+) -> BTreeSet<u64> {
     let mut out = BTreeSet::new();
     let Ok(replies) = session
         .liveliness()
@@ -169,12 +192,35 @@ async fn members(session: &zenoh::Session, fleet: &str, timeout: Duration) -> BT
     out
 }
 
+/// A get on a fleet-wide `selector` (`coolgp/<fleet>/*/…`) that every matching queryable
+/// answers (no consolidation), with an optional payload and attachment, waiting `wait`.
+///
+/// # Errors
+/// [`NodeError::Zenoh`] if the get cannot be sent.
+pub(crate) async fn get_all(
+    session: &zenoh::Session,
+    selector: &str,
+    (payload, attachment): (Option<Vec<u8>>, Option<Vec<u8>>),
+    wait: Duration,
+) -> Result<zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>> {
+    let mut get = session
+        .get(selector)
+        .attachment(attachment)
+        .target(QueryTarget::All)
+        .consolidation(ConsolidationMode::None)
+        .timeout(wait);
+    if let Some(p) = payload {
+        get = get.payload(p);
+    }
+    get.await.map_err(|e| NodeError::zenoh("sending query", e))
+}
+
 /// One round of the query: every reply that arrives within `wait`, into `into`.
 async fn ask_once(
     session: &zenoh::Session,
     fleet: &str,
     (body, signer): (&[u8], Option<Member<'_>>),
-    n: Option<usize>,
+    n: &(dyn Fn(u64) -> Option<usize> + Sync),
     wait: Duration,
     into: &mut FleetAnswers,
 ) -> Result<()> {
@@ -182,15 +228,13 @@ async fn ask_once(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let attachment = signer.map(|(s, id)| sign_request(s, fleet, id, at_ms, body));
-    let replies = session
-        .get(keys::predict_all(fleet))
-        .payload(body.to_vec())
-        .attachment(attachment)
-        .target(QueryTarget::All)
-        .consolidation(ConsolidationMode::None)
-        .timeout(wait)
-        .await
-        .map_err(|e| NodeError::zenoh("sending query", e))?;
+    let replies = get_all(
+        session,
+        &keys::predict_all(fleet),
+        (Some(body.to_vec()), attachment),
+        wait,
+    )
+    .await?;
     while let Ok(reply) = replies.recv_async().await {
         match reply.result() {
             Ok(sample) => {
@@ -202,7 +246,7 @@ async fn ask_once(
                     ));
                     continue;
                 };
-                match parse_reply(&sample.payload().to_bytes(), n) {
+                match parse_reply(&sample.payload().to_bytes(), n(id)) {
                     Ok((a, rows)) => {
                         into.answers.insert(id, a);
                         if let Some(rows) = rows {
@@ -289,6 +333,7 @@ impl FleetAnswers {
             .copied()
             .filter(|id| {
                 self.held_out.remove(id);
+                self.rows.remove(id);
                 self.answers.remove(id).is_some()
             })
             .collect()
@@ -311,7 +356,12 @@ async fn gather(
         ..req.clone()
     };
     let body = serde_json::to_vec(&req).map_err(|e| NodeError::Config(e.to_string()))?;
-    let n = req.held_out.is_none().then_some(req.x.len());
+    // Answers expected of agent `id`: its routed rows, every row, or (held out) its offer.
+    let n = |id: u64| match (&req.route, req.held_out) {
+        (_, Some(_)) => None,
+        (Some(route), None) => Some(route.get(&id).map_or(0, Vec::len)),
+        (None, None) => Some(req.x.len()),
+    };
     let deadline = Instant::now() + timeout;
     let mut got = FleetAnswers::default();
     let mut alive = BTreeSet::new();
@@ -322,7 +372,7 @@ async fn gather(
         let wait = ATTEMPT.min(left).max(Duration::from_millis(100));
         alive.extend(members(session, fleet, wait.min(Duration::from_millis(500))).await);
         let mut round = FleetAnswers::default();
-        ask_once(session, fleet, (&body, signer), n, wait, &mut round).await?;
+        ask_once(session, fleet, (&body, signer), &n, wait, &mut round).await?;
         got.answers.append(&mut round.answers);
         got.held_out.append(&mut round.held_out);
         // Keep the last round's drops only: an agent that answered well later is not named.
@@ -340,6 +390,13 @@ async fn gather(
         .into_iter()
         .filter(|id| !got.answers.contains_key(id))
         .collect();
+    if let Some(route) = &req.route {
+        got.rows = got
+            .answers
+            .keys()
+            .map(|id| (*id, route.get(id).cloned().unwrap_or_default()))
+            .collect();
+    }
     Ok(got)
 }
 
@@ -375,7 +432,7 @@ pub async fn calibrate(
     session: &zenoh::Session,
     fleet: &str,
     (view, signer): (Option<String>, Option<Member<'_>>),
-    (k, suspects): (usize, &[u64]),
+    ((k, suspects), routed): ((usize, &[u64]), &Router<'_>),
     rules: &[FleetRule],
     timeout: Duration,
 ) -> Result<Calibrated> {
@@ -407,10 +464,18 @@ pub async fn calibrate(
             owners,
         });
     }
+    // Each row's owner, in the stacked order (for a routed query: owner and K − 1 others).
+    let owner_of: Vec<u64> = held
+        .held_out
+        .iter()
+        .flat_map(|(&id, h)| std::iter::repeat_n(id, h.x.len()))
+        .collect();
+    let route = routed(&x, Some(&columns), Some(&owner_of));
     let at = PredictRequest {
         columns: Some(columns),
         x,
         held_out: None,
+        route,
         ..ask
     };
     let mut answers = fetch_all(session, fleet, &at, timeout).await?;

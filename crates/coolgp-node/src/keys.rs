@@ -72,6 +72,17 @@ pub fn status(fleet: &str, agent: u64) -> String {
     format!("{ROOT}/{fleet}/{agent}/status")
 }
 
+/// `coolgp/<fleet>/*/status`: every agent's status queryable (`coolgp status --all`, with
+/// `?brief`).
+pub fn status_all(fleet: &str) -> String {
+    format!("{ROOT}/{fleet}/*/status")
+}
+
+/// The agent id of a status key, `None` if the key does not have that layout.
+pub fn parse_status(key: &str) -> Option<u64> {
+    parse_agent_key(key, "status")
+}
+
 /// `coolgp/<fleet>/<agent>/alive`: the agent's liveliness token.
 pub fn alive(fleet: &str, agent: u64) -> String {
     format!("{ROOT}/{fleet}/{agent}/alive")
@@ -123,6 +134,9 @@ mod tests {
         assert_eq!(parse_predict(&alive("f", 7)), None);
         assert_eq!(parse_predict("coolgp/f/7/predict/x"), None);
         assert_eq!(predict_all("f"), "coolgp/f/*/predict");
+        assert_eq!(status_all("f"), "coolgp/f/*/status");
+        assert_eq!(parse_status(&status("f", 12)), Some(12));
+        assert_eq!(parse_status(&predict("f", 12)), None);
         assert!(validate_fleet("lab-1.a_b").is_ok());
         assert!(validate_fleet("a/b").is_err());
         assert!(validate_fleet("a*").is_err());

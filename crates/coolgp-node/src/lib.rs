@@ -54,6 +54,7 @@ pub mod certs;
 pub mod checkpoint;
 pub mod client;
 pub mod config;
+pub mod coverage;
 pub mod error;
 pub mod fleet_query;
 pub mod inbound;
@@ -62,6 +63,7 @@ pub mod keys;
 pub mod node;
 pub mod pooled_fit;
 pub mod query;
+pub mod routing;
 pub mod row_auth;
 pub mod standardize;
 pub mod status;
@@ -192,11 +194,12 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
             _ => {
                 let calibrate = (args.calibrate, signer.as_ref().map(|(s, id)| (s, *id)));
                 let roster = roster.as_ref();
+                let route = (args.route > 0).then_some(args.route);
                 fleet_reply(
                     &session,
                     &args.fleet,
                     &req,
-                    (rule, calibrate),
+                    (rule, calibrate, route),
                     timeout,
                     roster,
                 )
@@ -212,6 +215,9 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
         .map_err(|e| NodeError::io("writing", "stdout", e))
 }
 
+/// `--calibrate K` and who signs its request for rows (`--sign-as`).
+type Calibrate<'a> = (Option<usize>, Option<fleet_query::Member<'a>>);
+
 /// The fleet rule of `coolgp query --all` without `--fleet-rule`.
 pub const DEFAULT_FLEET_RULE: FleetRule = FleetRule::Rbcm;
 
@@ -225,22 +231,42 @@ async fn fleet_reply(
     session: &zenoh::Session,
     fleet: &str,
     req: &PredictRequest,
-    (rule, calibrate): (
-        Option<FleetRule>,
-        (Option<usize>, Option<fleet_query::Member<'_>>),
-    ),
+    (rule, calibrate, route): (Option<FleetRule>, Calibrate<'_>, Option<usize>),
     timeout: Duration,
     roster: Option<&auth::Roster>,
 ) -> Result<PredictReply> {
     // The fleet's suspects (issue 29) answer nothing and offer no calibration rows.
     let suspects = fleet_query::suspects(session, fleet, roster, timeout).await;
+    // `--route K` (issue 31): every node's coverage from one brief-status request.
+    let route = match route {
+        Some(k) => {
+            let (briefs, dropped) = routing::briefs(session, fleet, timeout).await?;
+            for d in dropped {
+                eprintln!("warning: routing: dropped {d}");
+            }
+            Some((briefs, k))
+        }
+        None => None,
+    };
+    let routed = |x: &[Vec<f64>], columns: Option<&[String]>, owners: Option<&[u64]>| {
+        route
+            .as_ref()
+            .and_then(|(briefs, k)| routing::routes(briefs, &suspects, columns, x, *k, owners))
+    };
     let (rule, cal) = match calibrate.0 {
         Some(k) => {
             let (view, signer) = (req.view.clone(), calibrate.1);
             let rules: Vec<FleetRule> = rule.map_or(FleetRule::ALL.to_vec(), |r| vec![r]);
             let ks = (k, suspects.as_slice());
-            let c =
-                fleet_query::calibrate(session, fleet, (view, signer), ks, &rules, timeout).await?;
+            let c = fleet_query::calibrate(
+                session,
+                fleet,
+                (view, signer),
+                (ks, &routed),
+                &rules,
+                timeout,
+            )
+            .await?;
             let rule = rule
                 .or_else(|| best_rule(&c.rules))
                 .unwrap_or(DEFAULT_FLEET_RULE);
@@ -272,6 +298,20 @@ async fn fleet_reply(
             (rule, RuleCalibration::unit(rule))
         }
     };
+    let req = &PredictRequest {
+        route: routed(&req.x, req.columns.as_deref(), None),
+        ..req.clone()
+    };
+    if let (Some(r), Some((briefs, k))) = (&req.route, &route) {
+        let asked: usize = r.values().map(Vec::len).sum();
+        eprintln!(
+            "routed: each row to the {k} agents nearest it by coverage, of {} ({} answers for {} rows; {} agents advertise a coverage)",
+            r.len(),
+            asked,
+            req.x.len(),
+            briefs.values().filter(|b| b.coverage.is_some()).count()
+        );
+    }
     let mut got = fleet_query::fetch_all(session, fleet, req, timeout).await?;
     let suspects = got.leave_out(&suspects);
     if !suspects.is_empty() {
@@ -312,20 +352,52 @@ async fn fleet_reply(
     Ok(query::reply_of(&combined, None, req.parts))
 }
 
-/// `coolgp status`: prints the agent's status as pretty JSON to stdout.
+/// `coolgp status --all`: every node's brief status from one request, with the fleet's
+/// aggregates ([`coverage::FleetBrief`]), as pretty JSON `{"fleet": …, "agents": [...]}`;
+/// dropped replies go to stderr.
+async fn fleet_status(session: &zenoh::Session, fleet: &str, timeout: Duration) -> Result<String> {
+    let (briefs, dropped) = routing::briefs(session, fleet, timeout).await?;
+    for d in dropped {
+        eprintln!("warning: dropped {d}");
+    }
+    if briefs.is_empty() {
+        return Err(NodeError::NoReply {
+            key: keys::status_all(fleet),
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        });
+    }
+    let agents: Vec<coverage::Brief> = briefs.into_values().collect();
+    let doc = serde_json::json!({
+        "fleet": coverage::FleetBrief::of(&agents),
+        "agents": agents,
+    });
+    serde_json::to_string_pretty(&doc).map_err(|e| NodeError::Config(e.to_string()))
+}
+
+/// `coolgp status`: prints the agent's status (or with `--all` the fleet's briefs) as pretty
+/// JSON to stdout.
 ///
 /// # Errors
 /// No reply, or the node's error.
 pub fn run_status(args: StatusArgs) -> Result<()> {
     keys::validate_fleet(&args.fleet)?;
     let timeout = Duration::from_millis(args.timeout_ms);
-    let st = runtime()?.block_on(async {
+    let text = runtime()?.block_on(async {
         let session = client::open(&args.zenoh).await?;
-        let r = client::fetch_status(&session, &args.fleet, args.agent, args.fused, timeout).await;
+        let r = match args.agent {
+            Some(agent) if !args.all => {
+                client::fetch_status(&session, &args.fleet, agent, args.fused, timeout)
+                    .await
+                    .and_then(|st| {
+                        serde_json::to_string_pretty(&st)
+                            .map_err(|e| NodeError::Config(e.to_string()))
+                    })
+            }
+            _ => fleet_status(&session, &args.fleet, timeout).await,
+        };
         let _ = session.close().await;
         r
     })?;
-    let text = serde_json::to_string_pretty(&st).map_err(|e| NodeError::Config(e.to_string()))?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "{text}")
         .and_then(|()| out.flush())

@@ -46,6 +46,8 @@ pub struct QueryModel {
     /// The node's own predict key, which replies carry (a query may name many agents with a
     /// wildcard, `coolgp query --all`: the reply's key tells the querier who answered).
     pub key: String,
+    /// The node's agent id (a routed query names the rows each agent answers).
+    pub id: u64,
     /// Who may receive raw memory rows (`held_out`, `fit_sample`): nobody from a node started
     /// with `--local-fit agent`; under `--local-fit fleet` (the default) whoever asks in an
     /// open fleet, a member's signed request with `--tls` ([`crate::row_auth`]).
@@ -238,6 +240,17 @@ pub fn predict(
             .map(|&c| near.scale.get(c).copied().unwrap_or(f64::NAN))
             .collect();
         return near_rows(model, x.as_ref(), &scale, near.k.min(MAX_NEAR_ROWS));
+    }
+    // A routed query (`coolgp query --all --route K`): only the rows listed for this agent.
+    if let Some(route) = &req.route {
+        let rows = route.get(&model.id).map_or(&[][..], Vec::as_slice);
+        if let Some(&r) = rows.iter().find(|&&r| r >= x.nrows()) {
+            return Err(format!(
+                "route: row {r} past the query's {} rows",
+                x.nrows()
+            ));
+        }
+        x = Mat::from_fn(rows.len(), d, |i, j| x[(rows[i], j)]);
     }
     // The global fused model and, with a local memory, its residual GP's correction.
     let answers = model

@@ -214,6 +214,9 @@ pub struct Status {
     /// The own excess `E_i` (only when asked with `?fused`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own: Option<ExcessJson>,
+    /// Where the memory rows lie (issue 31, [`crate::coverage`]; absent without a memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<crate::coverage::CoverageJson>,
 }
 
 /// A node's evidence in its status (docs/MEMBERS.md §1; [`coolgp::members::Evidence`]).
@@ -368,6 +371,10 @@ pub struct PredictRequest {
     /// §11). The rows are raw data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub near: Option<NearRequest>,
+    /// A routed query (`coolgp query --all --route K`, issue 31): per agent id, the rows of
+    /// `x` it answers (in that order); an agent not named answers none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<std::collections::BTreeMap<u64, Vec<usize>>>,
 }
 
 /// A request for memory rows near given rows ([`PredictRequest::near`]).

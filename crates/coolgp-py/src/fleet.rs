@@ -413,7 +413,7 @@ impl FleetRegressor {
                 let rules = s.fleet_rule.map_or(FleetRule::ALL.to_vec(), |r| vec![r]);
                 // Contained suspects (issue 29) neither offer rows nor answer.
                 let withheld: Vec<bool> = agents.iter().map(Agent::is_withheld).collect();
-                let c = calibrate(&agents, &rules, &withheld);
+                let c = calibrate(&agents, &rules, &withheld, None);
                 let rule = s.fleet_rule.or_else(|| c.best()).unwrap_or(FleetRule::Rbcm);
                 let cal = c.of(rule);
                 Ok(Fitted {

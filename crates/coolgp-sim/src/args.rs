@@ -68,6 +68,12 @@ pub struct SimArgs {
     /// set of agents chosen.
     #[cfg_attr(feature = "clap", arg(long, value_delimiter = ',', value_name = "K"))]
     pub union_k: Option<Vec<usize>>,
+    /// Ask each fleet-query row only the K agents whose memory lies nearest it (their
+    /// coverage: a few boxes around their rows in the residual kernel's metric), so a query
+    /// costs rows × K answers, not rows × agents; 0: every agent answers every row. Default 16
+    /// (EXPERIMENTS.md "Routing"). The calibration is routed the same way.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "K"))]
+    pub route: Option<usize>,
     /// The rows the fleet fits its residual kernel on (`--local-fit fleet`): near (default:
     /// anchor rows with their nearest rows in their own and the other agents' memories,
     /// fitted block by block and chosen among several starts on held-out groups; sees
@@ -194,7 +200,7 @@ impl From<ConfigError> for SimError {
 
 impl SimArgs {
     /// The keys of a configuration file besides [`AgentArgs::KEYS`] (the flags' names).
-    pub const KEYS: [&'static str; 34] = [
+    pub const KEYS: [&'static str; 35] = [
         "dataset",
         "data",
         "target",
@@ -205,6 +211,7 @@ impl SimArgs {
         "regions",
         "fleet-rule",
         "union-k",
+        "route",
         "local-sample",
         "suspects",
         "skip-bad-rows",
@@ -278,6 +285,7 @@ impl SimArgs {
             regions,
             fleet_rule,
             union_k,
+            route,
             local_sample,
             suspects,
             agents,
@@ -428,6 +436,11 @@ pub fn sim_config(
         fuse_warmup: !a.no_fuse_warmup,
         fleet_rule: fleet_rule(a.fleet_rule.as_deref())?,
         union: union_rules(a.union_k.as_deref())?,
+        route: match a.route {
+            Some(0) => None,
+            Some(k) => Some(k),
+            None => Some(crate::config::DEFAULT_ROUTE),
+        },
         pool: PoolOptions {
             sample: local_sample(a.local_sample.as_deref())?,
             ..PoolOptions::default()

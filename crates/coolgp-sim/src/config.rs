@@ -246,6 +246,10 @@ pub struct SimConfig {
     /// an exact residual GP on the pooled rows of the k most informative agents
     /// ([`coolgp::local::union`]).
     pub union: Vec<UnionRule>,
+    /// Routing of the fleet-wide query and its calibration (`--route K`, issue 31): each row
+    /// is answered by the `K` agents whose coverage is nearest it
+    /// ([`coolgp::local::coverage`]); `None` (`--route 0`): every agent answers every row.
+    pub route: Option<usize>,
     /// The agents' local memory and residual GP (`--local-memory`; the central learner keeps
     /// none).
     pub local: LocalConfig,
@@ -259,6 +263,10 @@ pub struct SimConfig {
     /// line's default is 4): [`coolgp::AgentConfig::influence_cap`].
     pub influence_cap: Option<f64>,
 }
+
+/// The default `--route K` of the fleet-wide query (issue 31; chosen by measurement,
+/// EXPERIMENTS.md "Routing").
+pub const DEFAULT_ROUTE: usize = 16;
 
 impl Default for SimConfig {
     fn default() -> Self {
@@ -290,6 +298,7 @@ impl Default for SimConfig {
             fuse_groups: FuseGroups::Across,
             fleet_rule: None,
             union: Vec::new(),
+            route: Some(DEFAULT_ROUTE),
             local: LocalConfig::default(),
             pool: PoolOptions::default(),
             suspects: coolgp::members::Policy::default(),

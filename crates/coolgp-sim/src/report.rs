@@ -119,6 +119,10 @@ pub struct Report {
     pub coverage95_fleet_query_raw: f64,
     /// Memory rows the calibration was measured on (over all agents).
     pub fleet_calibration_rows: usize,
+    /// `--route K` of the fleet query and its calibration (issue 31; `None`: every agent).
+    pub fleet_query_route: Option<usize>,
+    /// Agents that answered each fleet-query row, on average (≤ K with `--route K`).
+    pub fleet_query_answers_per_row: f64,
     /// The fleet rule of the `*_fleet_query` fields (`--fleet-rule`).
     pub fleet_rule: String,
     /// The fleet rule was chosen on the calibration's held-out rows (`--fleet-rule auto`, the

@@ -679,3 +679,80 @@ fn calibrated_query(fleet: &Fleet, input: &str) {
     let stderr = query_err(fleet, &["--all", "--input", input, "--fleet-rule", "auto"]);
     assert!(stderr.contains("give --calibrate K"), "{stderr}");
 }
+
+#[test]
+fn routed_queries_ask_the_agents_whose_coverage_is_nearest() {
+    // Issue 31: `coolgp status --all` gives every node's brief (its coverage among it) from
+    // one request; `query --all --route K` with K at least the fleet is the unrouted query
+    // bit for bit, and with K = 1 each row is the rule over the one node whose region holds
+    // it (node i's rows lie around x1 = 2i − 2).
+    let _g = serial();
+    let t0 = Instant::now();
+    let (fleet, _) = memory_path(
+        "route",
+        970,
+        false,
+        &["--local-memory", "30", "--local-fit", "agent"],
+    );
+    let mut cmd = Command::new(BIN);
+    cmd.args(["status", "--all", "--fleet", &fleet.name]);
+    for p in &fleet.ports {
+        cmd.args(["--connect", &fleet.ep(*p)]);
+    }
+    let out = cmd.output().expect("coolgp status --all");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(doc["fleet"]["agents"], 3, "{doc}");
+    assert_eq!(doc["fleet"]["ids"], serde_json::json!([0, 1, 2]));
+    assert_eq!(doc["fleet"]["points"], 120);
+    assert_eq!(doc["fleet"]["agents_with_every_point"], 3);
+    assert_eq!(doc["fleet"]["with_coverage"], 3);
+    for a in doc["agents"].as_array().expect("agents") {
+        let c = &a["coverage"];
+        assert_eq!(c["columns"], serde_json::json!(["x1", "x2"]), "{a}");
+        let boxes = c["boxes"].as_array().expect("boxes");
+        let rows: u64 = boxes
+            .iter()
+            .map(|b| b["rows"].as_u64().expect("rows"))
+            .sum();
+        assert_eq!((boxes.len(), rows), (8, 30), "{a}");
+    }
+    let input = query_csv(&fleet);
+    let mut ok = false;
+    for _ in 0..5 {
+        let own = own_answers(&fleet, &input);
+        let ask = |k: &str| {
+            query(
+                &fleet,
+                &["--all", "--input", &input, "--parts", "--route", k],
+            )
+        };
+        let (every, _) = ask("0");
+        let (wide, stderr) = ask("3");
+        assert!(!stderr.contains("routed:"), "{stderr}");
+        let (one, stderr) = ask("1");
+        assert!(
+            stderr.contains("routed: each row to the 1 agents nearest it by coverage, of 3 (7 answers for 7 rows"),
+            "{stderr}"
+        );
+        // Rows at x1 = −3, −2 lie in node 0's region, 0 in node 1's, 2, 3 in node 2's.
+        let owner = [(0, 0), (1, 0), (3, 1), (5, 2), (6, 2)];
+        let routed = owner.iter().all(|&(r, a)| {
+            combine(FleetRule::Rbcm, &[answer(&own[a][r])]).is_some_and(|w| same(&one[r], &w))
+        });
+        if every == wide && routed {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        ok,
+        "routed answers are not the nearest nodes' (or K = 3 is not K = 0)"
+    );
+    eprintln!("routed query test: {:.1} s", t0.elapsed().as_secs_f64());
+}

@@ -5,7 +5,9 @@ use coolgp::View;
 use zenoh::query::Query;
 
 use super::{fusion_name, Node};
+use crate::coverage::{Brief, CoverageJson};
 use crate::kernel_auth::{Claim, KernelClaim};
+use crate::keys;
 use crate::query::QueryModel;
 use crate::row_auth::{Members, RowPolicy};
 use crate::status::{projection_digest, ExcessJson, ProjectionSummary, Status};
@@ -140,15 +142,51 @@ impl Node {
             queries_refused_busy: queries.refused_busy,
             fused,
             own,
+            coverage: self.coverage(),
         }
     }
 
-    /// Answers a status query (`?fused` adds the excesses).
+    /// Where the memory rows lie, in original units ([`crate::coverage`]).
+    fn coverage(&self) -> Option<CoverageJson> {
+        let c = self.agent.coverage()?;
+        let scaler = self.inputs.scaler.as_ref();
+        Some(CoverageJson::of(&c, &self.inputs.layout.inputs, scaler))
+    }
+
+    /// The brief status (`?brief`, [`Brief`]).
+    fn brief(&self) -> Brief {
+        let (dropped, oversize) = self.peers.inbound.dropped();
+        let t = &self.traffic;
+        Brief {
+            id: self.s.id,
+            blocks: self.durability.acked_blocks,
+            points: self.durability.acked_points,
+            fleet_points: self.agent.fleet_points(),
+            round: self.agent.round(),
+            local_points: self.agent.local_points(),
+            withheld: self.agent.is_withheld(),
+            messages_sent: t.messages_sent,
+            bytes_sent: t.bytes_sent,
+            messages_received: t.messages_received,
+            rejected: self.peers.rejects.counts.values().sum::<u64>() + oversize,
+            inbound_dropped: dropped,
+            rmse_holdout: self.rmse_holdout(),
+            coverage: self.coverage(),
+        }
+    }
+
+    /// Answers a status query (`?fused` adds the excesses; `?brief` gives the brief status
+    /// instead, [`Brief`]).
     pub(super) async fn answer_status(&mut self, q: Query) {
-        let with_fused = q.parameters().get("fused").is_some();
-        let st = self.status(with_fused);
-        let reply = match serde_json::to_vec(&st) {
-            Ok(b) => q.reply(q.key_expr().clone(), b).await,
+        let bytes = if q.parameters().get("brief").is_some() {
+            serde_json::to_vec(&self.brief())
+        } else {
+            let with_fused = q.parameters().get("fused").is_some();
+            serde_json::to_vec(&self.status(with_fused))
+        };
+        let reply = match bytes {
+            // On the node's own key: a fleet-wide get (`*/status`) tells who replied by it.
+            Ok(b) => q.reply(keys::status(&self.s.fleet, self.s.id), b).await,
             Err(e) => q.reply_err(e.to_string()).await,
         };
         if let Err(e) = reply {
@@ -163,6 +201,7 @@ impl Node {
             inputs: self.inputs.layout.inputs.clone(),
             scaler: self.inputs.scaler.clone(),
             key: crate::keys::predict(&self.s.fleet, self.s.id),
+            id: self.s.id,
             rows: self.row_policy(),
         }
     }

@@ -10,6 +10,8 @@ use coolgp::faer::Mat;
 use coolgp::local::calibrate::{best_rule, held_out_answer, offered_rows, CALIBRATION_ROWS};
 use coolgp::local::pool::shares;
 use coolgp::local::{FleetRule, HeldOutRows, LocalAnswer};
+
+use super::asked::{routes, Asked};
 use coolgp::{Agent, View};
 use rayon::prelude::*;
 
@@ -50,7 +52,14 @@ impl Calibration {
 /// agent offers its share of [`CALIBRATION_ROWS`] ([`shares`], [`offered_rows`]). Agents that
 /// cannot answer (no factorizable model) offer no rows and give no answers, and so do the
 /// agents `excluded` marks (contained suspects, issue 29; an empty slice excludes none).
-pub fn calibrate(agents: &[Agent], rules: &[FleetRule], excluded: &[bool]) -> Calibration {
+/// With `route = Some(k)` each row is answered as a routed query would be (issue 31): by its
+/// owner and the `k − 1` others nearest by coverage ([`super::asked::routes`]).
+pub fn calibrate(
+    agents: &[Agent],
+    rules: &[FleetRule],
+    excluded: &[bool],
+    route: Option<usize>,
+) -> Calibration {
     let out = |i: usize| excluded.get(i).copied().unwrap_or(false);
     let k = shares(CALIBRATION_ROWS, agents.len());
     let held: Vec<Option<HeldOutRows>> = agents
@@ -72,15 +81,11 @@ pub fn calibrate(agents: &[Agent], rules: &[FleetRule], excluded: &[bool]) -> Ca
         let (o, r) = owners[j];
         held[o].as_ref().map_or(0.0, |h| h.x[(r, c)])
     });
-    let answers: Vec<Option<Vec<LocalAnswer>>> = agents
-        .par_iter()
-        .enumerate()
-        .map(|(i, a)| {
-            (!out(i))
-                .then(|| a.local_answers(x.as_ref(), View::Fused).ok())
-                .flatten()
-        })
-        .collect();
+    let who = route.map(|k| {
+        let owner_of: Vec<usize> = owners.iter().map(|&(o, _)| o).collect();
+        routes(agents, excluded, x.as_ref(), k, Some(&owner_of))
+    });
+    let asked = Asked::ask(agents, excluded, x.as_ref(), who);
     let rules = rules
         .iter()
         .map(|&rule| {
@@ -89,8 +94,7 @@ pub fn calibrate(agents: &[Agent], rules: &[FleetRule], excluded: &[bool]) -> Ca
                 .enumerate()
                 .filter_map(|(j, &(o, r))| {
                     let h = held[o].as_ref()?;
-                    let at =
-                        (0..agents.len()).filter_map(|a| answers[a].as_ref().map(|v| (a, v[j])));
+                    let at = asked.at(j);
                     Some((held_out_answer(rule, at, o, h.answers[r])?, h.y[r]))
                 })
                 .collect();

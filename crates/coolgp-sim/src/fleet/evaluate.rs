@@ -133,6 +133,8 @@ impl Fleet<'_> {
             nlpd_fleet_query_raw: rule.nlpd_raw,
             coverage95_fleet_query_raw: rule.coverage95_raw,
             fleet_calibration_rows: query.calibration_rows,
+            fleet_query_route: cfg.route,
+            fleet_query_answers_per_row: query.answers_per_row,
             fleet_rule: query.rule.name().into(),
             fleet_rule_auto: cfg.fleet_rule.is_none(),
             rmse_oracle_local: oracle(|s| s.rmse),

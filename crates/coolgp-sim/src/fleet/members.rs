@@ -29,7 +29,21 @@ pub(super) struct Watch {
     first_suspect: Vec<Option<u64>>,
     /// Checks made.
     checks: usize,
+    /// Per member, the check (count of [`Fleet::check_members`] calls) at which it is next
+    /// measured, and the interval it backs off by ([`MAX_INTERVAL`]).
+    due: Vec<usize>,
+    interval: Vec<usize>,
+    /// Members measured over all checks (≤ checks × members).
+    measured: usize,
 }
+
+/// Longest interval, in fusions, between two measurements of a clearly trusted or an
+/// unverifiable member (issue 31): a member is measured at every fusion until it is clearly
+/// trusted (score under `readmit` times the median and `z2` under half the interval bar) or
+/// unverifiable (no peer knows its rows: they learn slowly), then after 2, 4, then every 8
+/// fusions while it stays so; any other verdict (a suspect, a trusted member near the bar)
+/// measures it at the next fusion again. The nodes back off likewise (docs/MEMBERS.md §5).
+pub const MAX_INTERVAL: usize = 8;
 
 impl Watch {
     /// No check yet over `n` agents.
@@ -42,6 +56,9 @@ impl Watch {
             median: f64::NAN,
             first_suspect: vec![None; n],
             checks: 0,
+            due: vec![0; n],
+            interval: vec![1; n],
+            measured: 0,
         }
     }
 
@@ -50,6 +67,7 @@ impl Watch {
         MembersReport {
             policy: self.policy.name(),
             checks: self.checks,
+            measured: self.measured,
             median_score: self.median,
             contained: self.policy == Policy::Contain,
             suspects: (0..self.standing.len())
@@ -83,6 +101,9 @@ pub struct MembersReport {
     /// Checks made (one after each fusion of q(u); their CPU seconds are
     /// `phases.members_cpu_s`).
     pub checks: usize,
+    /// Members measured over all checks: a clearly trusted member is measured less often
+    /// ([`MAX_INTERVAL`]).
+    pub measured: usize,
     /// The median verifiable member's score at the last check (NaN: too few verifiable).
     pub median_score: f64,
     /// Suspects were contained (false under `flag`).
@@ -138,8 +159,34 @@ impl Fleet<'_> {
             .iter()
             .map(|&s| s == Standing::Suspect)
             .collect();
-        let evidence = member_evidence(&self.agents, &was, &self.watch.opts);
+        let now = self.watch.checks;
+        let due: Vec<bool> = self.watch.due.iter().map(|&d| d <= now).collect();
+        let fresh = member_evidence(&self.agents, &was, &due, &self.watch.opts);
+        // Members not due keep their last evidence.
+        let evidence: Vec<Option<Evidence>> = fresh
+            .into_iter()
+            .zip(&self.watch.evidence)
+            .zip(&due)
+            .map(|((new, old), &d)| if d { new } else { *old })
+            .collect();
+        self.watch.measured += due.iter().filter(|&&d| d).count();
         let (standing, median) = judge(&evidence, &was, &self.watch.opts);
+        let opts = self.watch.opts;
+        for i in (0..evidence.len()).filter(|&i| due[i]) {
+            let clear = standing[i] == Standing::Unverifiable
+                || standing[i] == Standing::Trusted
+                    && evidence[i].is_some_and(|e| {
+                        e.score < opts.readmit * median && e.z2 < 0.5 * opts.interval
+                    });
+            let w = &mut self.watch;
+            w.interval[i] = if clear {
+                (w.interval[i] * 2).min(MAX_INTERVAL)
+            } else {
+                1
+            };
+            // The first clear verdict waits 2 fusions, then 4, then 8.
+            w.due[i] = now + if clear { w.interval[i] } else { 1 };
+        }
         for (i, s) in standing.iter().enumerate() {
             if *s == Standing::Suspect && self.watch.first_suspect[i].is_none() {
                 self.watch.first_suspect[i] = Some(self.agents[i].blocks());
@@ -167,22 +214,25 @@ impl Fleet<'_> {
 /// nearest by the centre of their memories' inputs.
 pub const PEERS: usize = 4;
 
-/// Each agent's evidence (`None`: nothing to check) under its peers' own models, the best
-/// agreeing ([`evidence_among`]); the peers are the agents not suspect (`was`) with memory
-/// rows, the [`PEERS`] nearest by memory centre.
-fn member_evidence(agents: &[Agent], was: &[bool], opts: &CheckOptions) -> Vec<Option<Evidence>> {
+/// Each `due` agent's evidence (`None`: nothing to check, or not due) under its peers' own
+/// models, the best agreeing ([`evidence_among`]); the peers are the agents not suspect
+/// (`was`) with memory rows, the [`PEERS`] nearest by memory centre.
+fn member_evidence(
+    agents: &[Agent],
+    was: &[bool],
+    due: &[bool],
+    opts: &CheckOptions,
+) -> Vec<Option<Evidence>> {
     let centres: Vec<Option<Vec<f64>>> = agents.iter().map(centre).collect();
-    // Each agent's own q(u), factored once for every member it checks.
-    let own: Vec<Option<Posterior>> = agents
-        .par_iter()
-        .map(|a| a.posterior(View::Own).ok())
-        .collect();
     let candidates: Vec<usize> = (0..agents.len())
         .filter(|&j| !was[j] && centres[j].is_some())
         .collect();
-    (0..agents.len())
+    let peers_of: Vec<Vec<usize>> = (0..agents.len())
         .into_par_iter()
         .map(|i| {
+            if !due[i] {
+                return Vec::new();
+            }
             let mut peers: Vec<(f64, usize)> = candidates
                 .iter()
                 .filter(|&&j| j != i)
@@ -192,8 +242,24 @@ fn member_evidence(agents: &[Agent], was: &[bool], opts: &CheckOptions) -> Vec<O
                 peers.select_nth_unstable_by(PEERS - 1, |a, b| a.0.total_cmp(&b.0));
                 peers.truncate(PEERS);
             }
-            let peers: Vec<usize> = peers.into_iter().map(|p| p.1).collect();
-            evidence_among(agents, &own, i, &peers, opts)
+            peers.into_iter().map(|p| p.1).collect()
+        })
+        .collect();
+    // The own q(u) of every agent some due member is checked against, factored once.
+    let mut needed = vec![false; agents.len()];
+    peers_of.iter().flatten().for_each(|&j| needed[j] = true);
+    let own: Vec<Option<Posterior>> = agents
+        .par_iter()
+        .zip(&needed)
+        .map(|(a, &n)| n.then(|| a.posterior(View::Own).ok()).flatten())
+        .collect();
+    peers_of
+        .par_iter()
+        .enumerate()
+        .map(|(i, peers)| {
+            due[i]
+                .then(|| evidence_among(agents, &own, i, peers, opts))
+                .flatten()
         })
         .collect()
 }

@@ -19,6 +19,7 @@
 //! [`crate::run`] is these phases in order; the Python `FleetRegressor` drives the same
 //! phases on in-memory arrays and keeps the fused agents instead of evaluating them.
 
+mod asked;
 mod build;
 mod calibrate;
 mod evaluate;

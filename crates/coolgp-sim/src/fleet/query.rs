@@ -11,10 +11,11 @@ use std::time::Instant;
 
 use coolgp::local::{combine, FleetRule, LocalAnswer};
 use coolgp::model::predict::Prediction;
-use coolgp::{Agent, View};
+use coolgp::Agent;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::asked::{routes, Asked};
 use super::calibrate::{calibrate, RuleCalibration};
 use super::stream::members;
 use super::union::{cpu_seconds, UnionStats};
@@ -23,8 +24,9 @@ use crate::eval::{coverage95, rmse, window};
 use crate::workload::TestSet;
 
 /// Test rows per test set answered by the whole fleet (the first ones of the set, which is
-/// shuffled: a deterministic subset). Every agent answers each of them, so the cost is
-/// agents × rows × (one prediction + one residual solve on the agent's memory).
+/// shuffled: a deterministic subset). With `--route K` the K agents nearest each row answer
+/// it, else every agent: the cost is K (or agents) × rows × (one prediction + one residual
+/// solve on the agent's memory).
 pub const QUERY_POINTS: usize = 2_000;
 
 /// The fleet rules every run scores: every rule of the core ([`FleetRule::ALL`]).
@@ -150,6 +152,8 @@ pub(super) struct FleetQuery {
     pub by_group: Vec<Option<f64>>,
     /// Rows the calibration was measured on ([`super::calibrate`]).
     pub calibration_rows: usize,
+    /// Agents that answered each query row, on average.
+    pub answers_per_row: f64,
     /// The rule of the run's `*_fleet_query` scores: `--fleet-rule`, or the one `auto` chose.
     pub rule: FleetRule,
     /// CPU seconds of the calibration (the process's, all threads; 0 where unknown).
@@ -177,36 +181,30 @@ impl Fleet<'_> {
         let cpu = cpu_seconds();
         // Contained suspects (issue 29) neither offer rows nor answer.
         let excluded = self.contained();
-        let calibration = calibrate(&self.agents, RULES, &excluded);
+        let calibration = calibrate(&self.agents, RULES, &excluded, self.cfg.route);
         let calibration_cpu_s = cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
         let chosen = self
             .cfg
             .fleet_rule
             .or_else(|| calibration.best())
             .unwrap_or(FleetRule::Rbcm);
+        let (mut asked_pairs, mut asked_rows) = (0usize, 0usize);
         for t in &self.work.tests {
             let w = window(t, 0, QUERY_POINTS);
             let cpu = cpu_seconds();
-            let answers: Vec<Option<Vec<LocalAnswer>>> = self
-                .agents
-                .par_iter()
-                .zip(&excluded)
-                .map(|(a, &out)| {
-                    (!out)
-                        .then(|| a.local_answers(w.x.as_ref(), View::Fused).ok())
-                        .flatten()
-                })
-                .collect();
+            let who = self
+                .cfg
+                .route
+                .map(|k| routes(&self.agents, &excluded, w.x.as_ref(), k, None));
+            let asked = Asked::ask(&self.agents, &excluded, w.x.as_ref(), who);
+            asked_pairs += asked.count();
+            asked_rows += w.y.len();
             let answers_cpu = cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
-            let at_row = |i: usize, who: &mut dyn Iterator<Item = usize>| -> Vec<LocalAnswer> {
-                who.filter_map(|a| answers[a].as_ref().map(|v| v[i]))
-                    .collect()
-            };
             let n = w.y.len();
             for (r, &rule) in RULES.iter().enumerate() {
                 let combined: Vec<LocalAnswer> = (0..n)
                     .into_par_iter()
-                    .map(|i| combine(rule, &at_row(i, &mut (0..self.agents.len()))))
+                    .map(|i| combine(rule, &asked.answers_at(i)))
                     .collect::<Option<_>>()
                     .unwrap_or_default();
                 if rule == chosen && combined.len() == n {
@@ -218,12 +216,20 @@ impl Fleet<'_> {
                     QueryScores::NAN
                 });
             }
-            if let Some(s) = self.oracle_scores(&w, &at_row) {
+            if let Some(s) = self.oracle_scores(&w, &excluded, &asked) {
                 oracle.push(s);
             }
             for (u, &rule) in self.cfg.union.iter().enumerate() {
                 let (start, cpu) = (Instant::now(), cpu_seconds());
-                let got = self.union_answers(rule, &w, &answers);
+                let got = match asked.everyone() {
+                    Some(all) => self.union_answers(rule, &w, &all),
+                    None => {
+                        let who = None;
+                        let all = Asked::ask(&self.agents, &excluded, w.x.as_ref(), who);
+                        all.everyone()
+                            .and_then(|all| self.union_answers(rule, &w, &all))
+                    }
+                };
                 let (scores, mut stats) = match got {
                     Some((a, stats)) => (QueryScores::of(&a, &w.y, y_scale), stats),
                     None => (QueryScores::NAN, UnionStats::default()),
@@ -249,6 +255,7 @@ impl Fleet<'_> {
             oracle: (!oracle.is_empty()).then(|| QueryScores::mean(&oracle)),
             by_group: by_group.rmse(y_scale),
             calibration_rows: calibration.rows,
+            answers_per_row: asked_pairs as f64 / asked_rows.max(1) as f64,
             calibration_cpu_s,
             rule: chosen,
             local_points_mean: self
@@ -267,18 +274,31 @@ impl Fleet<'_> {
     }
 
     /// The oracle's scores on the rows of `w` whose group is known: the smallest-variance
-    /// answer among the agents of the row's group ([`members`]); `None` if no row's group is.
-    fn oracle_scores(
-        &self,
-        w: &TestSet,
-        at_row: &dyn Fn(usize, &mut dyn Iterator<Item = usize>) -> Vec<LocalAnswer>,
-    ) -> Option<QueryScores> {
+    /// answer among the agents of the row's group ([`members`]), asked directly when the
+    /// query was routed; `None` if no row's group is.
+    fn oracle_scores(&self, w: &TestSet, excluded: &[bool], asked: &Asked) -> Option<QueryScores> {
         let groups = self.work.groups.max(1);
+        let group_of = |i: usize| w.group(i).map(|g| members(self.cfg.agents, groups, g));
+        let direct;
+        let asked = if self.cfg.route.is_some() {
+            let who = (0..w.y.len())
+                .map(|i| group_of(i).unwrap_or_default())
+                .collect();
+            direct = Asked::ask(&self.agents, excluded, w.x.as_ref(), Some(who));
+            &direct
+        } else {
+            asked
+        };
         let (mut picked, mut y) = (Vec::new(), Vec::new());
         for i in 0..w.y.len() {
-            let Some(g) = w.group(i) else { continue };
-            let who = members(self.cfg.agents, groups, g);
-            if let Some(a) = combine(FleetRule::MinVariance, &at_row(i, &mut who.into_iter())) {
+            let Some(who) = group_of(i) else { continue };
+            let at: Vec<LocalAnswer> = asked
+                .at(i)
+                .into_iter()
+                .filter(|(a, _)| who.contains(a))
+                .map(|(_, a)| a)
+                .collect();
+            if let Some(a) = combine(FleetRule::MinVariance, &at) {
                 picked.push(a);
                 y.push(w.y[i]);
             }

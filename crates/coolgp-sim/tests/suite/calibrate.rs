@@ -88,7 +88,12 @@ fn the_scale_repairs_an_over_or_underconfident_fleet() {
         let mut rng = Rng::new(17, 3);
         let mut agents = stations(&mut rng);
         set_kernel(&mut agents, noise_sd);
-        let cal = calibrate(&agents, &[FleetRule::Rbcm, FleetRule::MinVariance], &[]);
+        let cal = calibrate(
+            &agents,
+            &[FleetRule::Rbcm, FleetRule::MinVariance],
+            &[],
+            None,
+        );
         assert_eq!(cal.rows, 6 * 60, "512 rows asked, 360 held");
         let rbcm = cal.of(FleetRule::Rbcm);
         let s = rbcm.scale;
@@ -125,7 +130,7 @@ fn agents_without_memory_give_no_rows_and_scale_one() {
     let mut a = Agent::new(0, vocab, 2, AgentConfig::default()).expect("agent");
     let x = Mat::from_fn(20, 2, |_, _| rng.normal());
     a.handle_block(x.as_ref(), &[0.5; 20]).expect("block");
-    let cal = calibrate(&[a], &[FleetRule::Rbcm], &[]);
+    let cal = calibrate(&[a], &[FleetRule::Rbcm], &[], None);
     assert_eq!((cal.rows, cal.scale(FleetRule::Rbcm)), (0, 1.0));
 }
 
@@ -170,7 +175,7 @@ fn the_safety_net_keeps_a_good_correction_and_never_leaves_the_answers_worse_tha
         for a in agents.iter_mut() {
             a.set_local_kernel_params(&p).expect("kernel");
         }
-        let cal = calibrate(&agents, &[FleetRule::Rbcm], &[]).of(FleetRule::Rbcm);
+        let cal = calibrate(&agents, &[FleetRule::Rbcm], &[], None).of(FleetRule::Rbcm);
         let unit = RuleCalibration { weight: 1.0, ..cal };
         let (raw, global) = rmse(&agents, &unit);
         let (net, _) = rmse(&agents, &cal);

@@ -7,5 +7,6 @@ mod fleet;
 mod members;
 mod no_structure;
 mod pool;
+mod route;
 mod scores;
 mod union;

@@ -38,6 +38,21 @@ impl Agent {
         super::answer::answers(local, self.vocabulary(), proj, &post, x)
     }
 
+    /// Where the memory's rows lie ([`super::coverage`]): at most
+    /// [`super::coverage::MAX_BOXES`] boxes in the residual kernel's metric. `None` when the
+    /// agent's answers carry no correction (memory off, empty or not factored).
+    pub fn coverage(&self) -> Option<super::Coverage> {
+        let local = self.local();
+        if local.is_empty() || !local.is_factored() {
+            return None;
+        }
+        super::Coverage::of_rows(
+            local.memory().x(),
+            &local.kernel().input_scale(),
+            super::coverage::MAX_BOXES,
+        )
+    }
+
     /// The leave-one-out answers at memory rows `rows` ([`HeldOutRows`], docs/LOCAL.md §10):
     /// at each, what the agent would answer with the chosen q(u) had the row never entered its
     /// memory. Empty with the memory off or empty.

@@ -13,6 +13,7 @@
 //! candidate kernel, so the sample does not follow the chain it feeds. Pure and deterministic
 //! (rows are chosen by index; ties go to the lower agent, then the lower row).
 
+use super::kdtree::KdTree;
 use super::pool::{shares, spaced};
 
 /// How the groups are built.
@@ -50,6 +51,8 @@ pub struct Neighbourhood<'a> {
     d: usize,
     memories: Vec<&'a [f64]>,
     inv_scale: Vec<f64>,
+    /// Every row, for the search of the other agents' nearest rows.
+    tree: KdTree<'a>,
 }
 
 impl<'a> Neighbourhood<'a> {
@@ -86,6 +89,7 @@ impl<'a> Neighbourhood<'a> {
             .collect();
         Self {
             d,
+            tree: KdTree::new(d, memories.clone()),
             memories,
             inv_scale,
         }
@@ -120,7 +124,8 @@ impl<'a> Neighbourhood<'a> {
 
     /// The group of `anchor`: the anchor, its `opts.own` nearest rows in its own memory, and
     /// the nearest row of each of the `opts.others` agents whose nearest row is nearest
-    /// (module doc). O(rows of all memories · d).
+    /// (module doc). The own rows by a scan of the own memory, the others' by the k-d tree
+    /// over every memory ([`KdTree::nearest_agents`]: the scan of every memory's result).
     ///
     /// With `kernel` (a kernel's inverse lengthscales, the warm chain's), the anchor's
     /// `opts.own` nearest own rows in *that* metric join too (those not in the group yet): the
@@ -136,28 +141,27 @@ impl<'a> Neighbourhood<'a> {
     ) -> Vec<RowRef> {
         let x = self.row(anchor);
         let mut group = vec![anchor];
-        let mut others: Vec<(f64, RowRef)> = Vec::new();
-        for (a, m) in self.memories.iter().enumerate() {
-            if a == anchor.0 {
-                let own = nearest(m, self.d, x, &self.inv_scale, opts.own + 1);
-                let own = own.into_iter().filter(|&(_, i)| i != anchor.1);
-                group.extend(own.take(opts.own).map(|(_, i)| (a, i)));
-                if let Some(inv) = kernel.filter(|k| k.len() == self.d) {
-                    let claimed = nearest(m, self.d, x, inv, opts.own + group.len());
-                    let fresh: Vec<RowRef> = claimed
-                        .into_iter()
-                        .map(|(_, i)| (a, i))
-                        .filter(|r| !group.contains(r))
-                        .take(opts.own)
-                        .collect();
-                    group.extend(fresh);
-                }
-            } else if let Some(&(dist, i)) = nearest(m, self.d, x, &self.inv_scale, 1).first() {
-                others.push((dist, (a, i)));
+        if let Some(m) = self.memories.get(anchor.0) {
+            let a = anchor.0;
+            let own = nearest(m, self.d, x, &self.inv_scale, opts.own + 1);
+            let own = own.into_iter().filter(|&(_, i)| i != anchor.1);
+            group.extend(own.take(opts.own).map(|(_, i)| (a, i)));
+            if let Some(inv) = kernel.filter(|k| k.len() == self.d) {
+                let claimed = nearest(m, self.d, x, inv, opts.own + group.len());
+                let fresh: Vec<RowRef> = claimed
+                    .into_iter()
+                    .map(|(_, i)| (a, i))
+                    .filter(|r| !group.contains(r))
+                    .take(opts.own)
+                    .collect();
+                group.extend(fresh);
             }
         }
-        others.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
-        group.extend(others.iter().take(opts.others).map(|&(_, r)| r));
+        // The other agents' nearest rows, nearest first (the k-d tree: no scan of every memory).
+        let others = self
+            .tree
+            .nearest_agents(x, &self.inv_scale, anchor.0, opts.others);
+        group.extend(others.iter().map(|&(_, r)| r));
         group
     }
 
@@ -165,6 +169,16 @@ impl<'a> Neighbourhood<'a> {
     pub fn inv_scale(&self) -> &[f64] {
         &self.inv_scale
     }
+}
+
+/// `Σ_k ((r_k − x_k) · inv_scale_k)²`: the squared distance of the groups' metric (the one
+/// arithmetic of [`nearest`] and the k-d tree, so both rank rows alike, bit for bit).
+pub fn scaled_sqdist(r: &[f64], x: &[f64], inv_scale: &[f64]) -> f64 {
+    r.iter()
+        .zip(x)
+        .zip(inv_scale)
+        .map(|((u, v), s)| ((u - v) * s) * ((u - v) * s))
+        .sum()
 }
 
 /// The `k` rows of `rows [n, d]` (row-major) nearest to `x [d]` in the metric
@@ -181,13 +195,7 @@ pub fn nearest(
     if d == 0 || k == 0 {
         return Vec::new();
     }
-    let dist = |r: &[f64]| -> f64 {
-        r.iter()
-            .zip(x)
-            .zip(inv_scale)
-            .map(|((u, v), s)| ((u - v) * s) * ((u - v) * s))
-            .sum()
-    };
+    let dist = |r: &[f64]| scaled_sqdist(r, x, inv_scale);
     if k == 1 {
         // The nearest row alone (every other agent's row in a group): one pass, no list.
         let best = rows

@@ -1,0 +1,183 @@
+//! Fleet-wide requests at scale (issue 31, docs/NODE.md §15): the brief status of every node
+//! from one get ([`briefs`]), and the routing of `coolgp query --all --route K`: each query row
+//! goes only to the K agents whose advertised coverage is nearest it
+//! ([`coolgp::local::route`]), all in one get whose request names each agent's rows.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use coolgp::local::{route, Coverage};
+
+use crate::coverage::Brief;
+use crate::error::Result;
+use crate::keys;
+
+/// How long one round of [`briefs`] waits for replies before it is repeated.
+const ATTEMPT: Duration = Duration::from_millis(1500);
+
+/// The brief status of every node that replies to one get on `coolgp/<fleet>/*/status?brief`,
+/// by id, repeated until every live member replied or `timeout` passed; replies that are not
+/// brief documents, or whose id is not their key's, are dropped (named in the second value).
+///
+/// # Errors
+/// [`NodeError::Zenoh`] if the get cannot be sent.
+pub async fn briefs(
+    session: &zenoh::Session,
+    fleet: &str,
+    timeout: Duration,
+) -> Result<(BTreeMap<u64, Brief>, Vec<String>)> {
+    let selector = format!("{}?brief=true", keys::status_all(fleet));
+    let deadline = Instant::now() + timeout;
+    let mut got: BTreeMap<u64, Brief> = BTreeMap::new();
+    let mut dropped = Vec::new();
+    let mut alive: BTreeSet<u64> = BTreeSet::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let wait = ATTEMPT.min(left).max(Duration::from_millis(100));
+        let live_wait = wait.min(Duration::from_millis(500));
+        alive.extend(crate::fleet_query::members(session, fleet, live_wait).await);
+        dropped.clear();
+        let replies = crate::fleet_query::get_all(session, &selector, (None, None), wait).await?;
+        while let Ok(reply) = replies.recv_async().await {
+            let Ok(sample) = reply.result() else { continue };
+            let key = sample.key_expr().as_str().to_owned();
+            let id = keys::parse_status(&key);
+            match serde_json::from_slice::<Brief>(&sample.payload().to_bytes()) {
+                Ok(b) if Some(b.id) == id => {
+                    got.insert(b.id, b);
+                }
+                Ok(b) => dropped.push(format!("{key}: a brief of agent {} on its key", b.id)),
+                Err(e) => dropped.push(format!("{key}: not a brief status: {e}")),
+            }
+        }
+        let everyone = !alive.is_empty() && alive.iter().all(|id| got.contains_key(id));
+        if everyone || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok((got, dropped))
+}
+
+/// Which agents answer which rows of a routed query: per agent id (ascending), the rows of
+/// `x` it answers (ascending).
+pub type Routes = BTreeMap<u64, Vec<usize>>;
+
+/// The routes of the rows of `x` (the query's `columns`, `None`: the agents' own order) to
+/// `k` agents each among `briefs` (every agent that replied, except `leave_out`), by their
+/// advertised coverage ([`route`]; an agent without one, or whose columns the query lacks,
+/// is asked last); with `owners`, row `r` goes to `owners[r]` and the `k − 1` others
+/// nearest (a calibration row: its owner's leave-one-out answer replaces its own). `None`
+/// when every agent answers every row anyway (`k` at least the agents): the unrouted query,
+/// bit for bit.
+pub fn routes(
+    briefs: &BTreeMap<u64, Brief>,
+    leave_out: &[u64],
+    columns: Option<&[String]>,
+    x: &[Vec<f64>],
+    k: usize,
+    owners: Option<&[u64]>,
+) -> Option<Routes> {
+    let ids: Vec<u64> = briefs
+        .keys()
+        .copied()
+        .filter(|id| !leave_out.contains(id))
+        .collect();
+    if k >= ids.len() {
+        return None;
+    }
+    let covs: Vec<Option<Coverage>> = ids
+        .iter()
+        .map(|id| briefs[id].coverage.as_ref().and_then(|c| c.over(columns)))
+        .collect();
+    let mut out: Routes = ids.iter().map(|&id| (id, Vec::new())).collect();
+    for (r, row) in x.iter().enumerate() {
+        let owner = owners.and_then(|o| o.get(r).copied());
+        let pool: Vec<usize> = (0..ids.len()).filter(|&i| Some(ids[i]) != owner).collect();
+        let refs: Vec<Option<&Coverage>> = pool.iter().map(|&i| covs[i].as_ref()).collect();
+        let want = if owner.is_some() {
+            k.saturating_sub(1)
+        } else {
+            k
+        };
+        for p in route(&refs, row, want) {
+            if let Some(v) = out.get_mut(&ids[pool[p]]) {
+                v.push(r);
+            }
+        }
+        if let Some(v) = owner.and_then(|o| out.get_mut(&o)) {
+            v.push(r);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coverage::{BoxJson, CoverageJson};
+
+    fn brief(id: u64, centre: Option<f64>) -> Brief {
+        Brief {
+            id,
+            blocks: 0,
+            points: 0,
+            fleet_points: 0.0,
+            round: 0,
+            local_points: 0,
+            withheld: false,
+            messages_sent: 0,
+            bytes_sent: 0,
+            messages_received: 0,
+            rejected: 0,
+            inbound_dropped: 0,
+            rmse_holdout: None,
+            coverage: centre.map(|c| CoverageJson {
+                columns: vec!["x".into()],
+                scale: vec![1.0],
+                boxes: vec![BoxJson {
+                    lo: vec![c - 0.5],
+                    hi: vec![c + 0.5],
+                    rows: 10,
+                }],
+            }),
+        }
+    }
+
+    #[test]
+    fn each_row_goes_to_the_agents_that_cover_it() {
+        let b: BTreeMap<u64, Brief> = [
+            brief(1, Some(0.0)),
+            brief(4, Some(10.0)),
+            brief(7, Some(20.0)),
+            brief(9, None),
+        ]
+        .into_iter()
+        .map(|b| (b.id, b))
+        .collect();
+        let x = vec![vec![0.2], vec![19.0], vec![11.0]];
+        let r = routes(&b, &[], None, &x, 1, None).expect("routed");
+        assert_eq!(r[&1], vec![0]);
+        assert_eq!(r[&4], vec![2]);
+        assert_eq!(r[&7], vec![1]);
+        assert!(r[&9].is_empty());
+        // K at least the agents: no routing (the unrouted query).
+        assert!(routes(&b, &[], None, &x, 4, None).is_none());
+        // Left out (a suspect): never asked; with it gone K = 3 is everyone.
+        assert!(routes(&b, &[4], None, &x, 3, None).is_none());
+        let r = routes(&b, &[4], None, &x, 1, None).expect("routed");
+        assert!(!r.contains_key(&4));
+        assert_eq!(r[&7], vec![1, 2]);
+        // A calibration row goes to its owner and the k − 1 others nearest.
+        let r = routes(&b, &[], None, &x, 2, Some(&[9, 9, 9])).expect("routed");
+        assert_eq!(r[&9], vec![0, 1, 2]);
+        assert_eq!(
+            (r[&1].clone(), r[&4].clone(), r[&7].clone()),
+            (vec![0], vec![2], vec![1])
+        );
+        // A query without the agents' column: no coverage is usable, so everyone answers.
+        let q = ["y".to_string()];
+        let r = routes(&b, &[], Some(&q), &[vec![0.0]], 2, None).expect("routed");
+        assert!(r.values().all(|v| v == &vec![0]), "{r:?}");
+    }
+}
