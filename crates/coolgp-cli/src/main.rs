@@ -37,7 +37,8 @@ struct Cli {
 #[cfg(feature = "node")]
 const AFTER_HELP: &str = "This build has the networked commands (the `node` feature).";
 #[cfg(not(feature = "node"))]
-const AFTER_HELP: &str = "Networked commands (node, query, status, certs, dashboard): build with \
+const AFTER_HELP: &str =
+    "Networked commands (node, host, query, status, certs, dashboard): build with \
                           `cargo build --release --features node`.";
 
 #[derive(Subcommand, Debug)]
@@ -88,6 +89,12 @@ enum Command {
         #[command(flatten)]
         args: Box<node_cmd::NodeArgs>,
     },
+    /// Run many agents in one process on one zenoh session (a gateway for hundreds of
+    /// agents): FILE lists them (the keys of `coolgp node`'s file: shared ones at the top,
+    /// one `[[agent]]` table per agent with its id, data, state and neighbors). On the wire
+    /// each agent is a node; hosts and single nodes mix in one fleet. docs/NODE.md §15.
+    #[cfg(feature = "node")]
+    Host(node_cmd::HostArgs),
     /// Ask a running agent for predictions at the rows of a CSV: prints `mean,var_f,var_y`.
     #[cfg(feature = "node")]
     Query(node_cmd::QueryArgs),
@@ -109,7 +116,7 @@ enum Command {
 
 /// The commands of the `node` feature (zenoh, tokio, TLS), left out of the default build.
 #[cfg(not(feature = "node"))]
-const NETWORKED: [&str; 5] = ["node", "query", "status", "certs", "dashboard"];
+const NETWORKED: [&str; 6] = ["node", "host", "query", "status", "certs", "dashboard"];
 
 /// The error for a networked command (or an unknown one) in a build without the `node` feature.
 #[cfg(not(feature = "node"))]
@@ -141,6 +148,8 @@ fn main() -> ExitCode {
         Command::Export(e) => export::run(&e),
         #[cfg(feature = "node")]
         Command::Node { args } => node_cmd::node(*args),
+        #[cfg(feature = "node")]
+        Command::Host(a) => node_cmd::host(a),
         #[cfg(feature = "node")]
         Command::Query(a) => node_cmd::query(a),
         #[cfg(feature = "node")]

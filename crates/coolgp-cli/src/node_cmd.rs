@@ -1,16 +1,27 @@
-//! `coolgp node`, `coolgp query`, `coolgp status`, `coolgp certs`: glue to the `coolgp-node` library, which
+//! `coolgp node`, `coolgp host`, `coolgp query`, `coolgp status`, `coolgp certs`: glue to the `coolgp-node` library, which
 //! owns the flags, the event loop and the clients. This file only supplies the vocabulary
 //! file loader (the file format lives in `vocab_file.rs`) and maps errors to `anyhow`.
 
 use std::path::Path;
 
 use anyhow::Result;
+pub use coolgp_node::host::HostArgs;
 pub use coolgp_node::{CertsArgs, NodeArgs, QueryArgs, StatusArgs};
+
+/// The vocabulary file loader the node library is given.
+fn load_vocab(p: &Path) -> std::result::Result<coolgp::Vocabulary, String> {
+    crate::vocab_file::load(p).map_err(|e| format!("{e:#}"))
+}
 
 /// Runs `coolgp node` until SIGTERM/SIGINT.
 pub fn node(args: NodeArgs) -> Result<()> {
-    let loader = |p: &Path| crate::vocab_file::load(p).map_err(|e| format!("{e:#}"));
-    coolgp_node::run_node(args, &loader)?;
+    coolgp_node::run_node(args, &load_vocab)?;
+    Ok(())
+}
+
+/// Runs `coolgp host` until SIGTERM/SIGINT.
+pub fn host(args: HostArgs) -> Result<()> {
+    coolgp_node::run_host(args, &load_vocab)?;
     Ok(())
 }
 

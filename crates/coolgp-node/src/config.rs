@@ -58,7 +58,7 @@ impl ZenohArgs {
     pub const KEYS: [&'static str; 5] = ["listen", "connect", "scout", "zenoh-config", "tls"];
 
     /// These flags over `file`'s (a list given here replaces the file's).
-    fn merged(self, file: ZenohArgs) -> ZenohArgs {
+    pub(crate) fn merged(self, file: ZenohArgs) -> ZenohArgs {
         ZenohArgs {
             listen: or_list(self.listen, file.listen),
             connect: or_list(self.connect, file.connect),
@@ -430,7 +430,7 @@ impl NodeArgs {
     }
 
     /// These flags over `file`'s: what is given here wins, the file fills the rest.
-    fn merged(self, f: NodeArgs) -> NodeArgs {
+    pub(crate) fn merged(self, f: NodeArgs) -> NodeArgs {
         NodeArgs {
             config: self.config,
             id: self.id.or(f.id),

@@ -57,6 +57,7 @@ pub mod config;
 pub mod coverage;
 pub mod error;
 pub mod fleet_query;
+pub mod host;
 pub mod inbound;
 pub mod kernel_auth;
 pub mod keys;
@@ -119,6 +120,20 @@ pub fn run_node(args: NodeArgs, load_vocab: VocabLoader<'_>) -> Result<()> {
     let settings = args.resolve()?;
     init_logging(settings.log_format);
     runtime()?.block_on(node::run(settings, load_vocab))
+}
+
+/// `coolgp host FILE`: many agents in one process on one zenoh session ([`host`]), until
+/// SIGTERM/SIGINT.
+///
+/// # Errors
+/// The file's errors (naming the agent), an agent's start-up failure (named), zenoh's, and
+/// the first agent that stopped on an error.
+pub fn run_host(args: host::HostArgs, load_vocab: VocabLoader<'_>) -> Result<()> {
+    let host = args.resolve()?;
+    if let Some(s) = host.agents.first() {
+        init_logging(s.log_format);
+    }
+    runtime()?.block_on(node::run_many(host, load_vocab))
 }
 
 /// `coolgp certs`: writes a fleet's CA and certificates (or adds nodes); prints the files.

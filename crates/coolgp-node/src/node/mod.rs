@@ -33,7 +33,7 @@ use tokio::time::MissedTickBehavior;
 use crate::auth::Auth;
 use crate::checkpoint::{self, AgentMeta, ModelIdentity, NodeMeta, StreamPos};
 use crate::config::NodeSettings;
-use crate::error::Result;
+use crate::error::{NodeError, Result};
 use crate::inbound::{Inbound, Rejects};
 use crate::query::Queries;
 use crate::stream::{Item, Layout};
@@ -232,6 +232,75 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
     let result = node.serve(&endpoints).await;
     endpoints.close().await;
     result
+}
+
+/// Runs the agents of a host (`coolgp host`, [`crate::host`]) on one zenoh session until
+/// SIGTERM/SIGINT. Every agent's data, checkpoint and key are opened first, so a bad one
+/// stops the host before it joins the network, named; then one session (presenting the
+/// first agent's certificate under `--tls`), and each agent's declarations and loop as its
+/// own task, its log lines in a span naming it. An agent whose loop fails (a checkpoint it
+/// cannot write) stops alone; the host reports it when it ends.
+///
+/// # Errors
+/// An agent's start-up failure (named), the session's, or the first agent's loop failure.
+pub async fn run_many(host: crate::host::Host, loader: VocabLoader<'_>) -> Result<()> {
+    use tracing::Instrument;
+    let named = |id: u64| move |e: NodeError| NodeError::Config(format!("agent {id}: {e}"));
+    let mut ready = Vec::with_capacity(host.agents.len());
+    for s in host.agents {
+        let id = s.id;
+        let _span = tracing::info_span!("agent", id).entered();
+        let data = start::open_data(&s, loader).map_err(named(id))?;
+        let resumed =
+            start::restore_or_create(&s, &data.vocab, &data.inputs.layout).map_err(named(id))?;
+        let auth = match &s.zenoh.tls {
+            Some(dir) => Some(Auth::load(dir, &s.fleet, id).map_err(named(id))?),
+            None => None,
+        };
+        ready.push((s, data, resumed, auth));
+    }
+    let Some(first) = ready.first().map(|r| r.0.id) else {
+        return Err(NodeError::Config("a host needs at least one agent".into()));
+    };
+    let session = crate::transport::open(&host.zenoh, crate::transport::Role::Node(first)).await?;
+    tracing::info!(
+        agents = ready.len(),
+        "host started: one session for every agent"
+    );
+    let mut tasks = tokio::task::JoinSet::new();
+    for (s, data, resumed, auth) in ready {
+        let id = s.id;
+        let rx = start::start_stream(&s, data.opened, &resumed).map_err(named(id))?;
+        let d = data.inputs.layout.inputs.len();
+        let (endpoints, peers) =
+            session::declare(session.clone(), false, &s, &data.vocab, d, auth).await?;
+        session::log_started(&s, &data.vocab, d, peers.auth.as_ref());
+        let mut node = Node::new(s, resumed, data.inputs, rx, peers);
+        let task = async move {
+            let r = node.serve(&endpoints).await;
+            endpoints.close().await;
+            (id, r)
+        };
+        tasks.spawn(task.instrument(tracing::info_span!("agent", id)));
+    }
+    let mut failed = None;
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok((_, Ok(()))) => {}
+            Ok((id, Err(e))) => {
+                tracing::error!(agent = id, error = %e, "agent stopped");
+                failed.get_or_insert(named(id)(e));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "an agent's task panicked");
+                failed.get_or_insert(NodeError::Config(format!("an agent's task panicked: {e}")));
+            }
+        }
+    }
+    if let Err(e) = session.close().await {
+        tracing::debug!(error = %e, "closing zenoh session");
+    }
+    failed.map_or(Ok(()), Err)
 }
 
 impl Node {

@@ -43,6 +43,8 @@ pub(crate) fn inbound_max_len(m: usize, site_len: usize, signed: bool) -> usize 
 /// (the subscribers and the liveliness token are undeclared when dropped).
 pub(super) struct Endpoints {
     session: Session,
+    /// The session is this node's alone (`coolgp node`), not a host's shared one.
+    owns_session: bool,
     pub(super) status: Queryable<FifoChannelHandler<Query>>,
     pub(super) predict: Queryable<FifoChannelHandler<Query>>,
     _messages: Subscriber<()>,
@@ -56,11 +58,14 @@ impl Endpoints {
         &self.session
     }
 
-    /// Withdraws the liveliness token and closes the session.
+    /// Withdraws the liveliness token and undeclares the rest; closes the session if it is
+    /// the node's own (a host closes its shared one once every agent stopped).
     pub(super) async fn close(self) {
         drop(self.token);
-        if let Err(e) = self.session.close().await {
-            tracing::debug!(error = %e, "closing zenoh session");
+        if self.owns_session {
+            if let Err(e) = self.session.close().await {
+                tracing::debug!(error = %e, "closing zenoh session");
+            }
         }
     }
 }
@@ -80,6 +85,23 @@ pub(super) async fn open_transport(
         None => None,
     };
     let session = transport::open(&s.zenoh, Role::Node(s.id)).await?;
+    declare(session, true, s, vocab, d, auth).await
+}
+
+/// Declares one node's publishers, subscribers, queryables and liveliness token on
+/// `session` (its own when `owns`, or a host's shared one), with its signing key and roster
+/// `auth` (`--tls`).
+///
+/// # Errors
+/// zenoh refusing a declaration.
+pub(super) async fn declare(
+    session: Session,
+    owns: bool,
+    s: &NodeSettings,
+    vocab: &Vocabulary,
+    d: usize,
+    auth: Option<Auth>,
+) -> Result<(Endpoints, Peers)> {
     let max_len = inbound_max_len(vocab.m(), vocab.d_latent() * d, auth.is_some());
     let inbound = Arc::new(Inbound::new(&s.neighbors, s.queue, max_len));
     let mut publishers = BTreeMap::new();
@@ -118,6 +140,7 @@ pub(super) async fn open_transport(
         .map_err(|e| NodeError::zenoh("declaring liveliness token", e))?;
     let endpoints = Endpoints {
         session,
+        owns_session: owns,
         status,
         predict,
         _messages: messages,
