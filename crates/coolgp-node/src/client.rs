@@ -83,6 +83,25 @@ pub async fn fetch_status(
     })
 }
 
+/// Fetches an agent's own excess `E_i` alone (`status?own`: what the member check reads of
+/// its peers, without the rest of the status).
+///
+/// # Errors
+/// As [`get`], or [`NodeError::Remote`] for a reply that is not an excess document.
+pub async fn fetch_own(
+    session: &zenoh::Session,
+    fleet: &str,
+    agent: u64,
+    timeout: Duration,
+) -> Result<crate::status::ExcessJson> {
+    let key = keys::status(fleet, agent);
+    let bytes = get(session, &format!("{key}?own=true"), None, timeout).await?;
+    serde_json::from_slice(&bytes).map_err(|e| NodeError::Remote {
+        key,
+        message: format!("not an excess document: {e}"),
+    })
+}
+
 /// Asks an agent for predictions at `req`.
 ///
 /// # Errors

@@ -122,6 +122,9 @@ pub struct Brief {
     pub blocks: u64,
     /// Points acknowledged.
     pub points: u64,
+    /// Its data stream has ended.
+    #[serde(default)]
+    pub stream_ended: bool,
     /// Points the fused model represents.
     pub fleet_points: f64,
     /// The agent's round.
@@ -146,6 +149,9 @@ pub struct Brief {
     /// Where its memory rows lie (absent without a memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<CoverageJson>,
+    /// Its own evidence of the member check (status `member`; what the fitter judges).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<crate::status::MemberJson>,
 }
 
 /// The fleet at a glance: aggregates of the briefs of `coolgp status --all`.
@@ -163,6 +169,8 @@ pub struct FleetBrief {
     pub fleet_points_max: f64,
     /// Agents whose `fleet_points` equal the sum of `points`.
     pub agents_with_every_point: usize,
+    /// Agents whose data stream has ended.
+    pub streams_ended: usize,
     /// Rounds, smallest and largest.
     pub round_min: u64,
     /// Largest round.
@@ -204,6 +212,7 @@ impl FleetBrief {
                 .iter()
                 .filter(|b| (b.fleet_points - points as f64).abs() < 0.5)
                 .count(),
+            streams_ended: briefs.iter().filter(|b| b.stream_ended).count(),
             round_min: briefs.iter().map(|b| b.round).min().unwrap_or(0),
             round_max: briefs.iter().map(|b| b.round).max().unwrap_or(0),
             withheld,
@@ -275,6 +284,7 @@ mod tests {
             id,
             blocks: 1,
             points,
+            stream_ended: true,
             fleet_points,
             round,
             local_points: 0,
@@ -286,13 +296,14 @@ mod tests {
             inbound_dropped: 0,
             rmse_holdout: Some(id as f64),
             coverage: None,
+            member: None,
         };
         let f = FleetBrief::of(&[brief(3, 5, 10.0, 7, false), brief(1, 5, 8.0, 9, true)]);
         assert_eq!(f.agents, 2);
         assert_eq!(f.ids, vec![1, 3]);
         assert_eq!(f.points, 10);
         assert_eq!((f.fleet_points_min, f.fleet_points_max), (8.0, 10.0));
-        assert_eq!(f.agents_with_every_point, 1);
+        assert_eq!((f.agents_with_every_point, f.streams_ended), (1, 2));
         assert_eq!((f.round_min, f.round_max), (7, 9));
         assert_eq!(f.withheld, vec![1]);
         assert_eq!((f.messages_sent, f.bytes_sent, f.rejected), (4, 20, 2));

@@ -192,6 +192,11 @@ pub(crate) async fn members(
     out
 }
 
+/// Replies a fleet-wide get can hold before its reader takes them (zenoh's default, 256,
+/// would block zenoh's receive path while a thousand agents' replies wait for a busy reader:
+/// issue 31).
+pub const REPLY_BACKLOG: usize = 8192;
+
 /// A get on a fleet-wide `selector` (`coolgp/<fleet>/*/…`) that every matching queryable
 /// answers (no consolidation), with an optional payload and attachment, waiting `wait`.
 ///
@@ -205,6 +210,7 @@ pub(crate) async fn get_all(
 ) -> Result<zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>> {
     let mut get = session
         .get(selector)
+        .with(zenoh::handlers::FifoChannel::new(REPLY_BACKLOG))
         .attachment(attachment)
         .target(QueryTarget::All)
         .consolidation(ConsolidationMode::None)

@@ -88,8 +88,17 @@ pub use status::{PredictReply, PredictRequest, Status};
 pub use zenoh;
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
+    runtime_with(2)
+}
+
+/// Worker threads of a host's runtime (`coolgp host`): more than the cores, so that agents
+/// waiting on a congested link (a reply, a blocking put) do not hold up the others.
+pub const HOST_WORKERS: usize = 8;
+
+/// A multi-threaded runtime with `workers` worker threads.
+fn runtime_with(workers: usize) -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()
         .map_err(|e| NodeError::io("starting the async runtime", "", e))
@@ -133,7 +142,7 @@ pub fn run_host(args: host::HostArgs, load_vocab: VocabLoader<'_>) -> Result<()>
     if let Some(s) = host.agents.first() {
         init_logging(s.log_format);
     }
-    runtime()?.block_on(node::run_many(host, load_vocab))
+    runtime_with(HOST_WORKERS)?.block_on(node::run_many(host, load_vocab))
 }
 
 /// `coolgp certs`: writes a fleet's CA and certificates (or adds nodes); prints the files.

@@ -17,7 +17,6 @@ use coolgp::local::select::fit_grouped_selected;
 use coolgp::local::{FitSample, PoolOptions, ResidualKernel};
 use coolgp::Vocabulary;
 use coolgp_data::Standardizer;
-use zenoh::query::{ConsolidationMode, QueryTarget};
 
 use crate::auth::Signer;
 use crate::keys;
@@ -285,14 +284,13 @@ pub async fn fetch_samples(
     timeout: Duration,
 ) -> (BTreeMap<u64, OfferedRows>, Vec<(String, String)>) {
     let (mut got, mut dropped) = (BTreeMap::new(), Vec::new());
-    let replies = match session
-        .get(keys::predict_all(fleet))
-        .payload(req.body.clone())
-        .attachment(req.attachment.clone())
-        .target(QueryTarget::All)
-        .consolidation(ConsolidationMode::None)
-        .timeout(timeout)
-        .await
+    let replies = match crate::fleet_query::get_all(
+        session,
+        &keys::predict_all(fleet),
+        (Some(req.body.clone()), req.attachment.clone()),
+        timeout,
+    )
+    .await
     {
         Ok(r) => r,
         Err(e) => {

@@ -122,6 +122,7 @@ mod tests {
             id,
             blocks: 0,
             points: 0,
+            stream_ended: false,
             fleet_points: 0.0,
             round: 0,
             local_points: 0,
@@ -132,6 +133,7 @@ mod tests {
             rejected: 0,
             inbound_dropped: 0,
             rmse_holdout: None,
+            member: None,
             coverage: centre.map(|c| CoverageJson {
                 columns: vec!["x".into()],
                 scale: vec![1.0],

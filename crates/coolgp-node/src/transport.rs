@@ -63,6 +63,31 @@ pub fn zenoh_config(z: &ZenohArgs, role: Role) -> Result<zenoh::Config> {
     Ok(c)
 }
 
+/// How long a host's session waits for room in a link's queue before it gives up a
+/// non-droppable message (a query, a reply) and closes the link (µs; zenoh's default 5 s).
+/// Issue 31: a host of a hundred agents starting on a loaded machine filled its queues for
+/// longer than 5 s, and zenoh closed the links between hosts, which a waiting queue does not.
+pub const HOST_WAIT_BEFORE_CLOSE_US: u64 = 60_000_000;
+
+/// Opens a host's zenoh session (`coolgp host`): [`open`]'s, with a link's queue waited on
+/// for [`HOST_WAIT_BEFORE_CLOSE_US`] before the link is closed (unless `--zenoh-config` sets it).
+///
+/// # Errors
+/// As [`open`].
+pub async fn open_host(z: &ZenohArgs, role: Role) -> Result<zenoh::Session> {
+    let mut c = zenoh_config(z, role)?;
+    if z.zenoh_config.is_none() {
+        c.insert_json5(
+            "transport/link/tx/queue/congestion_control/block/wait_before_close",
+            &HOST_WAIT_BEFORE_CLOSE_US.to_string(),
+        )
+        .map_err(|e| NodeError::Config(format!("zenoh wait_before_close: {e}")))?;
+    }
+    zenoh::open(c)
+        .await
+        .map_err(|e| NodeError::zenoh("opening session", e))
+}
+
 /// Opens a zenoh session for `z`.
 ///
 /// # Errors

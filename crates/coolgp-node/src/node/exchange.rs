@@ -36,6 +36,28 @@ impl Peers {
     }
 }
 
+impl Peers {
+    /// Forgets what went to a neighbour that has (re)joined since the last round (a new
+    /// liveliness token: a restart, a link healed), so that its unchanged message goes out to
+    /// it at once rather than at the next `--resend-every` turn.
+    fn resend_to_rejoined(&mut self) {
+        let Ok(m) = self.members.lock() else {
+            return;
+        };
+        for &j in self.publishers.keys() {
+            let alive = m.contains(&j);
+            if alive && !self.alive_seen.contains(&j) {
+                self.last_published.remove(&j);
+            }
+            if alive {
+                self.alive_seen.insert(j);
+            } else {
+                self.alive_seen.remove(&j);
+            }
+        }
+    }
+}
+
 impl Node {
     /// One round: absorb blocks, checkpoint (after absorbing, or when the round lease runs
     /// out), tick the agent and publish what it sends.
@@ -51,6 +73,7 @@ impl Node {
             self.checkpoint()?;
         }
         self.agent.handle_tick();
+        self.refresh_coverage();
         self.traffic.rounds_run += 1;
         self.publish().await;
         self.progress.drain_events(&mut self.agent);
@@ -60,6 +83,7 @@ impl Node {
     /// Publishes the agent's outgoing messages (signed with `--tls`), holding back unchanged
     /// tree messages (`--resend-every`).
     async fn publish(&mut self) {
+        self.peers.resend_to_rejoined();
         while let Some(msg) = self.agent.poll_transmit() {
             let to = msg.header.receiver;
             let now = self.traffic.rounds_run;

@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 
 use super::Node;
 use crate::auth::PublicKey;
-use crate::client::fetch_status;
+use crate::client::{fetch_own, fetch_status};
 use crate::kernel_auth::{taken_from, Claim, SuspectsClaim};
 use crate::pooled_fit::SAMPLE_TIMEOUT;
 use crate::status::{MemberJson, Status};
@@ -31,8 +31,14 @@ pub const CHECK_ROUNDS: u64 = 2;
 
 /// The longest interval between readings: while nothing changes (the same peers' excesses,
 /// the same verdict, no new own data) the interval doubles up to this, so a converged, idle
-/// fleet reads rarely; any change brings it back to [`CHECK_ROUNDS`].
-pub const MAX_CHECK_ROUNDS: u64 = 16;
+/// fleet reads rarely (issue 31: 16 made the readings most of a 1,000-agent fleet's idle
+/// cost); any change brings it back to [`CHECK_ROUNDS`].
+pub const MAX_CHECK_ROUNDS: u64 = 64;
+
+/// Members per round of the shortest interval between readings: a fleet of n members reads
+/// at most every `max(CHECK_ROUNDS, n / SCALE)` rounds (1,000 members: every 15 rounds; so
+/// the fleet's readings per round stay at about `SCALE · PEERS`, not `n · PEERS / 2`).
+pub const SCALE: u64 = 64;
 
 /// Peers whose own models a node's rows are checked against.
 pub const PEERS: usize = 4;
@@ -71,6 +77,11 @@ pub(super) struct Watch {
     withheld_since: Option<u64>,
     /// The running reading.
     pending: Option<oneshot::Receiver<Reading>>,
+    /// When (Unix ms) the last reading started.
+    read_at_ms: u64,
+    /// This node's own evidence, measured when a reading is applied (a status call reads it:
+    /// measuring it per call made a converged fleet's status traffic its main cost).
+    evidence: Option<MemberJson>,
 }
 
 impl Watch {
@@ -81,9 +92,15 @@ impl Watch {
 }
 
 impl Node {
-    /// This node's own evidence under its peers' own models, in original units (status
-    /// `member`; `None` before any peer was read or without memory rows).
+    /// This node's own evidence (status `member`) as last measured ([`Node::measure_evidence`],
+    /// at each reading of its peers).
     pub(super) fn own_member_evidence(&self) -> Option<MemberJson> {
+        self.watch.evidence
+    }
+
+    /// This node's own evidence under its peers' own models, in original units (`None`
+    /// before any peer was read or without memory rows).
+    fn measure_evidence(&self) -> Option<MemberJson> {
         let opts = CheckOptions::default();
         let (x, y) = check_rows(&self.agent, &opts)?;
         let preds = self
@@ -131,6 +148,7 @@ impl Node {
                         CHECK_ROUNDS
                     };
                     self.watch.peers = peers;
+                    self.watch.evidence = self.measure_evidence();
                     if let Some(v) = verdict {
                         self.take_verdict(v);
                     }
@@ -141,7 +159,22 @@ impl Node {
         if self.traffic.rounds_run < self.watch.next_round {
             return;
         }
-        self.watch.next_round = self.traffic.rounds_run + self.watch.interval.max(CHECK_ROUNDS);
+        // A large fleet reads less often (issue 31): at least one round per SCALE members, so
+        // the fleet's readings per round stay bounded whatever its size.
+        let live = self.peers.members.lock().map_or(1, |m| m.len()) as u64;
+        let floor = CHECK_ROUNDS.max(live / SCALE);
+        self.watch.next_round = self.traffic.rounds_run + self.watch.interval.max(floor);
+        // Idle (issue 31): at the longest interval, with neither this node's fused model nor
+        // its data changed since the last reading, nobody's own excess changed (on a tree the
+        // fused model is their sum) and no reading could bring anything new.
+        let fused_at = self.progress.fused_changed_unix_ms.unwrap_or(u64::MAX);
+        if self.watch.interval >= MAX_CHECK_ROUNDS
+            && fused_at < self.watch.read_at_ms
+            && self.agent.version() == self.watch.seen_version
+        {
+            return;
+        }
+        self.watch.read_at_ms = super::unix_ms();
         self.watch.readings += 1;
         let me = self.s.id;
         let others: Vec<u64> = self
@@ -260,8 +293,8 @@ async fn read_peers(session: &zenoh::Session, fleet: &str, peers: &[u64]) -> BTr
     for &id in peers {
         let (session, fleet) = (session.clone(), fleet.to_owned());
         set.spawn(async move {
-            let st = fetch_status(&session, &fleet, id, true, SAMPLE_TIMEOUT).await;
-            (id, st.ok().and_then(|s| s.own).and_then(|o| o.to_excess()))
+            let own = fetch_own(&session, &fleet, id, SAMPLE_TIMEOUT).await;
+            (id, own.ok().and_then(|o| o.to_excess()))
         });
     }
     let mut out = BTreeMap::new();
@@ -283,22 +316,16 @@ struct Judging {
 }
 
 impl Judging {
-    /// Every member's reported evidence (its status; none if it does not answer) and its
-    /// own, judged in id order.
+    /// Every member's reported evidence (its brief status, all from one request; none if it
+    /// does not answer) and its own, judged in id order.
     async fn judge(self, session: &zenoh::Session, fleet: &str) -> Verdict {
-        let mut set = JoinSet::new();
-        for id in self.members {
-            let (session, fleet) = (session.clone(), fleet.to_owned());
-            set.spawn(async move {
-                let st = fetch_status(&session, &fleet, id, false, SAMPLE_TIMEOUT).await;
-                (id, st.ok().and_then(|s| s.member))
-            });
-        }
+        let briefs = crate::routing::briefs(session, fleet, SAMPLE_TIMEOUT)
+            .await
+            .map(|(b, _)| b)
+            .unwrap_or_default();
         let mut all: Vec<(u64, Option<MemberJson>)> = vec![(self.me, self.own)];
-        while let Some(r) = set.join_next().await {
-            if let Ok(r) = r {
-                all.push(r);
-            }
+        for id in self.members {
+            all.push((id, briefs.get(&id).and_then(|b| b.member)));
         }
         all.sort_by_key(|p| p.0);
         let evidence: Vec<Option<Evidence>> = all

@@ -115,6 +115,9 @@ struct Peers {
     last_heard: BTreeMap<u64, Instant>,
     /// Fleet members with a liveliness token (kept by the liveliness subscriber).
     members: Arc<Mutex<BTreeSet<u64>>>,
+    /// The neighbours alive at the last round (one that (re)joins is sent its message at
+    /// once).
+    alive_seen: BTreeSet<u64>,
     /// Signatures of requests for rows answered recently (`--tls`, [`crate::row_auth`]).
     rows_seen: Arc<Mutex<crate::row_auth::Seen>>,
 }
@@ -214,6 +217,9 @@ struct Node {
     pooled: Option<pooled::Pooled>,
     /// The member check (issue 29, [`members`]).
     watch: members::Watch,
+    /// The coverage advertised in the status, and the (data version, kernel fits) it was
+    /// computed at ([`Node::refresh_coverage`]).
+    advertised: Option<((u64, u64), Option<crate::coverage::CoverageJson>)>,
 }
 
 /// Runs a node until SIGTERM/SIGINT (then writes a final checkpoint).
@@ -262,7 +268,8 @@ pub async fn run_many(host: crate::host::Host, loader: VocabLoader<'_>) -> Resul
     let Some(first) = ready.first().map(|r| r.0.id) else {
         return Err(NodeError::Config("a host needs at least one agent".into()));
     };
-    let session = crate::transport::open(&host.zenoh, crate::transport::Role::Node(first)).await?;
+    let role = crate::transport::Role::Node(first);
+    let session = crate::transport::open_host(&host.zenoh, role).await?;
     tracing::info!(
         agents = ready.len(),
         "host started: one session for every agent"
@@ -316,6 +323,7 @@ impl Node {
         Node {
             pooled,
             watch: members::Watch::default(),
+            advertised: None,
             agent: resumed.agent,
             inputs,
             intake: Intake {

@@ -27,8 +27,18 @@ use crate::pooled_fit::{
 };
 use crate::status::Status;
 
-/// How often a node that is not the fitter asks the fitter's status for its kernel.
+/// How often a node that is not the fitter asks the fitter's status for its kernel, at
+/// first and whenever the fleet's points change or a new kernel is taken.
 pub const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+
+/// Followers per second the fitter is asked by at most (a fleet of n members asks every
+/// `max(1, n / FOLLOW_SCALE)` seconds at the most often).
+pub const FOLLOW_SCALE: u32 = 64;
+
+/// The longest wait between two asks while nothing changes: each ask that brings nothing new
+/// doubles the wait up to this (issue 31: a thousand followers asking one fitter every second
+/// were most of a converged fleet's idle cost).
+pub const MAX_FOLLOW_EVERY: Duration = Duration::from_secs(16);
 
 /// A finished job: the kernel's parameters and, when taken from a fitter, its id and fit
 /// count.
@@ -48,6 +58,13 @@ pub(super) struct Pooled {
     followed: (u64, u64),
     /// When this node last asked the fitter.
     last_poll: Option<Instant>,
+    /// The wait before the next ask ([`FOLLOW_EVERY`] .. [`MAX_FOLLOW_EVERY`]), and the
+    /// fleet's points when it was set.
+    follow_wait: (Duration, f64),
+    /// The running job is an ask of the fitter (not this node's own fit).
+    following: bool,
+    /// When (Unix ms) this node last asked the fitter.
+    asked_at_ms: u64,
     /// The running job's result, if one runs.
     pending: Option<oneshot::Receiver<Outcome>>,
 }
@@ -64,6 +81,9 @@ impl Pooled {
             fits: 0,
             followed: (0, 0),
             last_poll: None,
+            follow_wait: (FOLLOW_EVERY, 0.0),
+            following: false,
+            asked_at_ms: 0,
             pending: None,
         })
     }
@@ -105,6 +125,14 @@ impl Node {
             Ok(outcome) => outcome,
         };
         p.pending = None;
+        if std::mem::take(&mut p.following) {
+            // Nothing new from the fitter: ask half as often, down to MAX_FOLLOW_EVERY.
+            let wait = match outcome {
+                Some(_) => FOLLOW_EVERY,
+                None => (2 * p.follow_wait.0).min(MAX_FOLLOW_EVERY),
+            };
+            p.follow_wait.0 = wait;
+        }
         if let Some((params, from)) = outcome {
             match self.agent.set_local_kernel_params(&params) {
                 Ok(()) => {
@@ -177,15 +205,35 @@ impl Node {
         });
     }
 
-    /// A follower's step: every [`FOLLOW_EVERY`], the fitter's kernel if it made a new fit.
+    /// A follower's step: the fitter's kernel if it made a new fit, asked every
+    /// [`FOLLOW_EVERY`] while anything changes and less often, up to [`MAX_FOLLOW_EVERY`],
+    /// while nothing does.
     fn follow(&mut self, session: &zenoh::Session, fitter: u64) {
+        let points = self.agent.fleet_points();
+        // A large fleet asks less often (issue 31): at least a second per FOLLOW_SCALE
+        // members, so the fitter answers about FOLLOW_SCALE asks a second whatever the size.
+        let live = self.peers.members.lock().map_or(1, |m| m.len()) as u32;
+        let floor = FOLLOW_EVERY * (live / FOLLOW_SCALE).max(1);
         let Some(p) = self.pooled.as_mut() else {
             return;
         };
-        if p.last_poll.is_some_and(|t| t.elapsed() < FOLLOW_EVERY) {
+        if points != p.follow_wait.1 {
+            p.follow_wait = (FOLLOW_EVERY, points);
+        }
+        if p.last_poll
+            .is_some_and(|t| t.elapsed() < p.follow_wait.0.max(floor))
+        {
             return;
         }
+        // Idle (issue 31): at the longest wait, with the fused model unchanged since the last
+        // ask, the fitter (which fits only after its fused model changes) has nothing new.
+        let fused_at = self.progress.fused_changed_unix_ms.unwrap_or(u64::MAX);
+        if p.follow_wait.0 >= MAX_FOLLOW_EVERY && fused_at < p.asked_at_ms {
+            return;
+        }
+        p.asked_at_ms = super::unix_ms();
         p.last_poll = Some(Instant::now());
+        p.following = true;
         let held = match p.followed {
             (id, n) if id == fitter => n,
             _ => 0,

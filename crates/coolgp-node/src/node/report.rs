@@ -146,11 +146,28 @@ impl Node {
         }
     }
 
-    /// Where the memory rows lie, in original units ([`crate::coverage`]).
+    /// Where the memory rows lie, in original units ([`crate::coverage`]), as last computed
+    /// ([`Node::refresh_coverage`]).
     fn coverage(&self) -> Option<CoverageJson> {
-        let c = self.agent.coverage()?;
+        self.advertised.as_ref().and_then(|(_, c)| c.clone())
+    }
+
+    /// Recomputes the advertised coverage when the memory or its kernel changed since the
+    /// last time (a status call only reads it).
+    pub(super) fn refresh_coverage(&mut self) {
+        let key = (
+            self.agent.version(),
+            self.pooled.as_ref().map_or(0, |p| p.fits),
+        );
+        if self.advertised.as_ref().is_some_and(|(k, _)| *k == key) {
+            return;
+        }
         let scaler = self.inputs.scaler.as_ref();
-        Some(CoverageJson::of(&c, &self.inputs.layout.inputs, scaler))
+        let c = self
+            .agent
+            .coverage()
+            .map(|c| CoverageJson::of(&c, &self.inputs.layout.inputs, scaler));
+        self.advertised = Some((key, c));
     }
 
     /// The brief status (`?brief`, [`Brief`]).
@@ -161,6 +178,7 @@ impl Node {
             id: self.s.id,
             blocks: self.durability.acked_blocks,
             points: self.durability.acked_points,
+            stream_ended: self.intake.cursor.ended,
             fleet_points: self.agent.fleet_points(),
             round: self.agent.round(),
             local_points: self.agent.local_points(),
@@ -172,14 +190,18 @@ impl Node {
             inbound_dropped: dropped,
             rmse_holdout: self.rmse_holdout(),
             coverage: self.coverage(),
+            member: self.own_member_evidence(),
         }
     }
 
     /// Answers a status query (`?fused` adds the excesses; `?brief` gives the brief status
-    /// instead, [`Brief`]).
+    /// instead, [`Brief`]; `?own` the own excess alone, [`ExcessJson`]).
     pub(super) async fn answer_status(&mut self, q: Query) {
         let bytes = if q.parameters().get("brief").is_some() {
             serde_json::to_vec(&self.brief())
+        } else if q.parameters().get("own").is_some() {
+            let n = self.agent.n_own() as f64;
+            serde_json::to_vec(&ExcessJson::new(self.agent.own_excess(), n))
         } else {
             let with_fused = q.parameters().get("fused").is_some();
             serde_json::to_vec(&self.status(with_fused))

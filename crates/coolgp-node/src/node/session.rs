@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use coolgp::protocol::codec;
 use coolgp::Vocabulary;
-use zenoh::handlers::FifoChannelHandler;
+use zenoh::handlers::{RingChannel, RingChannelHandler};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::Subscriber;
 use zenoh::qos::CongestionControl;
@@ -22,6 +22,9 @@ use crate::error::{NodeError, Result};
 use crate::inbound::{Inbound, Rejects};
 use crate::keys;
 use crate::transport::{self, Role};
+
+/// Queries a node's status or predict queryable holds before the oldest is dropped.
+const QUERY_BACKLOG: usize = 256;
 
 /// Most projection groups a message may carry into a node (its size cap, [`inbound_max_len`]).
 const NODE_MAX_GROUPS: usize = 64;
@@ -45,8 +48,8 @@ pub(super) struct Endpoints {
     session: Session,
     /// The session is this node's alone (`coolgp node`), not a host's shared one.
     owns_session: bool,
-    pub(super) status: Queryable<FifoChannelHandler<Query>>,
-    pub(super) predict: Queryable<FifoChannelHandler<Query>>,
+    pub(super) status: Queryable<RingChannelHandler<Query>>,
+    pub(super) predict: Queryable<RingChannelHandler<Query>>,
     _messages: Subscriber<()>,
     _alive: Subscriber<()>,
     token: LivelinessToken,
@@ -104,11 +107,20 @@ pub(super) async fn declare(
 ) -> Result<(Endpoints, Peers)> {
     let max_len = inbound_max_len(vocab.m(), vocab.d_latent() * d, auth.is_some());
     let inbound = Arc::new(Inbound::new(&s.neighbors, s.queue, max_len));
+    // A node of its own waits for a congested link (backpressure on its own loop); a hosted
+    // agent drops the message instead (issue 31: one blocked put stalled a host's runtime, and
+    // with it a hundred agents; a tree message goes out again at its next turn and push-sum's
+    // running totals absorb a lost one).
+    let congestion = if owns {
+        CongestionControl::Block
+    } else {
+        CongestionControl::Drop
+    };
     let mut publishers = BTreeMap::new();
     for &j in &s.neighbors {
         let p = session
             .declare_publisher(keys::message(&s.fleet, s.id, j))
-            .congestion_control(CongestionControl::Block)
+            .congestion_control(congestion)
             .await
             .map_err(|e| NodeError::zenoh("declaring publisher", e))?;
         publishers.insert(j, p);
@@ -123,12 +135,17 @@ pub(super) async fn declare(
         })
         .await
         .map_err(|e| NodeError::zenoh("declaring subscriber", e))?;
+    // Ring channels: when the loop falls behind, the oldest queries are dropped (their
+    // queriers time out and retry) rather than blocking zenoh's receive path, which a full
+    // FIFO does (issue 31: with a hundred agents in a host that stalled every link).
     let status = session
         .declare_queryable(keys::status(&s.fleet, s.id))
+        .with(RingChannel::new(QUERY_BACKLOG))
         .await
         .map_err(|e| NodeError::zenoh("declaring status queryable", e))?;
     let predict = session
         .declare_queryable(keys::predict(&s.fleet, s.id))
+        .with(RingChannel::new(QUERY_BACKLOG))
         .await
         .map_err(|e| NodeError::zenoh("declaring predict queryable", e))?;
     let members = Arc::new(Mutex::new(BTreeSet::new()));
@@ -156,6 +173,7 @@ pub(super) async fn declare(
         seen: BTreeMap::new(),
         last_heard: BTreeMap::new(),
         members,
+        alive_seen: BTreeSet::new(),
         rows_seen: Arc::default(),
     };
     Ok((endpoints, peers))

@@ -37,11 +37,11 @@ pub(super) struct Watch {
     measured: usize,
 }
 
-/// Longest interval, in fusions, between two measurements of a clearly trusted or an
+/// Longest interval, in fusions, between two measurements of a clearly trusted or a stuck
 /// unverifiable member (issue 31): a member is measured at every fusion until it is clearly
 /// trusted (score under `readmit` times the median and `z2` under half the interval bar) or
-/// unverifiable (no peer knows its rows: they learn slowly), then after 2, 4, then every 8
-/// fusions while it stays so; any other verdict (a suspect, a trusted member near the bar)
+/// unverifiable with no more informed rows than at its last measurement (its peers are not
+/// learning its place), then after 2, 4, then every 8 fusions while it stays so; any other verdict (a suspect, a trusted member near the bar)
 /// measures it at the next fusion again. The nodes back off likewise (docs/MEMBERS.md §5).
 pub const MAX_INTERVAL: usize = 8;
 
@@ -172,8 +172,13 @@ impl Fleet<'_> {
         self.watch.measured += due.iter().filter(|&&d| d).count();
         let (standing, median) = judge(&evidence, &was, &self.watch.opts);
         let opts = self.watch.opts;
+        let informed = |e: &Option<Evidence>| e.map_or(0, |e| e.informed);
         for i in (0..evidence.len()).filter(|&i| due[i]) {
-            let clear = standing[i] == Standing::Unverifiable
+            // Unverifiable and no better known than at its last measurement: its peers are
+            // not learning its place (while they are, it is measured at every fusion).
+            let stuck = standing[i] == Standing::Unverifiable
+                && informed(&evidence[i]) <= informed(&self.watch.evidence[i]);
+            let clear = stuck
                 || standing[i] == Standing::Trusted
                     && evidence[i].is_some_and(|e| {
                         e.score < opts.readmit * median && e.z2 < 0.5 * opts.interval
