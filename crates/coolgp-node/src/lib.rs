@@ -245,6 +245,57 @@ type Calibrate<'a> = (Option<usize>, Option<fleet_query::Member<'a>>);
 /// The fleet rule of `coolgp query --all` without `--fleet-rule`.
 pub const DEFAULT_FLEET_RULE: FleetRule = FleetRule::Rbcm;
 
+/// [`NodeError::NoReply`] for `key` after `timeout`.
+fn no_reply(key: String, timeout: Duration) -> NodeError {
+    NodeError::NoReply {
+        key,
+        timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+    }
+}
+
+/// The rule and calibration of `query --all --calibrate K` ([`fleet_query::calibrate`]): the
+/// named `rule`, or the one with the smallest held-out error; the calibration measured for it
+/// (a unit one below [`MIN_CALIBRATION_ROWS`] rows), reported on stderr.
+///
+/// # Errors
+/// As [`fleet_query::calibrate`].
+async fn calibrated_rule(
+    session: &zenoh::Session,
+    fleet: &str,
+    from: (Option<String>, Option<fleet_query::Member<'_>>),
+    ks: ((usize, &[u64]), &fleet_query::Router<'_>),
+    rule: Option<FleetRule>,
+    timeout: Duration,
+) -> Result<(FleetRule, RuleCalibration)> {
+    let rules: Vec<FleetRule> = rule.map_or(FleetRule::ALL.to_vec(), |r| vec![r]);
+    let c = fleet_query::calibrate(session, fleet, from, ks, &rules, timeout).await?;
+    let rule = rule
+        .or_else(|| best_rule(&c.rules))
+        .unwrap_or(DEFAULT_FLEET_RULE);
+    let cal = c
+        .rules
+        .iter()
+        .find(|r| r.rule == rule)
+        .copied()
+        .unwrap_or(RuleCalibration::unit(rule));
+    if c.rows >= MIN_CALIBRATION_ROWS {
+        eprintln!(
+            "calibration: rule {} (weight {:.6} on the residual correction), variance x{:.6} from {} leave-one-out memory rows of agent(s) {:?} (their raw rows, sent to this querier)",
+            rule.name(),
+            cal.weight,
+            cal.scale,
+            c.rows,
+            c.owners
+        );
+    } else {
+        eprintln!(
+            "warning: calibration: {} rows are too few for a scale ({MIN_CALIBRATION_ROWS} needed); answers uncalibrated",
+            c.rows,
+        );
+    }
+    Ok((rule, cal))
+}
+
 /// `coolgp query --all`: every agent's answers, combined by `rule`, as one reply, with
 /// `calibrate = (Some(k), signer)` every variance times the rule's scale measured on up to k
 /// memory rows per agent ([`fleet_query::calibrate`], the request for rows signed by `signer`
@@ -279,43 +330,12 @@ async fn fleet_reply(
     };
     let (rule, cal) = match calibrate.0 {
         Some(k) => {
-            let (view, signer) = (req.view.clone(), calibrate.1);
-            let rules: Vec<FleetRule> = rule.map_or(FleetRule::ALL.to_vec(), |r| vec![r]);
-            let ks = (k, suspects.as_slice());
-            let c = fleet_query::calibrate(
-                session,
-                fleet,
-                (view, signer),
-                (ks, &routed),
-                &rules,
-                timeout,
-            )
-            .await?;
-            let rule = rule
-                .or_else(|| best_rule(&c.rules))
-                .unwrap_or(DEFAULT_FLEET_RULE);
-            let cal = c
-                .rules
-                .iter()
-                .find(|r| r.rule == rule)
-                .copied()
-                .unwrap_or(RuleCalibration::unit(rule));
-            if c.rows >= MIN_CALIBRATION_ROWS {
-                eprintln!(
-                    "calibration: rule {} (weight {:.6} on the residual correction), variance x{:.6} from {} leave-one-out memory rows of agent(s) {:?} (their raw rows, sent to this querier)",
-                    rule.name(),
-                    cal.weight,
-                    cal.scale,
-                    c.rows,
-                    c.owners
-                );
-            } else {
-                eprintln!(
-                    "warning: calibration: {} rows are too few for a scale ({MIN_CALIBRATION_ROWS} needed); answers uncalibrated",
-                    c.rows,
-                );
-            }
-            (rule, cal)
+            let ks = (
+                (k, suspects.as_slice()),
+                &routed as &fleet_query::Router<'_>,
+            );
+            let from = (req.view.clone(), calibrate.1);
+            calibrated_rule(session, fleet, from, ks, rule, timeout).await?
         }
         None => {
             let rule = rule.unwrap_or(DEFAULT_FLEET_RULE);
@@ -344,10 +364,7 @@ async fn fleet_reply(
         );
     }
     if got.answers.is_empty() {
-        return Err(NodeError::NoReply {
-            key: keys::predict_all(fleet),
-            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        });
+        return Err(no_reply(keys::predict_all(fleet), timeout));
     }
     for (peer, why) in &got.dropped {
         eprintln!("warning: dropped the reply of {peer}: {why}");
@@ -366,10 +383,7 @@ async fn fleet_reply(
     );
     let combined: Vec<_> = got
         .combined(rule, req.x.len())
-        .ok_or_else(|| NodeError::NoReply {
-            key: keys::predict_all(fleet),
-            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        })?
+        .ok_or_else(|| no_reply(keys::predict_all(fleet), timeout))?
         .iter()
         .map(|a| cal.apply(a))
         .collect();
@@ -385,10 +399,7 @@ async fn fleet_status(session: &zenoh::Session, fleet: &str, timeout: Duration) 
         eprintln!("warning: dropped {d}");
     }
     if briefs.is_empty() {
-        return Err(NodeError::NoReply {
-            key: keys::status_all(fleet),
-            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        });
+        return Err(no_reply(keys::status_all(fleet), timeout));
     }
     let agents: Vec<coverage::Brief> = briefs.into_values().collect();
     let doc = serde_json::json!({

@@ -91,21 +91,25 @@ pub fn routes(
         .map(|id| briefs[id].coverage.as_ref().and_then(|c| c.over(columns)))
         .collect();
     let mut out: Routes = ids.iter().map(|&id| (id, Vec::new())).collect();
+    let every: Vec<Option<&Coverage>> = covs.iter().map(Option::as_ref).collect();
     for (r, row) in x.iter().enumerate() {
-        let owner = owners.and_then(|o| o.get(r).copied());
-        let pool: Vec<usize> = (0..ids.len()).filter(|&i| Some(ids[i]) != owner).collect();
-        let refs: Vec<Option<&Coverage>> = pool.iter().map(|&i| covs[i].as_ref()).collect();
-        let want = if owner.is_some() {
-            k.saturating_sub(1)
-        } else {
-            k
+        let Some(owner) = owners.and_then(|o| o.get(r).copied()) else {
+            for p in route(&every, row, k) {
+                if let Some(v) = out.get_mut(&ids[p]) {
+                    v.push(r);
+                }
+            }
+            continue;
         };
-        for p in route(&refs, row, want) {
+        // A calibration row: its owner and the k − 1 others nearest.
+        let pool: Vec<usize> = (0..ids.len()).filter(|&i| ids[i] != owner).collect();
+        let refs: Vec<Option<&Coverage>> = pool.iter().map(|&i| every[i]).collect();
+        for p in route(&refs, row, k.saturating_sub(1)) {
             if let Some(v) = out.get_mut(&ids[pool[p]]) {
                 v.push(r);
             }
         }
-        if let Some(v) = owner.and_then(|o| out.get_mut(&o)) {
+        if let Some(v) = out.get_mut(&owner) {
             v.push(r);
         }
     }

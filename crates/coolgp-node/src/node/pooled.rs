@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use coolgp::local::groups::GROUP_OPTIONS;
 use coolgp::local::pool::{cold_due, COLD_GROWTH};
@@ -56,15 +56,14 @@ pub(super) struct Pooled {
     /// fitter's kernel (the lowest live id changed: a node joined or left) is taken at its
     /// first fit, whatever the count.
     followed: (u64, u64),
-    /// When this node last asked the fitter.
-    last_poll: Option<Instant>,
     /// The wait before the next ask ([`FOLLOW_EVERY`] .. [`MAX_FOLLOW_EVERY`]), and the
     /// fleet's points when it was set.
     follow_wait: (Duration, f64),
     /// The running job is an ask of the fitter (not this node's own fit).
     following: bool,
-    /// When (Unix ms) this node last asked the fitter.
-    asked_at_ms: u64,
+    /// When (Unix ms) this node last asked the fitter (`None`: never); compared with the
+    /// fused model's last change.
+    asked_at_ms: Option<u64>,
     /// The running job's result, if one runs.
     pending: Option<oneshot::Receiver<Outcome>>,
 }
@@ -80,10 +79,9 @@ impl Pooled {
             last_points: 0.0,
             fits: 0,
             followed: (0, 0),
-            last_poll: None,
             follow_wait: (FOLLOW_EVERY, 0.0),
             following: false,
-            asked_at_ms: 0,
+            asked_at_ms: None,
             pending: None,
         })
     }
@@ -220,19 +218,18 @@ impl Node {
         if points != p.follow_wait.1 {
             p.follow_wait = (FOLLOW_EVERY, points);
         }
-        if p.last_poll
-            .is_some_and(|t| t.elapsed() < p.follow_wait.0.max(floor))
-        {
+        let now = super::unix_ms();
+        let wait = u64::try_from(p.follow_wait.0.max(floor).as_millis()).unwrap_or(u64::MAX);
+        if p.asked_at_ms.is_some_and(|t| now.saturating_sub(t) < wait) {
             return;
         }
         // Idle (issue 31): at the longest wait, with the fused model unchanged since the last
         // ask, the fitter (which fits only after its fused model changes) has nothing new.
         let fused_at = self.progress.fused_changed_unix_ms.unwrap_or(u64::MAX);
-        if p.follow_wait.0 >= MAX_FOLLOW_EVERY && fused_at < p.asked_at_ms {
+        if p.follow_wait.0 >= MAX_FOLLOW_EVERY && p.asked_at_ms.is_some_and(|t| fused_at < t) {
             return;
         }
-        p.asked_at_ms = super::unix_ms();
-        p.last_poll = Some(Instant::now());
+        p.asked_at_ms = Some(now);
         p.following = true;
         let held = match p.followed {
             (id, n) if id == fitter => n,

@@ -126,27 +126,28 @@ pub(super) fn routes(
         .par_iter()
         .map(|&i| agents[i].coverage())
         .collect();
+    // Every candidate's coverage, once: a query row ranks them all.
+    let every: Vec<Option<&Coverage>> = coverages.iter().map(Option::as_ref).collect();
     (0..x.nrows())
         .into_par_iter()
         .map(|r| {
             let row: Vec<f64> = (0..x.ncols()).map(|j| x[(r, j)]).collect();
             let owner = owners.and_then(|o| o.get(r).copied());
-            let (pool, want): (Vec<usize>, usize) = match owner {
-                Some(o) => (
-                    (0..candidates.len())
-                        .filter(|&c| candidates[c] != o)
-                        .collect(),
-                    k.saturating_sub(1),
-                ),
-                None => ((0..candidates.len()).collect(), k),
+            let Some(o) = owner else {
+                let who = route(&every, &row, k);
+                return who.into_iter().map(|p| candidates[p]).collect();
             };
-            let covs: Vec<Option<&Coverage>> =
-                pool.iter().map(|&c| coverages[c].as_ref()).collect();
+            // A calibration row: the owner and the k − 1 others nearest.
+            let pool: Vec<usize> = (0..candidates.len())
+                .filter(|&c| candidates[c] != o)
+                .collect();
+            let want = k.saturating_sub(1);
+            let covs: Vec<Option<&Coverage>> = pool.iter().map(|&c| every[c]).collect();
             let mut who: Vec<usize> = route(&covs, &row, want)
                 .into_iter()
                 .map(|p| candidates[pool[p]])
                 .collect();
-            if let Some(o) = owner.filter(|&o| !out(o)) {
+            if !out(o) {
                 let at = who.partition_point(|&a| a < o);
                 who.insert(at, o);
             }
