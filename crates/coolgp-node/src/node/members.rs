@@ -166,9 +166,12 @@ impl Node {
         self.watch.next_round = self.traffic.rounds_run + self.watch.interval.max(floor);
         // Idle (issue 31): at the longest interval, with neither this node's fused model nor
         // its data changed since the last reading, nobody's own excess changed (on a tree the
-        // fused model is their sum) and no reading could bring anything new.
+        // fused model is their sum) and no reading could bring anything new. Not while a
+        // suspect is held: its data leave the fused models, so its repaired rows show only in
+        // its evidence, which a reading must bring for it to be readmitted.
         let fused_at = self.progress.fused_changed_unix_ms.unwrap_or(u64::MAX);
-        if self.watch.interval >= MAX_CHECK_ROUNDS
+        if self.watch.suspects.is_empty()
+            && self.watch.interval >= MAX_CHECK_ROUNDS
             && fused_at < self.watch.read_at_ms
             && self.agent.version() == self.watch.seen_version
         {
