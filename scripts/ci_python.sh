@@ -9,18 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-PYTHON=${PYTHON:-python3}
 VENV=${COOLGP_VENV:-$ROOT/target/ci-venv}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 start=$(date +%s)
 
-if ! command -v "$PYTHON" >/dev/null || ! "$PYTHON" -c "import venv, ensurepip" 2>/dev/null; then
-  echo "installing python3 and python3-venv (apt)" >&2
-  apt-get update -qq && apt-get install -y -qq python3 python3-venv python3-pip >/dev/null
-  PYTHON=python3
-fi
-"$PYTHON" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+source scripts/ci_venv.sh
 "${PIP[@]}" install --quiet "numpy>=1.21" "pytest>=7" "eclipse-zenoh>=1.10,<1.11"
 "${PIP[@]}" install ./crates/coolgp-py
 

@@ -8,6 +8,7 @@ mod export;
 mod node_cmd;
 mod output;
 mod plot;
+mod ros2_cmd;
 mod vocab_file;
 
 #[cfg(not(feature = "node"))]
@@ -76,6 +77,11 @@ enum Command {
     Export(export::ExportArgs),
     /// Choose inducing inputs Z for (m, d') and save them as a vocabulary file.
     Vocab(vocab_file::VocabArgs),
+    /// ROS 2: the supported message types and their hashes, the topics of a rosbag2
+    /// recording. A recording is data for `simulate --data BAG.mcap --ros2-input … --ros2-target
+    /// …` (docs/ROS2.md).
+    #[command(subcommand)]
+    Ros2(ros2_cmd::Ros2Command),
     /// Run one agent as its own networked process (zenoh peer): learn online from a data
     /// stream, fuse with neighbours, answer `query` and `status`; crash-safe with --state.
     ///
@@ -145,6 +151,7 @@ fn main() -> ExitCode {
         } => demo::run(out, seed),
         Command::Simulate { args, out, quiet } => simulate(*args, out, quiet),
         Command::Vocab(v) => vocab_file::run(&v),
+        Command::Ros2(c) => ros2_cmd::run(&c),
         Command::Export(e) => export::run(&e),
         #[cfg(feature = "node")]
         Command::Node { args } => node_cmd::node(*args),

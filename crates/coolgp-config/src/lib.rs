@@ -39,10 +39,12 @@
 mod agent;
 mod keys;
 pub mod memory;
+mod ros2;
 
 pub use agent::{AgentArgs, Tunes, Validated, DEFAULT_LOCAL_MEMORY, DEFAULT_LOCAL_POLICY};
 pub use keys::check_keys;
 pub use memory::{check_memory, machine_memory, Sizes};
+pub use ros2::Ros2Args;
 
 /// Who validates the options: the drivers accept different projection modes and spell the
 /// options differently in their messages (`--projection` or `projection=`).

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use coolgp::Vocabulary;
-use coolgp_config::{check_keys, AgentArgs, ConfigError, Driver, Sizes};
+use coolgp_config::{check_keys, AgentArgs, ConfigError, Driver, Ros2Args, Sizes};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{FuseGroups, FusionChoice, SimConfig, TopologyKind};
@@ -24,7 +24,9 @@ pub struct SimArgs {
     /// stations), air (German PM10 stations). Ignored with --data.
     #[cfg_attr(feature = "clap", arg(long))]
     pub dataset: Option<String>,
-    /// A CSV file (header required; .csv.gz works) to stream instead of a built-in dataset.
+    /// A CSV file (header required; .csv.gz works) to stream instead of a built-in dataset,
+    /// or a rosbag2 recording (an .mcap file or a bag directory) with --ros2-input and
+    /// --ros2-target.
     #[cfg_attr(feature = "clap", arg(long))]
     pub data: Option<PathBuf>,
     /// Target column of --data (a built-in dataset predicts its own).
@@ -110,6 +112,11 @@ pub struct SimArgs {
     #[cfg_attr(feature = "clap", command(flatten))]
     #[serde(flatten)]
     pub agent: AgentArgs,
+    /// ROS 2 recordings as data: --data BAG.mcap (or a rosbag2 directory) with the topics
+    /// and fields to pair into rows.
+    #[cfg_attr(feature = "clap", command(flatten))]
+    #[serde(flatten)]
+    pub ros2: Ros2Args,
     /// Fleet projection only: batches between two fusions of the sites (tiny next to q(u))
     /// (default: every 1% of the stream or every round of blocks — one per agent — whichever
     /// is sooner; at least 1). Under push-sum the sites ride with q(u), so q(u) then fuses
@@ -241,7 +248,12 @@ impl SimArgs {
     /// Every key a configuration file or Python's `simulate` may give: [`SimArgs::KEYS`]
     /// and [`AgentArgs::KEYS`].
     pub fn known_keys() -> Vec<&'static str> {
-        Self::KEYS.iter().chain(&AgentArgs::KEYS).copied().collect()
+        Self::KEYS
+            .iter()
+            .chain(&AgentArgs::KEYS)
+            .chain(&Ros2Args::KEYS)
+            .copied()
+            .collect()
     }
 
     /// Refuses keys that are not options of a run (a typo would otherwise be ignored).
@@ -308,6 +320,7 @@ impl SimArgs {
             synthetic_dim
         );
         self.agent = self.agent.merged(file.agent);
+        self.ros2 = self.ros2.merged(file.ros2);
         self.skip_bad_rows |= file.skip_bad_rows;
         self.no_central |= file.no_central;
         self.no_baselines |= file.no_baselines;

@@ -57,6 +57,48 @@ pub(crate) fn check_counts(args: &SimArgs) -> Result<(), SimError> {
     Ok(())
 }
 
+/// The rows of a rosbag2 recording, paired as `--ros2-input` and `--ros2-target` say
+/// (docs/ROS2.md); the CSV options that name columns are refused, naming the ROS 2 ones.
+fn load_bag(args: &SimArgs, path: &std::path::Path) -> Result<Dataset, SimError> {
+    if args.target.is_some() || args.inputs.is_some() || args.agent_by.is_some() {
+        return Err(SimError::Config(format!(
+            "{} is a ROS 2 recording: name its fields with --ros2-input TOPIC:TYPE:FIELDS and \
+             --ros2-target TOPIC:TYPE:FIELD (not --target, --inputs or --agent-by)",
+            path.display()
+        )));
+    }
+    let r = &args.ros2;
+    let (Some(inputs), Some(target)) = (&r.ros2_input, &r.ros2_target) else {
+        return Err(SimError::Config(format!(
+            "{} is a ROS 2 recording: say what to learn with --ros2-input \
+             TOPIC:TYPE:FIELDS (e.g. /fix:sensor_msgs/msg/NavSatFix:latitude,longitude) and \
+             --ros2-target TOPIC:TYPE:FIELD (e.g. /temp:sensor_msgs/msg/Temperature:temperature)",
+            path.display()
+        )));
+    };
+    let tol = r.ros2_tolerance.unwrap_or(coolgp_ros2::DEFAULT_TOLERANCE);
+    let spec = coolgp_ros2::RowSpec::parse(inputs, target, tol)
+        .map_err(|e| SimError::Config(e.to_string()))?;
+    let (ds, counts) =
+        coolgp_ros2::load_bag(path, &spec).map_err(|e| SimError::Config(e.to_string()))?;
+    let dropped = counts.bad_cdr + counts.non_finite + counts.stamp_backwards;
+    if dropped + counts.unpaired_targets > 0 {
+        eprintln!(
+            "note: {}: {} rows from {} messages; {} targets unpaired, {} messages dropped \
+             ({} undecodable, {} non-finite, {} stamps backwards)",
+            path.display(),
+            counts.rows,
+            counts.messages,
+            counts.unpaired_targets,
+            dropped,
+            counts.bad_cdr,
+            counts.non_finite,
+            counts.stamp_backwards
+        );
+    }
+    Ok(ds)
+}
+
 pub(crate) fn load_tables(
     args: &SimArgs,
     seed: u64,
@@ -68,7 +110,22 @@ pub(crate) fn load_tables(
         )));
     }
     let (full, name) = match &args.data {
+        Some(path) if coolgp_ros2::is_bag(path) => {
+            let train = load_bag(args, path)?;
+            if let Some(test) = &args.test {
+                let t = load_bag(args, test)?;
+                return Ok((train, t, path.display().to_string()));
+            }
+            (train, path.display().to_string())
+        }
         Some(path) => {
+            if args.ros2.any() {
+                return Err(SimError::Config(format!(
+                    "--ros2-input/--ros2-target read a rosbag2 recording (.mcap or a bag \
+                     directory); {} is not one",
+                    path.display()
+                )));
+            }
             let target = args.target.clone().ok_or_else(|| {
                 SimError::Config("--data needs --target COLUMN (the column to predict)".into())
             })?;

@@ -1,0 +1,446 @@
+//! Rows out of messages: each target message paired with the nearest message of every input
+//! topic by stamp, within the tolerance.
+//!
+//! The rule follows message_filters' approximate-time policy where it matters for mapping:
+//! each output row holds one message per topic, no input message is used twice, pairs whose
+//! stamps differ by more than the tolerance are never made, and rows come out in the target's
+//! stamp order. Unlike it, the target topic drives: every target message is paired with the
+//! nearest unused input message (ties go to the earlier), so a 10 Hz fix and a 1 Hz sensor
+//! give one row a second. A target is decided once every input topic has shown a stamp past
+//! it by the tolerance (or the stream ends), so live and recorded streams pair alike.
+//!
+//! Bad messages are counted in [`Counts`] and dropped: undecodable CDR, non-finite fields, a
+//! stamp older than the topic's previous one; messages that find no partner are counted as
+//! unpaired. Queues are bounded ([`MAX_QUEUE`]), so a topic that never publishes costs
+//! nothing but its count.
+
+use std::collections::VecDeque;
+
+use crate::error::Ros2Error;
+use crate::extract::Extractor;
+use crate::spec::RowSpec;
+
+/// Most messages held per queue while waiting for a partner; older ones are dropped as
+/// unpaired.
+pub const MAX_QUEUE: usize = 4096;
+
+/// One assembled row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// The target message's stamp, seconds.
+    pub stamp: f64,
+    /// Inputs in column order.
+    pub x: Vec<f64>,
+    /// Target.
+    pub y: f64,
+}
+
+/// What happened to the messages, for status and diagnostics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Messages offered on a named topic.
+    pub messages: u64,
+    /// Rows assembled.
+    pub rows: u64,
+    /// Messages whose CDR could not be read (truncated, garbage).
+    pub bad_cdr: u64,
+    /// Messages with a NaN or infinite field.
+    pub non_finite: u64,
+    /// Messages whose stamp is older than the previous one on their topic.
+    pub stamp_backwards: u64,
+    /// Input messages that found no target within the tolerance.
+    pub unpaired_inputs: u64,
+    /// Target messages that found no input within the tolerance.
+    pub unpaired_targets: u64,
+    /// Messages on a named topic with another type than the one named.
+    pub wrong_type: u64,
+    /// Messages on topics not named.
+    pub other_topics: u64,
+    /// Messages per named topic, in [`RowSpec::topics`] order.
+    pub per_topic: Vec<(String, u64)>,
+}
+
+/// A paired input: its extractor, its columns and its queue.
+#[derive(Debug)]
+struct Paired {
+    topic: usize,
+    ex: Extractor,
+    first_col: usize,
+    queue: VecDeque<(f64, Vec<f64>)>,
+    latest: f64,
+}
+
+/// An input read from the target's own message.
+#[derive(Debug)]
+struct Inline {
+    ex: Extractor,
+    first_col: usize,
+}
+
+/// The assembler (sans-IO: messages in, rows out).
+#[derive(Debug)]
+pub struct RowAssembler {
+    topics: Vec<String>,
+    last_stamp: Vec<f64>,
+    target_topic: usize,
+    target: Extractor,
+    inline: Vec<Inline>,
+    paired: Vec<Paired>,
+    width: usize,
+    tolerance: f64,
+    pending: VecDeque<Row>,
+    ready: VecDeque<Row>,
+    counts: Counts,
+    scratch: Vec<f64>,
+}
+
+impl RowAssembler {
+    /// An assembler for `spec`.
+    ///
+    /// # Errors
+    /// As [`crate::spec::TopicSpec::extractor`].
+    pub fn new(spec: &RowSpec) -> Result<Self, Ros2Error> {
+        let topics: Vec<String> = spec
+            .topics()
+            .iter()
+            .map(|(t, _)| (*t).to_string())
+            .collect();
+        let index = |bare: &str| topics.iter().position(|t| t == bare).unwrap_or(0);
+        let target_topic = index(spec.target.bare_topic());
+        let (mut inline, mut paired, mut col) = (Vec::new(), Vec::new(), 0);
+        for input in &spec.inputs {
+            let ex = input.extractor()?;
+            let width = ex.width();
+            let topic = index(input.bare_topic());
+            if topic == target_topic {
+                inline.push(Inline { ex, first_col: col });
+            } else {
+                paired.push(Paired {
+                    topic,
+                    ex,
+                    first_col: col,
+                    queue: VecDeque::new(),
+                    latest: f64::NEG_INFINITY,
+                });
+            }
+            col += width;
+        }
+        let counts = Counts {
+            per_topic: topics.iter().map(|t| (t.clone(), 0)).collect(),
+            ..Counts::default()
+        };
+        Ok(Self {
+            last_stamp: vec![f64::NEG_INFINITY; topics.len()],
+            topics,
+            target_topic,
+            target: spec.target.extractor()?,
+            inline,
+            paired,
+            width: col,
+            tolerance: spec.tolerance,
+            pending: VecDeque::new(),
+            ready: VecDeque::new(),
+            counts,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The index of `topic` (leading and trailing `/` ignored) among the named topics.
+    pub fn topic_index(&self, topic: &str) -> Option<usize> {
+        let bare = topic.trim_matches('/');
+        self.topics.iter().position(|t| t == bare)
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// Counts a message seen on a named topic with another type (the transport knows types).
+    pub fn count_wrong_type(&mut self) {
+        self.counts.wrong_type += 1;
+    }
+
+    /// Offers one message of `topic`; `fallback` is its time in seconds for types without a
+    /// header (when it was recorded or sent).
+    pub fn push(&mut self, topic: &str, payload: &[u8], fallback: f64) {
+        let Some(t) = self.topic_index(topic) else {
+            self.counts.other_topics += 1;
+            return;
+        };
+        self.counts.messages += 1;
+        self.counts.per_topic[t].1 += 1;
+        if t == self.target_topic {
+            self.push_target(payload, fallback);
+        }
+        for p in 0..self.paired.len() {
+            if self.paired[p].topic == t {
+                self.push_input(p, payload, fallback);
+            }
+        }
+        self.emit(false);
+    }
+
+    /// Decodes with `ex` into the scratch buffer; `None` (counted) if bad, non-finite or
+    /// older than `topic`'s last stamp.
+    fn decode(&mut self, which: Which, payload: &[u8], fallback: f64) -> Option<(f64, Vec<f64>)> {
+        let (ex, topic) = match which {
+            Which::Target => (&self.target, self.target_topic),
+            Which::Input(p) => (&self.paired[p].ex, self.paired[p].topic),
+            Which::Inline(i) => (&self.inline[i].ex, self.target_topic),
+        };
+        let mut out = std::mem::take(&mut self.scratch);
+        let stamp = match ex.decode(payload, fallback, &mut out) {
+            Ok(s) => s,
+            Err(_) => {
+                self.counts.bad_cdr += 1;
+                self.scratch = out;
+                return None;
+            }
+        };
+        if !stamp.is_finite() || out.iter().any(|v| !v.is_finite()) {
+            self.counts.non_finite += 1;
+            self.scratch = out;
+            return None;
+        }
+        if matches!(which, Which::Inline(_)) {
+            return Some((stamp, out));
+        }
+        if stamp < self.last_stamp[topic] {
+            self.counts.stamp_backwards += 1;
+            self.scratch = out;
+            return None;
+        }
+        Some((stamp, out))
+    }
+
+    fn push_target(&mut self, payload: &[u8], fallback: f64) {
+        let Some((stamp, y)) = self.decode(Which::Target, payload, fallback) else {
+            return;
+        };
+        let mut x = vec![f64::NAN; self.width];
+        for i in 0..self.inline.len() {
+            let Some((_, vals)) = self.decode(Which::Inline(i), payload, fallback) else {
+                return;
+            };
+            let c = self.inline[i].first_col;
+            x[c..c + vals.len()].copy_from_slice(&vals);
+        }
+        self.last_stamp[self.target_topic] = stamp;
+        self.pending.push_back(Row { stamp, x, y: y[0] });
+        if self.pending.len() > MAX_QUEUE {
+            self.pending.pop_front();
+            self.counts.unpaired_targets += 1;
+        }
+    }
+
+    fn push_input(&mut self, p: usize, payload: &[u8], fallback: f64) {
+        let Some((stamp, vals)) = self.decode(Which::Input(p), payload, fallback) else {
+            return;
+        };
+        let topic = self.paired[p].topic;
+        self.last_stamp[topic] = self.last_stamp[topic].max(stamp);
+        let q = &mut self.paired[p];
+        q.latest = stamp;
+        q.queue.push_back((stamp, vals));
+        if q.queue.len() > MAX_QUEUE {
+            q.queue.pop_front();
+            self.counts.unpaired_inputs += 1;
+        }
+    }
+
+    /// Decides the pending targets that can be decided (all of them at the end).
+    fn emit(&mut self, end: bool) {
+        while let Some(front) = self.pending.front() {
+            let t = front.stamp;
+            let tol = self.tolerance;
+            if !end && self.paired.iter().any(|p| p.latest < t + tol) {
+                break;
+            }
+            let Some(mut row) = self.pending.pop_front() else {
+                break;
+            };
+            let picks: Vec<Option<usize>> = self
+                .paired
+                .iter()
+                .map(|p| nearest(&p.queue, t, tol))
+                .collect();
+            if picks.iter().all(Option::is_some) {
+                for (p, pick) in self.paired.iter_mut().zip(&picks) {
+                    if let Some((_, vals)) = pick.and_then(|k| p.queue.remove(k)) {
+                        row.x[p.first_col..p.first_col + vals.len()].copy_from_slice(&vals);
+                    }
+                }
+                self.counts.rows += 1;
+                self.ready.push_back(row);
+            } else {
+                self.counts.unpaired_targets += 1;
+            }
+            for p in &mut self.paired {
+                while p.queue.front().is_some_and(|(s, _)| *s < t - tol) {
+                    p.queue.pop_front();
+                    self.counts.unpaired_inputs += 1;
+                }
+            }
+        }
+    }
+
+    /// The next assembled row, if any.
+    pub fn pop(&mut self) -> Option<Row> {
+        self.ready.pop_front()
+    }
+
+    /// The stream ended: decides every pending target and counts what is left unpaired.
+    pub fn finish(&mut self) {
+        self.emit(true);
+        for p in &mut self.paired {
+            self.counts.unpaired_inputs += p.queue.len() as u64;
+            p.queue.clear();
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Which {
+    Target,
+    Input(usize),
+    Inline(usize),
+}
+
+/// The queue index of the message nearest `t` within `tol` (the earlier on a tie).
+fn nearest(queue: &VecDeque<(f64, Vec<f64>)>, t: f64, tol: f64) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (k, (s, _)) in queue.iter().enumerate() {
+        let d = (s - t).abs();
+        if *s > t + tol {
+            break;
+        }
+        if d <= tol && best.is_none_or(|(_, bd)| d < bd) {
+            best = Some((k, d));
+        }
+    }
+    best.map(|(k, _)| k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extract::encode;
+    use crate::types::input_type;
+
+    fn spec(tol: f64) -> RowSpec {
+        RowSpec::parse(
+            &["/fix:sensor_msgs/msg/NavSatFix:latitude,longitude".into()],
+            "/temp:sensor_msgs/msg/Temperature:temperature",
+            tol,
+        )
+        .expect("spec")
+    }
+
+    fn fix(t_ms: i64, lat: f64) -> Vec<u8> {
+        let ty = input_type("sensor_msgs/msg/NavSatFix").expect("type");
+        encode(
+            ty,
+            t_ms * 1_000_000,
+            "gps",
+            &[("latitude", lat), ("longitude", -lat)],
+        )
+        .expect("encode")
+    }
+
+    fn temp(t_ms: i64, v: f64) -> Vec<u8> {
+        let ty = input_type("sensor_msgs/msg/Temperature").expect("type");
+        encode(ty, t_ms * 1_000_000, "t", &[("temperature", v)]).expect("encode")
+    }
+
+    fn drain(a: &mut RowAssembler) -> Vec<Row> {
+        std::iter::from_fn(|| a.pop()).collect()
+    }
+
+    #[test]
+    fn ten_hertz_fix_and_one_hertz_sensor() {
+        let mut a = RowAssembler::new(&spec(0.05)).expect("assembler");
+        for k in 0..30 {
+            a.push("/fix", &fix(k * 100 + 3, k as f64), 0.0);
+            if k % 10 == 0 {
+                a.push("temp", &temp(k * 100, 20.0 + k as f64), 0.0);
+            }
+        }
+        a.finish();
+        let rows = drain(&mut a);
+        assert_eq!(rows.len(), 3);
+        for (r, k) in rows.iter().zip([0.0, 10.0, 20.0]) {
+            assert_eq!(r.x, [k, -k]);
+            assert_eq!(r.y, 20.0 + k);
+        }
+        let c = a.counts();
+        assert_eq!((c.rows, c.unpaired_inputs, c.unpaired_targets), (3, 27, 0));
+        assert_eq!(
+            c.per_topic,
+            [("fix".to_string(), 30), ("temp".to_string(), 3)]
+        );
+    }
+
+    #[test]
+    fn rows_are_decided_live_once_inputs_pass_the_tolerance() {
+        let mut a = RowAssembler::new(&spec(0.05)).expect("assembler");
+        a.push("/temp", &temp(1000, 1.0), 0.0);
+        a.push("/fix", &fix(1010, 5.0), 0.0);
+        assert!(a.pop().is_none(), "a closer fix may still come");
+        a.push("/fix", &fix(1020, 6.0), 0.0);
+        assert!(a.pop().is_none());
+        a.push("/fix", &fix(1060, 7.0), 0.0);
+        let row = a.pop().expect("decided");
+        assert_eq!(row.x, [5.0, -5.0]);
+    }
+
+    #[test]
+    fn bad_messages_are_counted_and_dropped() {
+        let mut a = RowAssembler::new(&spec(0.05)).expect("assembler");
+        a.push("/fix", &fix(1000, 1.0), 0.0);
+        a.push("/temp", &temp(1000, 1.0), 0.0);
+        a.push("/fix", &fix(900, 2.0), 0.0); // backwards
+        a.push("/fix", &fix(1100, f64::NAN), 0.0); // NaN
+        a.push("/fix", &[0, 1, 0, 0, 9], 0.0); // truncated
+        a.push("/fix", b"garbage!", 0.0); // not CDR
+        a.push("/temp", &temp(1200, 2.0), 0.0); // no fix within 50 ms
+        a.push("/other", &temp(1200, 2.0), 0.0);
+        a.finish();
+        let c = a.counts().clone();
+        assert_eq!(drain(&mut a).len(), 1);
+        assert_eq!(
+            (
+                c.stamp_backwards,
+                c.non_finite,
+                c.bad_cdr,
+                c.unpaired_targets,
+                c.other_topics
+            ),
+            (1, 1, 2, 1, 1)
+        );
+    }
+
+    #[test]
+    fn inline_inputs_and_a_silent_topic() {
+        let s = RowSpec::parse(
+            &[
+                "/temp:sensor_msgs/msg/Temperature:stamp".into(),
+                "/fix:sensor_msgs/msg/NavSatFix:latitude".into(),
+            ],
+            "/temp:sensor_msgs/msg/Temperature:temperature",
+            0.01,
+        )
+        .expect("spec");
+        let mut a = RowAssembler::new(&s).expect("assembler");
+        for k in 0..(MAX_QUEUE as i64 + 10) {
+            a.push("/temp", &temp(k * 1000, 1.0), 0.0);
+        }
+        assert!(a.pop().is_none(), "no fix ever arrives");
+        assert_eq!(a.counts().unpaired_targets, 10, "the queue is bounded");
+        a.push("/fix", &fix((MAX_QUEUE as i64 + 9) * 1000, 3.0), 0.0);
+        a.finish();
+        let rows = drain(&mut a);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].x, [(MAX_QUEUE as f64 + 9.0), 3.0]);
+    }
+}

@@ -1,0 +1,293 @@
+//! CDR (OMG XCDR1, plain), as ROS 2 puts it on the wire and in bags.
+//!
+//! A 4-byte encapsulation header (`00 01 00 00` little endian, `00 00 00 00` big endian),
+//! then each value aligned to its own size counted from the end of the header; a string is a
+//! u32 length that counts its NUL, the bytes and the NUL; a sequence a u32 count and its
+//! elements; a fixed array its elements alone.
+
+use crate::error::CdrError;
+use crate::types::Prim;
+
+/// Length of the encapsulation header.
+pub const HEADER_LEN: usize = 4;
+
+/// A reader over one serialized message.
+#[derive(Debug)]
+pub struct CdrReader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    little: bool,
+}
+
+impl<'a> CdrReader<'a> {
+    /// Checks the encapsulation header and starts after it.
+    ///
+    /// # Errors
+    /// [`CdrError::Truncated`] if shorter than the header; [`CdrError::Encapsulation`] unless
+    /// the header says plain CDR (XCDR1), big or little endian.
+    pub fn new(buf: &'a [u8]) -> Result<Self, CdrError> {
+        let head = buf.get(..HEADER_LEN).ok_or(CdrError::Truncated {
+            at: 0,
+            need: HEADER_LEN,
+        })?;
+        let little = match (head[0], head[1]) {
+            (0, 1) => true,
+            (0, 0) => false,
+            (a, b) => return Err(CdrError::Encapsulation([a, b])),
+        };
+        Ok(Self {
+            buf,
+            pos: HEADER_LEN,
+            little,
+        })
+    }
+
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+
+    fn align(&mut self, n: usize) {
+        let rel = self.pos - HEADER_LEN;
+        self.pos += (n - rel % n) % n;
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], CdrError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        match end {
+            Some(end) => {
+                let s = &self.buf[self.pos..end];
+                self.pos = end;
+                Ok(s)
+            }
+            None => Err(CdrError::Truncated {
+                at: self.pos,
+                need: n,
+            }),
+        }
+    }
+
+    fn bytes<const N: usize>(&mut self) -> Result<[u8; N], CdrError> {
+        self.align(N);
+        let s = self.take(N)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        if !self.little {
+            a.reverse();
+        }
+        Ok(a)
+    }
+
+    /// A u32 (a string length or a sequence count).
+    ///
+    /// # Errors
+    /// [`CdrError::Truncated`].
+    pub fn u32(&mut self) -> Result<u32, CdrError> {
+        Ok(u32::from_le_bytes(self.bytes::<4>()?))
+    }
+
+    /// A numeric primitive as `f64` (integers exactly up to 2^53).
+    ///
+    /// # Errors
+    /// [`CdrError::Truncated`]; a string is read and refused with [`CdrError::NotNumeric`].
+    pub fn number(&mut self, p: Prim) -> Result<f64, CdrError> {
+        Ok(match p {
+            Prim::I8 => f64::from(i8::from_le_bytes(self.bytes::<1>()?)),
+            Prim::U8 | Prim::Byte | Prim::Bool => f64::from(self.bytes::<1>()?[0]),
+            Prim::I16 => f64::from(i16::from_le_bytes(self.bytes::<2>()?)),
+            Prim::U16 => f64::from(u16::from_le_bytes(self.bytes::<2>()?)),
+            Prim::I32 => f64::from(i32::from_le_bytes(self.bytes::<4>()?)),
+            Prim::U32 => f64::from(self.u32()?),
+            Prim::I64 => i64::from_le_bytes(self.bytes::<8>()?) as f64,
+            Prim::U64 => u64::from_le_bytes(self.bytes::<8>()?) as f64,
+            Prim::F32 => f64::from(f32::from_le_bytes(self.bytes::<4>()?)),
+            Prim::F64 => f64::from_le_bytes(self.bytes::<8>()?),
+            Prim::String => {
+                self.string()?;
+                return Err(CdrError::NotNumeric);
+            }
+        })
+    }
+
+    /// A string (without its NUL); invalid UTF-8 is refused.
+    ///
+    /// # Errors
+    /// [`CdrError::Truncated`], [`CdrError::BadString`].
+    pub fn string(&mut self) -> Result<&'a str, CdrError> {
+        let len = self.u32()? as usize;
+        let at = self.pos;
+        let raw = self.take(len)?;
+        let text = match raw.split_last() {
+            Some((0, text)) => text,
+            None => raw,
+            Some(_) => return Err(CdrError::BadString { at }),
+        };
+        std::str::from_utf8(text).map_err(|_| CdrError::BadString { at })
+    }
+
+    /// Reads (and drops) one primitive.
+    ///
+    /// # Errors
+    /// As [`Self::number`] and [`Self::string`].
+    pub fn skip(&mut self, p: Prim) -> Result<(), CdrError> {
+        match p {
+            Prim::String => self.string().map(|_| ()),
+            _ => self.number(p).map(|_| ()),
+        }
+    }
+}
+
+/// A writer of one little-endian CDR message (header included).
+#[derive(Debug, Clone)]
+pub struct CdrWriter {
+    buf: Vec<u8>,
+}
+
+impl Default for CdrWriter {
+    fn default() -> Self {
+        Self::with_capacity(64)
+    }
+}
+
+impl CdrWriter {
+    /// An empty message of room `cap` bytes, header written.
+    pub fn with_capacity(cap: usize) -> Self {
+        let mut buf = Vec::with_capacity(cap.max(HEADER_LEN));
+        buf.extend_from_slice(&[0, 1, 0, 0]);
+        Self { buf }
+    }
+
+    fn align(&mut self, n: usize) {
+        let rel = self.buf.len() - HEADER_LEN;
+        let pad = (n - rel % n) % n;
+        self.buf.resize(self.buf.len() + pad, 0);
+    }
+
+    /// A u8 (also `byte`, `bool`).
+    pub fn u8(&mut self, v: u8) {
+        self.buf.push(v);
+    }
+
+    /// A u32.
+    pub fn u32(&mut self, v: u32) {
+        self.align(4);
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// An i32.
+    pub fn i32(&mut self, v: i32) {
+        self.align(4);
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// An f64.
+    pub fn f64(&mut self, v: f64) {
+        self.align(8);
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// A numeric primitive from an `f64` (cast as `as` does; a string is written empty).
+    pub fn number(&mut self, p: Prim, v: f64) {
+        match p {
+            Prim::I8 => self.u8(v as i8 as u8),
+            Prim::U8 | Prim::Byte => self.u8(v as u8),
+            Prim::Bool => self.u8(u8::from(v != 0.0)),
+            Prim::I16 | Prim::U16 => {
+                self.align(2);
+                let b = if p == Prim::I16 {
+                    (v as i16).to_le_bytes()
+                } else {
+                    (v as u16).to_le_bytes()
+                };
+                self.buf.extend_from_slice(&b);
+            }
+            Prim::I32 => self.i32(v as i32),
+            Prim::U32 => self.u32(v as u32),
+            Prim::I64 | Prim::U64 => {
+                self.align(8);
+                let b = if p == Prim::I64 {
+                    (v as i64).to_le_bytes()
+                } else {
+                    (v as u64).to_le_bytes()
+                };
+                self.buf.extend_from_slice(&b);
+            }
+            Prim::F32 => {
+                self.align(4);
+                self.buf.extend_from_slice(&(v as f32).to_le_bytes());
+            }
+            Prim::F64 => self.f64(v),
+            Prim::String => self.string(""),
+        }
+    }
+
+    /// A string (length with the NUL, bytes, NUL).
+    pub fn string(&mut self, s: &str) {
+        let len = u32::try_from(s.len() + 1).unwrap_or(u32::MAX);
+        self.u32(len);
+        self.buf.extend_from_slice(s.as_bytes());
+        self.buf.push(0);
+    }
+
+    /// Raw bytes (a `uint8[]` body after its count).
+    pub fn raw(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The message.
+    pub fn finish(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float64_matches_the_notes_vector() {
+        let mut w = CdrWriter::default();
+        w.f64(1.5);
+        let bytes = w.finish();
+        assert_eq!(bytes, [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0xF8, 0x3F]);
+        let mut r = CdrReader::new(&bytes).expect("header");
+        assert_eq!(r.number(Prim::F64).expect("value"), 1.5);
+        assert_eq!(r.remaining(), 0);
+    }
+
+    #[test]
+    fn big_endian_strings_and_alignment() {
+        // Big endian: a u8, then a string "ab" (aligned to 4), then an f64 (aligned to 8).
+        let mut bytes = vec![
+            0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 3, b'a', b'b', 0, 0, 0, 0, 0, 0,
+        ];
+        bytes.extend_from_slice(&2.5f64.to_be_bytes());
+        let mut r = CdrReader::new(&bytes).expect("header");
+        assert_eq!(r.number(Prim::U8).expect("u8"), 7.0);
+        assert_eq!(r.string().expect("string"), "ab");
+        assert_eq!(r.number(Prim::F64).expect("f64"), 2.5);
+    }
+
+    #[test]
+    fn bad_input_is_refused_not_panicking() {
+        assert!(matches!(
+            CdrReader::new(&[0, 1]),
+            Err(CdrError::Truncated { .. })
+        ));
+        assert!(matches!(
+            CdrReader::new(&[0, 7, 0, 0]),
+            Err(CdrError::Encapsulation([0, 7]))
+        ));
+        let mut r = CdrReader::new(&[0, 1, 0, 0, 1, 2, 3]).expect("header");
+        assert!(matches!(
+            r.number(Prim::F64),
+            Err(CdrError::Truncated { .. })
+        ));
+        // A string whose length runs past the end.
+        let mut r = CdrReader::new(&[0, 1, 0, 0, 255, 255, 255, 255, b'x']).expect("header");
+        assert!(matches!(r.string(), Err(CdrError::Truncated { .. })));
+        // A string without its NUL.
+        let mut r = CdrReader::new(&[0, 1, 0, 0, 2, 0, 0, 0, b'x', b'y']).expect("header");
+        assert!(matches!(r.string(), Err(CdrError::BadString { .. })));
+    }
+}

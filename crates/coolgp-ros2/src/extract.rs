@@ -1,0 +1,291 @@
+//! Numeric fields out of (and into) CDR messages of the supported types.
+//!
+//! A type is flattened once into its leaves in wire order (`header.stamp.sec`, …,
+//! `position_covariance[8]`); an [`Extractor`] walks them, reading the wanted ones into their
+//! output slots and skipping the rest, with no allocation per message.
+
+use crate::cdr::{CdrReader, CdrWriter};
+use crate::error::{CdrError, Ros2Error};
+use crate::types::{lookup, Elem, MsgType, Prim, Shape};
+
+/// The pseudo-field naming a message's time in seconds: its `header.stamp`, or for a type
+/// without a header the time the message was recorded (bags) or sent (live).
+pub const STAMP: &str = "stamp";
+
+/// One leaf of a flattened type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leaf {
+    /// Dotted path, arrays indexed: `pose.pose.position.x`, `position_covariance[0]`.
+    pub path: String,
+    /// Its primitive type.
+    pub prim: Prim,
+}
+
+/// The leaves of `ty` in wire order.
+///
+/// # Errors
+/// A type with a sequence (variable length) cannot be flattened.
+pub fn leaves(ty: &MsgType) -> Result<Vec<Leaf>, Ros2Error> {
+    let mut out = Vec::new();
+    flatten(ty, "", &mut out)?;
+    Ok(out)
+}
+
+fn flatten(ty: &MsgType, prefix: &str, out: &mut Vec<Leaf>) -> Result<(), Ros2Error> {
+    for field in ty.fields {
+        let path = format!("{prefix}{}", field.name);
+        let count = match field.shape {
+            Shape::Single => None,
+            Shape::Array(n) => Some(n),
+            Shape::Sequence => {
+                return Err(Ros2Error::Spec(format!(
+                    "{} has a variable-length field `{path}`",
+                    ty.name
+                )))
+            }
+        };
+        let names: Vec<String> = match count {
+            None => vec![path],
+            Some(n) => (0..n).map(|i| format!("{path}[{i}]")).collect(),
+        };
+        for name in names {
+            match field.elem {
+                Elem::Prim(prim) => out.push(Leaf { path: name, prim }),
+                Elem::Nested(inner) => {
+                    let inner = lookup(inner).ok_or_else(|| {
+                        Ros2Error::Spec(format!("{} nests unknown type {inner}", ty.name))
+                    })?;
+                    flatten(inner, &format!("{name}."), out)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads chosen numeric fields of one message type.
+#[derive(Clone, Debug)]
+pub struct Extractor {
+    ty: &'static MsgType,
+    prims: Vec<Prim>,
+    /// Output slot of each leaf, if wanted.
+    slots: Vec<Option<usize>>,
+    /// Output slots that want the message's stamp.
+    stamp_slots: Vec<usize>,
+    /// Number of outputs.
+    width: usize,
+    /// Leaves after the last wanted one are not read.
+    last_needed: usize,
+}
+
+impl Extractor {
+    /// An extractor of `fields` (leaf paths or [`STAMP`]) from messages of `ty`.
+    ///
+    /// # Errors
+    /// [`Ros2Error::Spec`] for an unknown or non-numeric field, naming the numeric ones.
+    pub fn new(ty: &'static MsgType, fields: &[String]) -> Result<Self, Ros2Error> {
+        let all = leaves(ty)?;
+        let mut slots = vec![None; all.len()];
+        let mut stamp_slots = Vec::new();
+        for (k, name) in fields.iter().enumerate() {
+            if name == STAMP {
+                stamp_slots.push(k);
+                continue;
+            }
+            match all.iter().position(|l| &l.path == name) {
+                Some(i) if all[i].prim != Prim::String => slots[i] = Some(k),
+                _ => {
+                    let numeric: Vec<&str> = all
+                        .iter()
+                        .filter(|l| l.prim != Prim::String && !l.path.contains('['))
+                        .map(|l| l.path.as_str())
+                        .collect();
+                    return Err(Ros2Error::Spec(format!(
+                        "{} has no numeric field `{name}`; its fields: {}, {STAMP} (and array \
+                         elements as name[i])",
+                        ty.name,
+                        numeric.join(", ")
+                    )));
+                }
+            }
+        }
+        let header = usize::from(ty.has_header()) * 2;
+        let last_needed = slots
+            .iter()
+            .rposition(Option::is_some)
+            .map_or(header, |i| (i + 1).max(header));
+        Ok(Self {
+            ty,
+            prims: all.iter().map(|l| l.prim).collect(),
+            slots,
+            stamp_slots,
+            width: fields.len(),
+            last_needed,
+        })
+    }
+
+    /// The message type.
+    pub fn msg_type(&self) -> &'static MsgType {
+        self.ty
+    }
+
+    /// Number of values per message.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Decodes `buf` into `out` (cleared, `width` values) and returns the message's stamp in
+    /// seconds: `header.stamp` if the type has one, else `fallback`.
+    ///
+    /// # Errors
+    /// [`CdrError`] for a message that is not plain CDR or ends too early.
+    pub fn decode(&self, buf: &[u8], fallback: f64, out: &mut Vec<f64>) -> Result<f64, CdrError> {
+        out.clear();
+        out.resize(self.width, f64::NAN);
+        let mut r = CdrReader::new(buf)?;
+        let mut stamp = fallback;
+        let header = self.ty.has_header();
+        let (mut sec, mut nanosec) = (0.0, 0.0);
+        for (i, &p) in self.prims[..self.last_needed].iter().enumerate() {
+            if p == Prim::String {
+                r.skip(p)?;
+                continue;
+            }
+            let v = r.number(p)?;
+            if header && i < 2 {
+                if i == 0 {
+                    sec = v;
+                } else {
+                    nanosec = v;
+                }
+            }
+            if let Some(k) = self.slots[i] {
+                out[k] = v;
+            }
+        }
+        if header {
+            stamp = sec + nanosec * 1e-9;
+        }
+        for &k in &self.stamp_slots {
+            out[k] = stamp;
+        }
+        Ok(stamp)
+    }
+}
+
+/// Encodes a message of `ty`: `header.stamp` from `stamp_ns` (nanoseconds since the epoch),
+/// every string `frame_id`, each leaf in `values` (path, value) as given and every other
+/// leaf 0. For tests, tools and our own publishers.
+///
+/// # Errors
+/// [`Ros2Error::Spec`] for an unknown path or a type with a sequence.
+pub fn encode(
+    ty: &MsgType,
+    stamp_ns: i64,
+    frame_id: &str,
+    values: &[(&str, f64)],
+) -> Result<Vec<u8>, Ros2Error> {
+    let all = leaves(ty)?;
+    if let Some((bad, _)) = values
+        .iter()
+        .find(|(p, _)| !all.iter().any(|l| l.path == *p))
+    {
+        return Err(Ros2Error::Spec(format!("{} has no field `{bad}`", ty.name)));
+    }
+    let mut w = CdrWriter::with_capacity(64 + 8 * all.len());
+    let sec = stamp_ns.div_euclid(1_000_000_000) as f64;
+    let nanosec = stamp_ns.rem_euclid(1_000_000_000) as f64;
+    for (i, leaf) in all.iter().enumerate() {
+        if leaf.prim == Prim::String {
+            w.string(frame_id);
+            continue;
+        }
+        let given = values.iter().find(|(p, _)| *p == leaf.path).map(|v| v.1);
+        let v = match (given, ty.has_header(), i) {
+            (Some(v), _, _) => v,
+            (None, true, 0) => sec,
+            (None, true, 1) => nanosec,
+            _ => 0.0,
+        };
+        w.number(leaf.prim, v);
+    }
+    Ok(w.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::input_type;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn navsatfix_round_trip() {
+        let ty = input_type("sensor_msgs/msg/NavSatFix").expect("type");
+        let msg = encode(
+            ty,
+            1_700_000_000_250_000_000,
+            "gps_link",
+            &[("latitude", 48.1), ("longitude", 11.5), ("altitude", 520.0)],
+        )
+        .expect("encode");
+        let ex = Extractor::new(ty, &names(&["longitude", "latitude", "stamp"])).expect("ex");
+        let mut out = Vec::new();
+        let stamp = ex.decode(&msg, -1.0, &mut out).expect("decode");
+        assert_eq!(stamp, 1_700_000_000.0 + 250_000_000.0 * 1e-9);
+        assert_eq!(out, [11.5, 48.1, stamp]);
+        // Every truncation is an error, never a panic.
+        for cut in 0..msg.len() - 1 {
+            let full = Extractor::new(ty, &names(&["position_covariance_type"])).expect("ex");
+            assert!(
+                full.decode(&msg[..cut], 0.0, &mut out).is_err(),
+                "cut {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn nested_paths_and_headerless_types() {
+        let odom = input_type("nav_msgs/msg/Odometry").expect("type");
+        let msg = encode(
+            odom,
+            5_000_000_000,
+            "odom",
+            &[
+                ("pose.pose.position.x", 3.0),
+                ("twist.twist.linear.x", -1.0),
+            ],
+        )
+        .expect("encode");
+        let ex = Extractor::new(
+            odom,
+            &names(&["pose.pose.position.x", "twist.twist.linear.x"]),
+        )
+        .expect("ex");
+        let mut out = Vec::new();
+        assert_eq!(ex.decode(&msg, 0.0, &mut out).expect("decode"), 5.0);
+        assert_eq!(out, [3.0, -1.0]);
+
+        let f32ty = input_type("std_msgs/msg/Float32").expect("type");
+        let msg = encode(f32ty, 0, "", &[("data", 0.25)]).expect("encode");
+        let ex = Extractor::new(f32ty, &names(&["data", "stamp"])).expect("ex");
+        assert_eq!(ex.decode(&msg, 42.0, &mut out).expect("decode"), 42.0);
+        assert_eq!(out, [0.25, 42.0]);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_with_the_list() {
+        let ty = input_type("sensor_msgs/msg/Temperature").expect("type");
+        let err = Extractor::new(ty, &names(&["temp"])).expect_err("unknown");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("`temp`") && msg.contains("temperature"),
+            "{msg}"
+        );
+        let err = Extractor::new(ty, &names(&["header.frame_id"])).expect_err("string");
+        assert!(err.to_string().contains("numeric"), "{err}");
+        assert!(encode(ty, 0, "", &[("nope", 1.0)]).is_err());
+    }
+}

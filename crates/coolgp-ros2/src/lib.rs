@@ -1,0 +1,31 @@
+//! # coolgp-ros2 — ROS 2 messages, recordings and maps for COOL-GP
+//!
+//! What a robot team's data looks like, turned into rows a [`coolgp`] agent learns from, and
+//! what it publishes back, without a ROS installation:
+//!
+//! - [`types`]: the supported message types as field lists (ROS 2 Jazzy definitions);
+//!   [`hash::rihs01`]: their RIHS01 type hashes (the ones rosbag2 and rmw_zenoh use).
+//! - [`cdr`]: plain CDR (XCDR1) reading and writing; [`extract`]: chosen numeric fields out
+//!   of a message without allocation, and messages of the supported types built from values.
+//! - [`spec`]: `--ros2-input TOPIC:TYPE:FIELDS` and `--ros2-target`; [`assemble`]: rows from
+//!   messages, paired by stamp within a tolerance, bad messages counted.
+//! - [`bag`]: rosbag2 MCAP recordings as a [`coolgp_data::Dataset`].
+//!
+//! The transport (rmw_zenoh sessions, DDS) lives in `coolgp-node`; everything here is pure
+//! functions of bytes, except [`bag`], which reads files.
+
+#![warn(missing_docs)]
+
+pub mod assemble;
+pub mod bag;
+pub mod cdr;
+pub mod error;
+pub mod extract;
+pub mod hash;
+pub mod spec;
+pub mod types;
+
+pub use assemble::{Counts, Row, RowAssembler};
+pub use bag::{bag_topics, is_bag, load_bag, read_bag, BagTopic};
+pub use error::{CdrError, Ros2Error};
+pub use spec::{RowSpec, TopicSpec, DEFAULT_TOLERANCE};

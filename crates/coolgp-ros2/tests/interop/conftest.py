@@ -1,0 +1,103 @@
+"""Shared pieces of the ROS 2 interop tests: the coolgp binary, rosbags' type store and a
+writer of NavSatFix + Temperature recordings (scripts/ci_ros2.sh runs these in CI)."""
+import math
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[4]
+
+
+@pytest.fixture(scope="session")
+def coolgp_bin():
+    """$COOLGP, else target/release/coolgp."""
+    target = os.environ.get("CARGO_TARGET_DIR") or ROOT / "target"
+    path = pathlib.Path(os.environ.get("COOLGP") or pathlib.Path(target) / "release" / "coolgp")
+    if not path.is_file():
+        pytest.fail(f"{path} not found: build it with `cargo build --release -p coolgp-cli`")
+    return path
+
+
+def run(args, check=True, timeout=300):
+    """Runs a command; returns (code, stdout, stderr)."""
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{args} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.fixture(scope="session")
+def typestore():
+    from rosbags.typesys import Stores, get_typestore
+
+    return get_typestore(Stores.ROS2_JAZZY)
+
+
+def field(x, y, t):
+    """The field the robot measures: smooth in space, slow in time."""
+    return 20.0 + 3.0 * math.sin(x / 40.0) * math.cos(y / 55.0) + 0.002 * t
+
+
+def survey(n, dt_ns=100_000_000, lag_ns=3_000_000, t0_ns=1_700_000_000_000_000_000):
+    """n fixes and n temperatures along a lawnmower path: (stamp_ns, lat, lon) and
+    (stamp_ns, temperature), the sensor `lag_ns` after each fix, with deterministic noise."""
+    fixes, temps = [], []
+    for k in range(n):
+        t = t0_ns + k * dt_ns
+        lane, pos = divmod(k, 50)
+        lat = 48.0 + 0.0004 * lane
+        lon = 11.0 + 0.0002 * (pos if lane % 2 == 0 else 49 - pos)
+        noise = 0.05 * math.sin(12.9898 * k) 
+        fixes.append((t, lat, lon))
+        temps.append((t + lag_ns, field((lat - 48.0) * 1e4, (lon - 11.0) * 1e4, k * 0.1) + noise))
+    return fixes, temps
+
+
+def stamp(ts, t_ns):
+    Time = ts.types["builtin_interfaces/msg/Time"]
+    Header = ts.types["std_msgs/msg/Header"]
+    return Header(stamp=Time(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000), frame_id="map")
+
+
+def navsatfix(ts, t_ns, lat, lon):
+    import numpy as np
+
+    T = ts.types
+    return T["sensor_msgs/msg/NavSatFix"](
+        header=stamp(ts, t_ns),
+        status=T["sensor_msgs/msg/NavSatStatus"](status=0, service=1),
+        latitude=lat, longitude=lon, altitude=500.0,
+        position_covariance=np.zeros(9, dtype=np.float64), position_covariance_type=0)
+
+
+def temperature(ts, t_ns, value):
+    return ts.types["sensor_msgs/msg/Temperature"](header=stamp(ts, t_ns), temperature=value, variance=0.01)
+
+
+def write_bag(ts, path, fixes, temps, storage="mcap", compression=None, extra=None):
+    """A rosbag2 bag written by rosbags: /fix (NavSatFix) and /temp (Temperature), in log-time
+    order; `extra(writer)` may add more."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+    w = Writer(path, version=9, storage_plugin=plugin)
+    if compression:
+        from rosbags.rosbag2 import CompressionFormat, CompressionMode
+
+        w.set_compression(CompressionMode[compression.upper()], CompressionFormat.ZSTD)
+    with w:
+        fix = w.add_connection("/fix", "sensor_msgs/msg/NavSatFix", typestore=ts)
+        tmp = w.add_connection("/temp", "sensor_msgs/msg/Temperature", typestore=ts)
+        events = [(t, 0, (t, la, lo)) for t, la, lo in fixes] + [(t, 1, (t, v)) for t, v in temps]
+        for t, kind, e in sorted(events, key=lambda e: (e[0], e[1])):
+            if kind == 0:
+                msg = navsatfix(ts, *e)
+                w.write(fix, t, ts.serialize_cdr(msg, "sensor_msgs/msg/NavSatFix"))
+            else:
+                msg = temperature(ts, *e)
+                w.write(tmp, t, ts.serialize_cdr(msg, "sensor_msgs/msg/Temperature"))
+        if extra:
+            extra(w)
+    return path

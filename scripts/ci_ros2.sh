@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# CI step for ROS 2 (issue 30), run by .ci/run after `cargo test`: a venv with rosbags (the
+# pure-Python rosbag2 library) and pytest from PyPI, the `coolgp` binary, then pytest on
+# crates/coolgp-ros2/tests/interop (recordings written by rosbags, type hashes against its
+# own).
+#
+# Env: PYTHON (default python3), COOLGP_ROS2_VENV (default <repo>/target/ros2-venv),
+#      CARGO_TARGET_DIR (honoured; default <repo>/target).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV=${COOLGP_ROS2_VENV:-$ROOT/target/ros2-venv}
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+start=$(date +%s)
+
+source scripts/ci_venv.sh
+"${PIP[@]}" install --quiet "pytest>=7" "rosbags>=0.10,<0.12"
+
+if ! "$TARGET/release/coolgp" ros2 types >/dev/null 2>&1; then
+  cargo build --release -p coolgp-cli --features node
+fi
+export COOLGP="$TARGET/release/coolgp"
+
+cd "$ROOT/crates/coolgp-ros2/tests/interop"
+set +e
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider .
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests in crates/coolgp-ros2/tests/interop" >&2
+  exit 1
+fi
+echo "ros2 CI step: $(( $(date +%s) - start )) s (exit $rc)" >&2
+exit "$rc"
