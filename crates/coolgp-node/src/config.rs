@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clap::Args;
 use coolgp::{AgentConfig, FusionRule};
-use coolgp_config::{AgentArgs, ConfigError, Driver, Sizes};
+use coolgp_config::{AgentArgs, ConfigError, Driver, Ros2Args, Sizes};
+use coolgp_ros2::RowSpec;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{NodeError, Result};
@@ -123,8 +124,9 @@ pub struct NodeArgs {
     /// Seed of the agent's own randomness (importance samples) [default: the id].
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Data stream: a CSV file with a header, or - for standard input.
-    #[arg(long, value_name = "FILE|-")]
+    /// Data stream: a CSV file with a header, - for standard input, or a rosbag2 recording
+    /// (.mcap or a bag directory) with --ros2-input and --ros2-target.
+    #[arg(long, value_name = "FILE|-|BAG")]
     pub data: Option<PathBuf>,
     /// Keep reading rows appended to --data (tail -f); rows appended while the node was down
     /// are read on restart.
@@ -175,6 +177,10 @@ pub struct NodeArgs {
     #[serde(flatten)]
     #[allow(missing_docs)]
     pub zenoh: ZenohArgs,
+    /// ROS 2 messages as the data (docs/ROS2.md).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub ros2: Ros2Args,
 }
 
 /// The default `--route K` of `coolgp query --all` (issue 31; EXPERIMENTS.md "Routing").
@@ -295,13 +301,21 @@ pub enum DataSource {
     File(PathBuf),
     /// Standard input (not replayable: the checkpoint records the rows consumed).
     Stdin,
+    /// A rosbag2 recording, its messages paired into rows as `spec` says (offsets in the
+    /// checkpoint are rows).
+    Bag {
+        /// The .mcap file or bag directory.
+        path: PathBuf,
+        /// Topics, fields and tolerance.
+        spec: RowSpec,
+    },
 }
 
 impl DataSource {
     /// `-` or the path, for logs and the checkpoint.
     pub fn name(&self) -> String {
         match self {
-            DataSource::File(p) => p.display().to_string(),
+            DataSource::File(p) | DataSource::Bag { path: p, .. } => p.display().to_string(),
             DataSource::Stdin => "-".into(),
         }
     }
@@ -372,6 +386,29 @@ impl From<ConfigError> for NodeError {
     }
 }
 
+/// A recording as the data: its topics and fields from `--ros2-input`/`--ros2-target`; the
+/// CSV column options are refused, naming the ROS 2 ones.
+fn bag_source(a: &NodeArgs, path: PathBuf) -> Result<DataSource> {
+    if a.target.is_some() || !a.inputs.is_empty() || a.follow {
+        return Err(NodeError::Config(format!(
+            "{} is a ROS 2 recording: name its fields with --ros2-input TOPIC:TYPE:FIELDS and \
+             --ros2-target TOPIC:TYPE:FIELD (not --target, --inputs or --follow)",
+            path.display()
+        )));
+    }
+    let r = &a.ros2;
+    let (Some(inputs), Some(target)) = (&r.ros2_input, &r.ros2_target) else {
+        return Err(NodeError::Config(format!(
+            "{} is a ROS 2 recording: say what to learn with --ros2-input TOPIC:TYPE:FIELDS \
+             and --ros2-target TOPIC:TYPE:FIELD (docs/ROS2.md)",
+            path.display()
+        )));
+    };
+    let tol = r.ros2_tolerance.unwrap_or(coolgp_ros2::DEFAULT_TOLERANCE);
+    let spec = RowSpec::parse(inputs, target, tol).map_err(|e| NodeError::Config(e.to_string()))?;
+    Ok(DataSource::Bag { path, spec })
+}
+
 /// Reads `--config FILE`, refusing keys that are not flags (a typo would be ignored).
 fn read_file_config(path: &Path) -> Result<NodeArgs> {
     let text =
@@ -426,7 +463,10 @@ impl NodeArgs {
     pub fn known_keys() -> Vec<&'static str> {
         let log = ["log-format"];
         let keys = Self::KEYS.iter().chain(&log).chain(&AgentArgs::KEYS);
-        keys.chain(&ZenohArgs::KEYS).copied().collect()
+        keys.chain(&ZenohArgs::KEYS)
+            .chain(&Ros2Args::KEYS)
+            .copied()
+            .collect()
     }
 
     /// These flags over `file`'s: what is given here wins, the file fills the rest.
@@ -459,6 +499,7 @@ impl NodeArgs {
             queue: self.queue.or(f.queue),
             log_format: self.log_format.or(f.log_format),
             zenoh: self.zenoh.merged(f.zenoh),
+            ros2: self.ros2.merged(f.ros2),
         }
     }
 
@@ -543,13 +584,19 @@ impl NodeArgs {
         if let Some(machine) = machine {
             check_memory(&vocab, &agent, a.inputs.len(), machine)?;
         }
-        let data = a.data.clone().map(|p| {
-            if p.as_os_str() == "-" {
-                DataSource::Stdin
-            } else {
-                DataSource::File(p)
-            }
-        });
+        let data = match a.data.clone() {
+            Some(p) if p.as_os_str() == "-" => Some(DataSource::Stdin),
+            Some(p) if coolgp_ros2::is_bag(&p) => Some(bag_source(&a, p)?),
+            Some(p) => Some(DataSource::File(p)),
+            None => None,
+        };
+        if a.ros2.any() && !matches!(data, Some(DataSource::Bag { .. })) {
+            return Err(NodeError::Config(
+                "--ros2-input/--ros2-target read a rosbag2 recording given as --data \
+                 (an .mcap file or a bag directory)"
+                    .into(),
+            ));
+        }
         if a.follow && !matches!(data, Some(DataSource::File(_))) {
             return Err(NodeError::Config("--follow needs --data FILE".into()));
         }
@@ -601,6 +648,15 @@ impl NodeArgs {
         let batch = self.batch.unwrap_or(DEFAULT_BATCH);
         let round_ms = self.round_ms.unwrap_or(DEFAULT_ROUND_MS);
         let every = self.checkpoint_every.unwrap_or(DEFAULT_CHECKPOINT_EVERY);
+        let (target, inputs) = match &data {
+            Some(DataSource::Bag { spec, .. }) => {
+                (spec.target_name().to_string(), Some(spec.input_names()))
+            }
+            _ => (
+                self.target.unwrap_or_else(|| "y".into()),
+                (!self.inputs.is_empty()).then_some(self.inputs),
+            ),
+        };
         Ok(NodeSettings {
             id,
             fleet,
@@ -611,8 +667,8 @@ impl NodeArgs {
             neighbors,
             data,
             follow: self.follow,
-            target: self.target.unwrap_or_else(|| "y".into()),
-            inputs: (!self.inputs.is_empty()).then_some(self.inputs),
+            target,
+            inputs,
             batch: positive(batch, "--batch")?,
             blocks_per_round: positive(self.blocks_per_round.unwrap_or(1), "--blocks-per-round")?,
             round: Duration::from_millis(positive(round_ms, "--round-ms")?),

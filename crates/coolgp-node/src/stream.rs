@@ -157,6 +157,8 @@ pub fn parse_row(l: &Layout, line: &str) -> std::result::Result<(Vec<f64>, f64),
 pub struct Opened {
     /// The column layout.
     pub layout: Layout,
+    /// A recording's rows and the next one to send (offsets are rows).
+    bag: Option<(Vec<coolgp_ros2::Row>, usize)>,
     reader: Box<dyn BufRead + Send>,
     seekable: Option<BufReader<File>>,
     pos: u64,
@@ -223,6 +225,7 @@ pub fn open(
             }
             Ok(Opened {
                 layout,
+                bag: None,
                 reader: Box::new(std::io::empty()),
                 seekable: Some(r),
                 pos,
@@ -235,13 +238,63 @@ pub fn open(
             let layout = layout(&name, &header, target, inputs)?;
             Ok(Opened {
                 layout,
+                bag: None,
                 reader: r,
                 seekable: None,
                 pos: hlen,
                 line: 1,
             })
         }
+        DataSource::Bag { path, spec } => open_bag(path, spec, resume),
     }
+}
+
+/// A recording, read and paired whole (a bag is finite), positioned at the checkpoint's row.
+fn open_bag(
+    path: &Path,
+    spec: &coolgp_ros2::RowSpec,
+    resume: Option<(u64, u64)>,
+) -> Result<Opened> {
+    let name = path.display().to_string();
+    let bag = coolgp_ros2::read_bag(path, spec).map_err(|e| NodeError::Data {
+        source_name: name.clone(),
+        reason: e.to_string(),
+    })?;
+    let c = &bag.counts;
+    tracing::info!(
+        source = %name,
+        rows = bag.rows.len(),
+        messages = c.messages,
+        unpaired_targets = c.unpaired_targets,
+        dropped = c.bad_cdr + c.non_finite + c.stamp_backwards,
+        "recording read"
+    );
+    let next = usize::try_from(resume.map_or(0, |r| r.0)).unwrap_or(usize::MAX);
+    if next > bag.rows.len() {
+        return Err(NodeError::Data {
+            source_name: name,
+            reason: format!(
+                "the checkpoint resumes at row {next} but the recording gives {} rows: it was \
+                 replaced",
+                bag.rows.len()
+            ),
+        });
+    }
+    let inputs = spec.input_names();
+    let d = inputs.len();
+    Ok(Opened {
+        layout: Layout {
+            inputs,
+            input_idx: (0..d).collect(),
+            target_idx: d,
+            ncols: d + 1,
+        },
+        bag: Some((bag.rows, next)),
+        reader: Box::new(std::io::empty()),
+        seekable: None,
+        pos: next as u64,
+        line: next as u64,
+    })
 }
 
 impl Opened {
@@ -259,6 +312,20 @@ impl Opened {
     }
 
     fn run(mut self, follow: bool, tx: &mpsc::Sender<Item>) {
+        if let Some((rows, next)) = self.bag.take() {
+            for (k, row) in rows.into_iter().enumerate().skip(next) {
+                let item = Item::Row {
+                    x: row.x,
+                    y: row.y,
+                    end: k as u64 + 1,
+                };
+                if tx.blocking_send(item).is_err() {
+                    return;
+                }
+            }
+            let _ = tx.blocking_send(Item::End);
+            return;
+        }
         let mut buf = Vec::new();
         let mut idle_sent = false;
         loop {

@@ -293,7 +293,7 @@ pub(super) fn start_stream(
         return Ok(None);
     }
     match (&s.data, resumed.resume) {
-        (Some(src @ DataSource::File(_)), Some(r)) => {
+        (Some(src @ (DataSource::File(_) | DataSource::Bag { .. })), Some(r)) => {
             opened = Some(stream::open(src, &s.target, s.inputs.as_deref(), Some(r))?);
         }
         (Some(DataSource::Stdin), Some(_)) => tracing::warn!(
