@@ -10,8 +10,12 @@
 //! - [`spec`]: `--ros2-input TOPIC:TYPE:FIELDS` and `--ros2-target`; [`assemble`]: rows from
 //!   messages, paired by stamp within a tolerance, bad messages counted.
 //! - [`bag`]: rosbag2 MCAP recordings as a [`coolgp_data::Dataset`].
+//! - [`map`]: the grid a node maps and its `PointCloud2`; [`diagnostics`]: its health as a
+//!   `DiagnosticArray`.
 //!
-//! The transport (rmw_zenoh sessions, DDS) lives in `coolgp-node`; everything here is pure
+//! - [`rmw_zenoh`]: rmw_zenoh's key expressions, attachments and liveliness tokens.
+//!
+//! The transport (the zenoh sessions) lives in `coolgp-node`; everything here is pure
 //! functions of bytes, except [`bag`], which reads files.
 
 #![warn(missing_docs)]
@@ -19,9 +23,12 @@
 pub mod assemble;
 pub mod bag;
 pub mod cdr;
+pub mod diagnostics;
 pub mod error;
 pub mod extract;
 pub mod hash;
+pub mod map;
+pub mod rmw_zenoh;
 pub mod spec;
 pub mod types;
 
