@@ -14,7 +14,8 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 start=$(date +%s)
 
 source scripts/ci_venv.sh
-"${PIP[@]}" install --quiet "pytest>=7" "rosbags>=0.10,<0.12"
+"${PIP[@]}" install --quiet "pytest>=7" "rosbags>=0.10,<0.12" "eclipse-zenoh>=1.10,<1.11" \
+  "zenoh-ros2-sdk==0.1.8"
 
 if ! "$TARGET/release/coolgp" ros2 types >/dev/null 2>&1; then
   cargo build --release -p coolgp-cli --features node

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{NodeError, Result};
 use crate::keys::validate_fleet;
+use crate::ros2::Ros2Settings;
 
 mod diff;
 
@@ -181,6 +182,188 @@ pub struct NodeArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub ros2: Ros2Args,
+    /// The node as a ROS 2 participant (docs/ROS2.md).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub ros2_node: Ros2NodeArgs,
+}
+
+/// `coolgp node`'s ROS 2 participant options (docs/ROS2.md).
+#[derive(Args, Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct Ros2NodeArgs {
+    /// Be a ROS 2 node: learn from the live topics that --ros2-input and --ros2-target name
+    /// (unless --data is given), publish the map (--ros2-map) and the node's health on
+    /// /diagnostics. MIDDLEWARE: zenoh (rmw_zenoh, on its own zenoh session to the robots'
+    /// router).
+    #[arg(long = "ros2", value_name = "MIDDLEWARE", help_heading = "ROS 2")]
+    pub ros2: Option<String>,
+    /// ROS domain id [default: $ROS_DOMAIN_ID, else 0].
+    #[arg(long, value_name = "ID", help_heading = "ROS 2")]
+    pub ros2_domain: Option<u32>,
+    /// Node namespace; relative topic names resolve under it [default: /].
+    #[arg(long, value_name = "NS", help_heading = "ROS 2")]
+    pub ros2_namespace: Option<String>,
+    /// Node name [default: coolgp_<id>].
+    #[arg(long, value_name = "NAME", help_heading = "ROS 2")]
+    pub ros2_node_name: Option<String>,
+    /// zenoh endpoint of the ROS 2 side, e.g. the rmw_zenoh router (repeatable)
+    /// [default: tcp/127.0.0.1:7447, rmw_zenoh's router].
+    #[arg(long, value_name = "ENDPOINT", help_heading = "ROS 2")]
+    pub ros2_connect: Vec<String>,
+    /// Listen for ROS 2 peers on this zenoh endpoint (repeatable) [default: none].
+    #[arg(long, value_name = "ENDPOINT", help_heading = "ROS 2")]
+    pub ros2_listen: Vec<String>,
+    /// Publish the node's predictions over a grid as sensor_msgs/PointCloud2:
+    /// NAME=LO:HI:N,NAME=LO:HI:N spans two inputs, NAME=VALUE fixes another (the rest take
+    /// their latest values), e.g. longitude=11:11.01:100,latitude=48:48.02:100.
+    #[arg(long, value_name = "GRID", help_heading = "ROS 2")]
+    pub ros2_map: Option<String>,
+    /// Seconds between two maps and two diagnostics [default: 1].
+    #[arg(long, value_name = "SECONDS", help_heading = "ROS 2")]
+    pub ros2_map_every: Option<f64>,
+    /// The map's topic [default: coolgp/map, under the namespace].
+    #[arg(long, value_name = "TOPIC", help_heading = "ROS 2")]
+    pub ros2_map_topic: Option<String>,
+}
+
+impl Ros2NodeArgs {
+    /// The keys of a configuration file.
+    pub const KEYS: [&'static str; 9] = [
+        "ros2",
+        "ros2-domain",
+        "ros2-namespace",
+        "ros2-node-name",
+        "ros2-connect",
+        "ros2-listen",
+        "ros2-map",
+        "ros2-map-every",
+        "ros2-map-topic",
+    ];
+
+    /// These flags over `file`'s.
+    pub(crate) fn merged(self, f: Ros2NodeArgs) -> Ros2NodeArgs {
+        Ros2NodeArgs {
+            ros2: self.ros2.or(f.ros2),
+            ros2_domain: self.ros2_domain.or(f.ros2_domain),
+            ros2_namespace: self.ros2_namespace.or(f.ros2_namespace),
+            ros2_node_name: self.ros2_node_name.or(f.ros2_node_name),
+            ros2_connect: or_list(self.ros2_connect, f.ros2_connect),
+            ros2_listen: or_list(self.ros2_listen, f.ros2_listen),
+            ros2_map: self.ros2_map.or(f.ros2_map),
+            ros2_map_every: self.ros2_map_every.or(f.ros2_map_every),
+            ros2_map_topic: self.ros2_map_topic.or(f.ros2_map_topic),
+        }
+    }
+
+    /// The validated settings, if `--ros2` is given; `live` are the topics to learn from.
+    ///
+    /// # Errors
+    /// [`NodeError::Config`] for another middleware, a bad name, period or domain, or ROS 2
+    /// options without `--ros2`.
+    pub fn settings(&self, id: u64, live: Option<RowSpec>) -> Result<Option<Ros2Settings>> {
+        let Some(mw) = self.ros2.as_deref() else {
+            let given = self.ros2_domain.is_some()
+                || self.ros2_namespace.is_some()
+                || self.ros2_node_name.is_some()
+                || !self.ros2_connect.is_empty()
+                || !self.ros2_listen.is_empty()
+                || self.ros2_map.is_some()
+                || self.ros2_map_every.is_some()
+                || self.ros2_map_topic.is_some();
+            if given || live.is_some() {
+                return Err(NodeError::Config(
+                    "ROS 2 options need --ros2 zenoh (live topics over rmw_zenoh); a recording \
+                     is --data BAG"
+                        .into(),
+                ));
+            }
+            return Ok(None);
+        };
+        if mw != "zenoh" {
+            return Err(NodeError::Config(format!(
+                "--ros2 {mw}: this build speaks ROS 2 over rmw_zenoh only (--ros2 zenoh, with \
+                 the robots' rmw_zenoh router); DDS is not built yet (docs/ROS2.md)"
+            )));
+        }
+        let domain = match self.ros2_domain {
+            Some(d) => d,
+            None => match std::env::var("ROS_DOMAIN_ID") {
+                Ok(v) if !v.trim().is_empty() => v.trim().parse().map_err(|_| {
+                    NodeError::Config(format!("ROS_DOMAIN_ID={v} is not a domain id"))
+                })?,
+                _ => 0,
+            },
+        };
+        if domain > 232 {
+            return Err(NodeError::Config(format!(
+                "--ros2-domain {domain}: ROS 2 domain ids are 0-232"
+            )));
+        }
+        let node_name = self
+            .ros2_node_name
+            .clone()
+            .unwrap_or_else(|| format!("coolgp_{id}"));
+        let valid = |n: &str| {
+            !n.is_empty()
+                && !n.starts_with(|c: char| c.is_ascii_digit())
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        if !valid(&node_name) {
+            return Err(NodeError::Config(format!(
+                "--ros2-node-name `{node_name}`: a ROS 2 node name is letters, digits and _, \
+                 not starting with a digit"
+            )));
+        }
+        let namespace = self.ros2_namespace.clone().unwrap_or_else(|| "/".into());
+        if !namespace
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .all(valid)
+        {
+            return Err(NodeError::Config(format!(
+                "--ros2-namespace `{namespace}`: parts are letters, digits and _"
+            )));
+        }
+        let namespace = format!("/{}", namespace.trim_matches('/'));
+        let every = self.ros2_map_every.unwrap_or(1.0);
+        if !(every.is_finite() && every >= 0.01) {
+            return Err(NodeError::Config(format!(
+                "--ros2-map-every {every}: give seconds >= 0.01"
+            )));
+        }
+        let connect = if self.ros2_connect.is_empty() && self.ros2_listen.is_empty() {
+            vec![crate::ros2::DEFAULT_ROUTER.to_string()]
+        } else {
+            self.ros2_connect.clone()
+        };
+        let map_topic = coolgp_ros2::rmw_zenoh::resolve(
+            &namespace,
+            self.ros2_map_topic
+                .as_deref()
+                .unwrap_or(crate::ros2::DEFAULT_MAP_TOPIC),
+        );
+        let live = live.map(|mut spec| {
+            for t in spec.inputs.iter_mut().chain([&mut spec.target]) {
+                t.topic = coolgp_ros2::rmw_zenoh::resolve(&namespace, &t.topic);
+            }
+            spec
+        });
+        Ok(Some(Ros2Settings {
+            domain,
+            namespace,
+            node_name,
+            zenoh: ZenohArgs {
+                listen: self.ros2_listen.clone(),
+                connect,
+                ..ZenohArgs::default()
+            },
+            live,
+            map: self.ros2_map.clone(),
+            every,
+            map_topic,
+        }))
+    }
 }
 
 /// The default `--route K` of `coolgp query --all` (issue 31; EXPERIMENTS.md "Routing").
@@ -378,6 +561,8 @@ pub struct NodeSettings {
     pub log_format: LogFormat,
     /// zenoh settings.
     pub zenoh: ZenohArgs,
+    /// The node as a ROS 2 participant (`--ros2`).
+    pub ros2: Option<Ros2Settings>,
 }
 
 impl From<ConfigError> for NodeError {
@@ -407,6 +592,27 @@ fn bag_source(a: &NodeArgs, path: PathBuf) -> Result<DataSource> {
     let tol = r.ros2_tolerance.unwrap_or(coolgp_ros2::DEFAULT_TOLERANCE);
     let spec = RowSpec::parse(inputs, target, tol).map_err(|e| NodeError::Config(e.to_string()))?;
     Ok(DataSource::Bag { path, spec })
+}
+
+/// Live topics as the data: the topics and fields of `--ros2-input`/`--ros2-target`.
+fn live_spec(a: &NodeArgs) -> Result<RowSpec> {
+    if a.target.is_some() || !a.inputs.is_empty() {
+        return Err(NodeError::Config(
+            "live ROS 2 topics name their fields with --ros2-input and --ros2-target (not \
+             --target or --inputs)"
+                .into(),
+        ));
+    }
+    let r = &a.ros2;
+    let (Some(inputs), Some(target)) = (&r.ros2_input, &r.ros2_target) else {
+        return Err(NodeError::Config(
+            "live ROS 2 topics need both --ros2-input TOPIC:TYPE:FIELDS and --ros2-target \
+             TOPIC:TYPE:FIELD"
+                .into(),
+        ));
+    };
+    let tol = r.ros2_tolerance.unwrap_or(coolgp_ros2::DEFAULT_TOLERANCE);
+    RowSpec::parse(inputs, target, tol).map_err(|e| NodeError::Config(e.to_string()))
 }
 
 /// Reads `--config FILE`, refusing keys that are not flags (a typo would be ignored).
@@ -465,6 +671,7 @@ impl NodeArgs {
         let keys = Self::KEYS.iter().chain(&log).chain(&AgentArgs::KEYS);
         keys.chain(&ZenohArgs::KEYS)
             .chain(&Ros2Args::KEYS)
+            .chain(&Ros2NodeArgs::KEYS)
             .copied()
             .collect()
     }
@@ -500,6 +707,7 @@ impl NodeArgs {
             log_format: self.log_format.or(f.log_format),
             zenoh: self.zenoh.merged(f.zenoh),
             ros2: self.ros2.merged(f.ros2),
+            ros2_node: self.ros2_node.merged(f.ros2_node),
         }
     }
 
@@ -590,17 +798,23 @@ impl NodeArgs {
             Some(p) => Some(DataSource::File(p)),
             None => None,
         };
-        if a.ros2.any() && !matches!(data, Some(DataSource::Bag { .. })) {
-            return Err(NodeError::Config(
-                "--ros2-input/--ros2-target read a rosbag2 recording given as --data \
-                 (an .mcap file or a bag directory)"
-                    .into(),
-            ));
-        }
+        let live = match (&data, a.ros2.any()) {
+            (None, true) => Some(live_spec(&a)?),
+            (Some(DataSource::Bag { .. }), _) | (_, false) => None,
+            (Some(_), true) => {
+                return Err(NodeError::Config(
+                    "--ros2-input/--ros2-target name live topics (with --ros2 zenoh) or the \
+                     topics of a rosbag2 recording given as --data (an .mcap file or a bag \
+                     directory), not the columns of a CSV"
+                        .into(),
+                ))
+            }
+        };
+        let ros2 = a.ros2_node.settings(id, live)?;
         if a.follow && !matches!(data, Some(DataSource::File(_))) {
             return Err(NodeError::Config("--follow needs --data FILE".into()));
         }
-        if data.is_none() && a.inputs.is_empty() {
+        if data.is_none() && a.inputs.is_empty() && ros2.as_ref().is_none_or(|r| r.live.is_none()) {
             return Err(NodeError::Config(
                 "a node without --data needs --inputs (the input column names)".into(),
             ));
@@ -614,6 +828,7 @@ impl NodeArgs {
             v.fuse_within,
             neighbors,
             data,
+            ros2,
         )
     }
 
@@ -629,6 +844,7 @@ impl NodeArgs {
         fuse_within: bool,
         neighbors: Vec<u64>,
         data: Option<DataSource>,
+        ros2: Option<Ros2Settings>,
     ) -> Result<NodeSettings> {
         let resend_every = self.resend_every.unwrap_or(1);
         if resend_every == 0 {
@@ -648,11 +864,13 @@ impl NodeArgs {
         let batch = self.batch.unwrap_or(DEFAULT_BATCH);
         let round_ms = self.round_ms.unwrap_or(DEFAULT_ROUND_MS);
         let every = self.checkpoint_every.unwrap_or(DEFAULT_CHECKPOINT_EVERY);
-        let (target, inputs) = match &data {
-            Some(DataSource::Bag { spec, .. }) => {
-                (spec.target_name().to_string(), Some(spec.input_names()))
-            }
-            _ => (
+        let spec = match &data {
+            Some(DataSource::Bag { spec, .. }) => Some(spec),
+            _ => ros2.as_ref().and_then(|r| r.live.as_ref()),
+        };
+        let (target, inputs) = match spec {
+            Some(spec) => (spec.target_name().to_string(), Some(spec.input_names())),
+            None => (
                 self.target.unwrap_or_else(|| "y".into()),
                 (!self.inputs.is_empty()).then_some(self.inputs),
             ),
@@ -680,6 +898,7 @@ impl NodeArgs {
             queue: positive(self.queue.unwrap_or(DEFAULT_QUEUE), "--queue")?,
             log_format,
             zenoh: self.zenoh,
+            ros2,
         })
     }
 }

@@ -64,6 +64,7 @@ pub mod keys;
 pub mod node;
 pub mod pooled_fit;
 pub mod query;
+pub mod ros2;
 pub mod routing;
 pub mod row_auth;
 pub mod standardize;

@@ -260,6 +260,30 @@ pub fn predict(
     Ok(reply_of(&answers, model.scaler.as_ref(), req.parts))
 }
 
+/// The fused answers at `rows` (original units, in the model's input order): the global
+/// fused model and, with a local memory, its residual GP's correction; a map's points.
+///
+/// # Errors
+/// A row of the wrong width, or the agent's own error.
+pub fn predict_rows(
+    model: &QueryModel,
+    rows: &[Vec<f64>],
+) -> std::result::Result<PredictReply, String> {
+    let d = model.inputs.len();
+    if let Some(r) = rows.iter().find(|r| r.len() != d) {
+        return Err(format!("a row has {} values, expected {d}", r.len()));
+    }
+    let mut x = Mat::from_fn(rows.len(), d, |i, j| rows[i][j]);
+    if let Some(sc) = &model.scaler {
+        sc.apply_x(&mut x).map_err(|e| e.to_string())?;
+    }
+    let answers = model
+        .agent
+        .local_answers(x.as_ref(), View::Fused)
+        .map_err(|e| e.to_string())?;
+    Ok(reply_of(&answers, model.scaler.as_ref(), false))
+}
+
 /// Up to `k` of the agent's memory rows ([`offered_rows`]) in original units and its
 /// leave-one-out answers there, with their parts (docs/LOCAL.md §10).
 ///

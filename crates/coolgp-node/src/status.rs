@@ -185,6 +185,9 @@ pub struct Status {
     /// The fused excess (only when asked with `?fused`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fused: Option<ExcessJson>,
+    /// The node as a ROS 2 participant (`--ros2`): messages, rows, refusals, maps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ros2: Option<crate::ros2::Ros2Status>,
     /// The member check (issue 29, docs/MEMBERS.md §5): this node's own memory rows against
     /// the fleet's model without it, in original units (absent without memory rows).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -290,6 +290,12 @@ impl RowAssembler {
         self.ready.pop_front()
     }
 
+    /// Decides every pending target now with the inputs at hand (a live stream gone quiet:
+    /// the partner a target still waits for is not coming); later messages pair as usual.
+    pub fn flush(&mut self) {
+        self.emit(true);
+    }
+
     /// The stream ended: decides every pending target and counts what is left unpaired.
     pub fn finish(&mut self) {
         self.emit(true);

@@ -10,8 +10,10 @@
 //!   <namespace>/<node>[/<topic>/<type>/<hash>/<qos>]`, each field's `/` written `%` and an
 //!   empty field `%`; the GID is the XXH3-128 of the token (low 64 bits first, little endian).
 //! - QoS field: `<reliability>:<durability>:<history>,<depth>:<deadline s>,<ns>:<lifespan s>,
-//!   <ns>:<liveliness>,<lease s>,<ns>`, each number left empty where it equals rmw_zenoh's
-//!   default (reliable, transient local, keep last 42, infinite durations, automatic).
+//!   <ns>:<liveliness>,<lease s>,<ns>`, with the RMW enum numbers (reliable 1, best effort 2,
+//!   transient local 1, volatile 2), each left empty where it equals rmw_zenoh's default
+//!   (reliable, volatile, keep last, depth 42, infinite durations, automatic): rclpy's
+//!   default profile (depth 10) is `::,10:,:,:,,`.
 
 use crate::hash::rihs01;
 use crate::types::MsgType;
@@ -79,7 +81,7 @@ impl Qos {
     /// The token's QoS field (numbers only where they differ from rmw_zenoh's default).
     pub fn field(&self) -> String {
         let reliability = if self.reliable { "" } else { "2" };
-        let durability = if self.transient_local { "" } else { "2" };
+        let durability = if self.transient_local { "1" } else { "" };
         let depth = if self.depth == 42 {
             String::new()
         } else {
@@ -290,10 +292,17 @@ mod tests {
         assert_eq!(
             t,
             "@ros2_lv/0/8b7e5c1f/0/3/MP/%/%/coolgp_1/%coolgp%map/\
-             sensor_msgs::msg::dds_::PointCloud2_/RIHS01_9198/::,1:,:,:,,"
+             sensor_msgs::msg::dds_::PointCloud2_/RIHS01_9198/:1:,1:,:,:,,"
         );
         assert_eq!(Entity::parse(&t), Some(e));
-        assert_eq!(Qos::DEFAULT.field(), ":2:,10:,:,:,,");
+        // As rmw_zenoh writes them (seen from zenoh-ros2-sdk and rmw_zenoh's qos.cpp).
+        assert_eq!(Qos::DEFAULT.field(), "::,10:,:,:,,");
+        let best_effort_latched = Qos {
+            reliable: false,
+            transient_local: true,
+            depth: 1,
+        };
+        assert_eq!(best_effort_latched.field(), "2:1:,1:,:,:,,");
         assert!(Entity::parse("@ros2_lv/0/x").is_none());
         assert_ne!(gid(&t), gid("other"));
     }

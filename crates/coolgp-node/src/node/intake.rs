@@ -34,6 +34,7 @@ impl Node {
         let intake = &mut self.intake;
         match item {
             Item::Row { x, y, end } => {
+                intake.latest_x = Some(x.clone());
                 intake.pending_x.push(x);
                 intake.pending_y.push(y);
                 intake.cursor.offset = end;

@@ -16,6 +16,7 @@ mod intake;
 mod members;
 mod pooled;
 mod report;
+mod ros2_side;
 mod session;
 mod start;
 
@@ -85,6 +86,8 @@ struct Intake {
     cursor: StreamPos,
     /// Stream position after the last absorbed block (what a checkpoint records).
     committed: StreamPos,
+    /// The inputs of the latest row, original units (a map's unspanned inputs).
+    latest_x: Option<Vec<f64>>,
 }
 
 /// Durability: what the newest checkpoint acknowledges, and when it was written.
@@ -220,6 +223,8 @@ struct Node {
     /// The coverage advertised in the status, and the (data version, kernel fits) it was
     /// computed at ([`Node::refresh_coverage`]).
     advertised: Option<((u64, u64), Option<crate::coverage::CoverageJson>)>,
+    /// The node as a ROS 2 participant (`--ros2`, [`ros2_side`]).
+    ros2: Option<ros2_side::Ros2Side>,
 }
 
 /// Runs a node until SIGTERM/SIGINT (then writes a final checkpoint).
@@ -230,12 +235,35 @@ struct Node {
 pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
     let data = start::open_data(&s, loader)?;
     let resumed = start::restore_or_create(&s, &data.vocab, &data.inputs.layout)?;
-    let rx = start::start_stream(&s, data.opened, &resumed)?;
+    let mut rx = start::start_stream(&s, data.opened, &resumed)?;
     let d = data.inputs.layout.inputs.len();
+    let grid = match s.ros2.as_ref().and_then(|r| r.map.as_deref()) {
+        Some(g) => Some(
+            coolgp_ros2::map::MapGrid::parse(g, &data.inputs.layout.inputs)
+                .map_err(|e| NodeError::Config(e.to_string()))?,
+        ),
+        None => None,
+    };
     let (endpoints, peers) = session::open_transport(&s, &data.vocab, d).await?;
+    let ros2 = match &s.ros2 {
+        Some(r) => {
+            let tx = r.live.as_ref().map(|_| {
+                let (tx, live) = mpsc::channel(64 * s.batch.max(16));
+                rx = Some(live);
+                tx
+            });
+            let link = crate::ros2::Ros2Link::open(r, tx).await?;
+            Some(ros2_side::Ros2Side::new(link, grid, r.every))
+        }
+        None => None,
+    };
     session::log_started(&s, &data.vocab, d, peers.auth.as_ref());
     let mut node = Node::new(s, resumed, data.inputs, rx, peers);
+    node.ros2 = ros2;
     let result = node.serve(&endpoints).await;
+    if let Some(side) = node.ros2.take() {
+        side.link.close().await;
+    }
     endpoints.close().await;
     result
 }
@@ -256,6 +284,11 @@ pub async fn run_many(host: crate::host::Host, loader: VocabLoader<'_>) -> Resul
     for s in host.agents {
         let id = s.id;
         let _span = tracing::info_span!("agent", id).entered();
+        if s.ros2.is_some() {
+            return Err(named(id)(NodeError::Config(
+                "ROS 2 (--ros2) is per node: run a ROS 2 agent as `coolgp node`".into(),
+            )));
+        }
         let data = start::open_data(&s, loader).map_err(named(id))?;
         let resumed =
             start::restore_or_create(&s, &data.vocab, &data.inputs.layout).map_err(named(id))?;
@@ -324,6 +357,7 @@ impl Node {
             pooled,
             watch: members::Watch::default(),
             advertised: None,
+            ros2: None,
             agent: resumed.agent,
             inputs,
             intake: Intake {
@@ -332,6 +366,7 @@ impl Node {
                 pending_y: Vec::new(),
                 cursor: resumed.committed.clone(),
                 committed: resumed.committed,
+                latest_x: None,
             },
             durability: Durability {
                 acked_blocks: resumed.acked_blocks,

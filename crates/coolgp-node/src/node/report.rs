@@ -118,6 +118,7 @@ impl Node {
                 .map(|m| m.iter().copied().collect())
                 .unwrap_or_default(),
             rejected,
+            ros2: self.ros2.as_ref().map(|r| r.link.status()),
             messages_accepted: t.messages_accepted,
             messages_received: t.messages_received,
             bytes_received: t.bytes_received,

@@ -1,0 +1,152 @@
+//! The node's ROS 2 side in the loop: each `--ros2-map-every` seconds, the map (the node's
+//! answers over the grid, computed off the loop on a blocking thread) and the health.
+
+use std::time::{Duration, Instant};
+
+use coolgp_ros2::diagnostics::{diagnostic_array, Level, Status};
+use coolgp_ros2::map::{point_cloud, MapGrid};
+
+use super::Node;
+use crate::query::{predict_rows, QueryModel};
+use crate::ros2::Ros2Link;
+
+/// A map being computed: its bytes and the milliseconds it took, or why it failed.
+type MapJob = tokio::task::JoinHandle<Result<(Vec<u8>, f64), String>>;
+
+/// The link, the grid and the schedule.
+pub(crate) struct Ros2Side {
+    pub(crate) link: Ros2Link,
+    grid: Option<MapGrid>,
+    every: Duration,
+    next: Instant,
+    job: Option<MapJob>,
+}
+
+impl Ros2Side {
+    pub(crate) fn new(link: Ros2Link, grid: Option<MapGrid>, every: f64) -> Self {
+        Self {
+            link,
+            grid,
+            every: Duration::from_secs_f64(every),
+            next: Instant::now(),
+            job: None,
+        }
+    }
+}
+
+/// The map of `model` over `grid` at `rows`, as PointCloud2 bytes, and the milliseconds.
+fn compute_map(
+    model: &QueryModel,
+    grid: &MapGrid,
+    rows: &[Vec<f64>],
+    frame: &str,
+) -> Result<(Vec<u8>, f64), String> {
+    let t0 = Instant::now();
+    let reply = predict_rows(model, rows)?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    let bytes = point_cloud(grid, &reply.mean, &reply.var_f, stamp, frame);
+    Ok((bytes, t0.elapsed().as_secs_f64() * 1e3))
+}
+
+impl Node {
+    /// Publishes a finished map, starts the next when due, and the diagnostics with it.
+    pub(super) async fn ros2_step(&mut self) {
+        let Some(side) = self.ros2.as_mut() else {
+            return;
+        };
+        if side.job.as_ref().is_some_and(|j| j.is_finished()) {
+            if let Some(job) = side.job.take() {
+                match job.await {
+                    Ok(Ok((bytes, ms))) => {
+                        side.link.status.last_map_ms = Some(ms);
+                        if let Err(e) = side.link.publish_map(bytes).await {
+                            tracing::warn!(error = %e, "publishing the map failed");
+                        }
+                    }
+                    Ok(Err(e)) => tracing::warn!(error = %e, "computing the map failed"),
+                    Err(e) => tracing::warn!(error = %e, "the map task failed"),
+                }
+            }
+        }
+        if Instant::now() < side.next {
+            return;
+        }
+        side.next = Instant::now() + side.every;
+        side.link.flush_if_quiet();
+        let grid = if side.job.is_none() {
+            side.grid.clone()
+        } else {
+            None
+        };
+        if let Some(grid) = grid {
+            let rows = grid.rows(self.intake.latest_x.as_deref());
+            if rows.iter().flatten().all(|v| v.is_finite()) && self.agent.n_own() > 0 {
+                let model = self.query_model();
+                let job =
+                    tokio::task::spawn_blocking(move || compute_map(&model, &grid, &rows, "map"));
+                if let Some(side) = self.ros2.as_mut() {
+                    side.job = Some(job);
+                }
+            }
+        }
+        let msg = self.diagnostics();
+        if let Some(side) = self.ros2.as_mut() {
+            if let Err(e) = side.link.publish_diagnostics(msg).await {
+                tracing::warn!(error = %e, "publishing diagnostics failed");
+            }
+        }
+    }
+
+    /// The node's health as a DiagnosticArray.
+    fn diagnostics(&self) -> Vec<u8> {
+        let st = self
+            .ros2
+            .as_ref()
+            .map(|s| s.link.status())
+            .unwrap_or_default();
+        let rejected: u64 = self.peers.rejects.counts.values().sum();
+        let (dropped, _) = self.peers.inbound.dropped();
+        let refused = st.bad_cdr + st.non_finite + st.stamp_backwards + st.wrong_type;
+        let level = if refused + rejected > 0 || st.rows_dropped > 0 {
+            Level::Warn
+        } else {
+            Level::Ok
+        };
+        let values = [
+            ("points", self.agent.n_own() as u64),
+            ("fleet_points", self.agent.fleet_points() as u64),
+            (
+                "peers",
+                self.peers.members.lock().map_or(0, |m| m.len() as u64),
+            ),
+            ("rejected", rejected),
+            ("dropped", dropped + st.rows_dropped),
+            ("ros2_messages", st.messages),
+            ("ros2_rows", st.rows),
+            ("ros2_refused", refused),
+            ("ros2_unpaired", st.unpaired_inputs + st.unpaired_targets),
+            ("maps", st.maps),
+        ];
+        let status = Status {
+            level,
+            name: format!("coolgp: {}", st.node),
+            message: format!(
+                "{} points, {} fleet points, {refused} ROS 2 messages refused, {rejected} peer \
+                 messages rejected",
+                self.agent.n_own(),
+                self.agent.fleet_points()
+            ),
+            hardware_id: self.s.id.to_string(),
+            values: values
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), v.to_string()))
+                .collect(),
+        };
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        diagnostic_array(&[status], stamp, "")
+    }
+}

@@ -1,0 +1,206 @@
+"""`coolgp node --ros2 zenoh` against an rmw_zenoh implementation we did not write
+(zenoh-ros2-sdk, with rosbags' types, driven by peer.py): the node learns from the peer's live
+NavSatFix + Temperature topics, its PointCloud2 map decodes to what `coolgp query` answers at the
+grid points, the peer's view of the ROS 2 graph shows the node and its topics, and bad messages
+from a publisher of our own (built from rmw_zenoh's design document) are counted, not learned."""
+import json
+import math
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import run
+
+pytest.importorskip("zenoh")
+pytest.importorskip("zenoh_ros2_sdk")
+
+HERE = pathlib.Path(__file__).resolve().parent
+GRID = "latitude=48:48.0006:4,longitude=11:11.0004:3"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture()
+def router(tmp_path):
+    ep = f"tcp/127.0.0.1:{free_port()}"
+    p = subprocess.Popen([sys.executable, HERE / "router.py", ep], stdout=subprocess.PIPE,
+                         stderr=open(tmp_path / "router.log", "w"), text=True)
+    assert "listening" in p.stdout.readline()
+    yield ep
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=10)
+
+
+def peer(router, *args, timeout=60):
+    return run([sys.executable, HERE / "peer.py", "-e", router, "--mode", "client", *args],
+               timeout=timeout)[1]
+
+
+def start_node(coolgp_bin, tmp_path, router, *extra):
+    port = free_port()
+    fleet = f"ros{os.getpid()}{port}"
+    p = subprocess.Popen(
+        [coolgp_bin, "node", "--id", "1", "--fleet", fleet, "--inducing", "12", "--batch", "10",
+         "--round-ms", "50", "--listen", f"tcp/127.0.0.1:{port}", "--ros2", "zenoh",
+         "--ros2-connect", router, *extra],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "node.log", "w"))
+    return p, port, fleet
+
+
+def status(coolgp_bin, port, fleet):
+    _, out, _ = run([coolgp_bin, "status", "--connect", f"tcp/127.0.0.1:{port}", "--fleet", fleet,
+                     "--agent", "1", "--timeout-ms", "5000"], timeout=30)
+    return json.loads(out)
+
+
+def wait_for(pred, what, coolgp_bin, port, fleet, timeout=60):
+    deadline, last = time.time() + timeout, None
+    while time.time() < deadline:
+        try:
+            last = status(coolgp_bin, port, fleet)
+            if pred(last):
+                return last
+        except AssertionError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"{what} never happened: {last}")
+
+
+def stop(p):
+    p.terminate()
+    try:
+        p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def test_node_learns_maps_and_shows_in_the_graph(coolgp_bin, tmp_path, router):
+    node, port, fleet = start_node(
+        coolgp_bin, tmp_path, router, "--ros2-namespace", "/robot1",
+        "--ros2-input", "fix:sensor_msgs/msg/NavSatFix:latitude,longitude",
+        "--ros2-target", "temp:sensor_msgs/msg/Temperature:temperature",
+        "--ros2-tolerance", "0.02", "--ros2-map", GRID, "--ros2-map-every", "0.3",
+        "--local-memory", "0")
+    try:
+        out = peer(router, "--node", "gps", "pub", "-n", "60", "--rate", "20", "--wait-sub", "15",
+                   "--fix", "/robot1/fix", "--temp", "/robot1/temp")
+        assert '"subscriber_seen": true' in out
+        st = wait_for(lambda s: s["points"] == 60, "60 points", coolgp_bin, port, fleet)
+        r = st["ros2"]
+        assert (r["node"], r["messages"], r["rows"]) == ("/robot1/coolgp_1", 120, 60), r
+        assert dict(r["per_topic"]) == {"robot1/fix": 60, "robot1/temp": 60}
+        assert r["bad_cdr"] == r["wrong_type"] == r["rows_dropped"] == 0
+
+        # The map, decoded by the peer, equals `coolgp query` at the grid points.
+        time.sleep(1.0)
+        lines = peer(router, "--node", "viewer", "sub", "--topic", "/robot1/coolgp/map",
+                     "-n", "1", "--timeout", "15").splitlines()
+        cloud = json.loads(lines[0])
+        assert (cloud["width"], cloud["height"]) == (4, 3)
+        assert cloud["fields"] == ["x", "y", "z", "mean", "variance"]
+        lats = [48 + 0.0006 * k / 3 for k in range(4)]
+        lons = [11 + 0.0004 * k / 2 for k in range(3)]
+        q = tmp_path / "grid.csv"
+        q.write_text("latitude,longitude\n" + "".join(
+            f"{la!r},{lo!r}\n" for lo in lons for la in lats))
+        _, ans, _ = run([coolgp_bin, "query", "--connect", f"tcp/127.0.0.1:{port}", "--fleet",
+                         fleet, "--agent", "1", "--input", q])
+        rows = [list(map(float, l.split(","))) for l in ans.splitlines()[1:]]
+        assert len(rows) == len(cloud["points"]) == 12
+        for p, (mean, var_f, _) in zip(cloud["points"], rows):
+            assert math.isclose(p["mean"], mean, rel_tol=1e-12), (p, mean)
+            assert math.isclose(p["variance"], var_f, rel_tol=1e-12), (p, var_f)
+        assert abs(cloud["points"][5]["x"] - lats[1]) < 1e-5  # float32 grid coordinates
+
+        # The peer's view of the graph: our node, its subscriptions and publishers.
+        g = json.loads(peer(router, "--node", "viewer", "graph", "--wait", "1.5"))
+        assert "/robot1/coolgp_1" in [n["fqn"] for n in g["nodes"]], g["nodes"]
+        t = g["topics"]
+        assert "/robot1/coolgp_1" in t["/robot1/fix"]["subscribers"]
+        assert "/robot1/coolgp_1" in t["/robot1/temp"]["subscribers"]
+        assert t["/robot1/coolgp/map"]["types"] == ["sensor_msgs::msg::dds_::PointCloud2_"]
+        assert "/robot1/coolgp_1" in t["/robot1/coolgp/map"]["publishers"]
+        assert "/robot1/coolgp_1" in t["/diagnostics"]["publishers"]
+        sdk = dict((name, types) for name, types in g["sdk_topic_names_and_types"])
+        assert sdk["/robot1/fix"] == ["sensor_msgs/msg/NavSatFix"]
+
+        # Its health on /diagnostics.
+        d = json.loads(peer(router, "--node", "viewer", "sub", "--topic", "/diagnostics", "--type",
+                            "diagnostic_msgs/msg/DiagnosticArray", "-n", "1",
+                            "--timeout", "15").splitlines()[0])
+        values = {kv["key"]: kv["value"] for kv in d["status"][0]["values"]}
+        assert values["points"] == "60" and values["ros2_rows"] == "60", values
+        assert d["status"][0]["hardware_id"] == "1"
+    finally:
+        stop(node)
+
+
+def raw_publisher(router, typestore):
+    """A publisher of our own, from rmw_zenoh's design document: key
+    <domain>/<topic>/<pkg::msg::dds_::Name_>/<RIHS01 hash>, a 33-byte attachment."""
+    import zenoh
+
+    conf = zenoh.Config()
+    conf.insert_json5("mode", '"client"')
+    conf.insert_json5("connect/endpoints", json.dumps([router]))
+    session = zenoh.open(conf)
+    seq = [0]
+
+    def put(topic, msgtype, payload):
+        pkg, _, name = msgtype.split("/")
+        key = f"0/{topic}/{pkg}::msg::dds_::{name}_/{typestore.hash_rihs01(msgtype)}"
+        seq[0] += 1
+        att = seq[0].to_bytes(8, "little") + time.time_ns().to_bytes(8, "little") + b"\x10" + bytes(16)
+        session.put(key, bytes(payload), attachment=att)
+
+    return session, put
+
+
+def test_bad_messages_are_counted_not_learned(coolgp_bin, tmp_path, router, typestore):
+    from conftest import navsatfix, temperature
+
+    node, port, fleet = start_node(
+        coolgp_bin, tmp_path, router,
+        "--ros2-input", "/fix:sensor_msgs/msg/NavSatFix:latitude,longitude",
+        "--ros2-target", "/temp:sensor_msgs/msg/Temperature:temperature",
+        "--ros2-tolerance", "0.01")
+    session, put = raw_publisher(router, typestore)
+    try:
+        wait_for(lambda s: "ros2" in s, "the node up", coolgp_bin, port, fleet)
+        time.sleep(1.0)
+        ser = lambda m, t: typestore.serialize_cdr(m, t)
+        fix_t, temp_t = "sensor_msgs/msg/NavSatFix", "sensor_msgs/msg/Temperature"
+        t0 = 1_700_000_000_000_000_000
+        good = 0
+        for k in range(20):
+            t = t0 + k * 100_000_000
+            put("fix", fix_t, ser(navsatfix(typestore, t, 48.0 + k * 1e-4, 11.0), fix_t))
+            put("temp", temp_t, ser(temperature(typestore, t + 1_000_000, 20.0 + k), temp_t))
+            good += 1
+            time.sleep(0.01)
+        bad_fix = ser(navsatfix(typestore, t0 + 30 * 10**8, 48.0, 11.0), fix_t)
+        put("fix", fix_t, bad_fix[:20])                                  # truncated
+        put("fix", fix_t, b"\x07\x07garbage")                            # not CDR
+        put("fix", fix_t, ser(navsatfix(typestore, t0 + 31 * 10**8, float("nan"), 11.0), fix_t))
+        put("fix", fix_t, ser(navsatfix(typestore, t0, 48.0, 11.0), fix_t))  # stamp backwards
+        put("fix", temp_t, ser(temperature(typestore, t0 + 32 * 10**8, 1.0), temp_t))  # wrong type
+        st = wait_for(lambda s: s["ros2"]["wrong_type"] == 1 and s["points"] == good,
+                      "the bad messages counted", coolgp_bin, port, fleet)
+        r = st["ros2"]
+        assert (r["bad_cdr"], r["non_finite"], r["stamp_backwards"]) == (2, 1, 1), r
+        assert r["rows"] == good and st["rows_skipped"] == 0
+        assert node.poll() is None  # still running
+    finally:
+        session.close()
+        stop(node)
