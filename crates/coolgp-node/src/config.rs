@@ -316,11 +316,7 @@ impl Ros2NodeArgs {
             )));
         }
         let namespace = self.ros2_namespace.clone().unwrap_or_else(|| "/".into());
-        if !namespace
-            .split('/')
-            .filter(|p| !p.is_empty())
-            .all(valid)
-        {
+        if !namespace.split('/').filter(|p| !p.is_empty()).all(valid) {
             return Err(NodeError::Config(format!(
                 "--ros2-namespace `{namespace}`: parts are letters, digits and _"
             )));

@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 
 use crate::error::Ros2Error;
-use crate::extract::Extractor;
+use crate::extract::{Extractor, MAX_FIELDS};
 use crate::spec::RowSpec;
 
 /// Most messages held per queue while waiting for a partner; older ones are dropped as
@@ -60,13 +60,16 @@ pub struct Counts {
     pub per_topic: Vec<(String, u64)>,
 }
 
-/// A paired input: its extractor, its columns and its queue.
+/// One topic's values of a message (the first `width` of them), kept inline.
+type Vals = [f64; MAX_FIELDS];
+
+/// A paired input: its extractor, its columns and its queue (stamp, values).
 #[derive(Debug)]
 struct Paired {
     topic: usize,
     ex: Extractor,
     first_col: usize,
-    queue: VecDeque<(f64, Vec<f64>)>,
+    queue: VecDeque<(f64, Vals)>,
     latest: f64,
 }
 
@@ -91,7 +94,6 @@ pub struct RowAssembler {
     pending: VecDeque<Row>,
     ready: VecDeque<Row>,
     counts: Counts,
-    scratch: Vec<f64>,
 }
 
 impl RowAssembler {
@@ -141,7 +143,6 @@ impl RowAssembler {
             pending: VecDeque::new(),
             ready: VecDeque::new(),
             counts,
-            scratch: Vec::new(),
         })
     }
 
@@ -168,6 +169,19 @@ impl RowAssembler {
             self.counts.other_topics += 1;
             return;
         };
+        self.push_at(t, payload, fallback);
+    }
+
+    /// Counts `n` messages seen on topics not named (a reader that filtered them itself).
+    pub fn count_other_topics(&mut self, n: u64) {
+        self.counts.other_topics += n;
+    }
+
+    /// [`Self::push`] for the topic of index `t` in [`RowSpec::topics`] order.
+    ///
+    /// # Panics
+    /// If `t` is not a topic index.
+    pub fn push_at(&mut self, t: usize, payload: &[u8], fallback: f64) {
         self.counts.messages += 1;
         self.counts.per_topic[t].1 += 1;
         if t == self.target_topic {
@@ -181,34 +195,25 @@ impl RowAssembler {
         self.emit(false);
     }
 
-    /// Decodes with `ex` into the scratch buffer; `None` (counted) if bad, non-finite or
-    /// older than `topic`'s last stamp.
-    fn decode(&mut self, which: Which, payload: &[u8], fallback: f64) -> Option<(f64, Vec<f64>)> {
+    /// Decodes with `which`'s extractor; `None` (counted) if bad, non-finite or older than
+    /// its topic's last stamp.
+    fn decode(&mut self, which: Which, payload: &[u8], fallback: f64) -> Option<(f64, Vals)> {
         let (ex, topic) = match which {
             Which::Target => (&self.target, self.target_topic),
             Which::Input(p) => (&self.paired[p].ex, self.paired[p].topic),
             Which::Inline(i) => (&self.inline[i].ex, self.target_topic),
         };
-        let mut out = std::mem::take(&mut self.scratch);
-        let stamp = match ex.decode(payload, fallback, &mut out) {
-            Ok(s) => s,
-            Err(_) => {
-                self.counts.bad_cdr += 1;
-                self.scratch = out;
-                return None;
-            }
+        let mut out = [f64::NAN; MAX_FIELDS];
+        let Ok(stamp) = ex.decode(payload, fallback, &mut out) else {
+            self.counts.bad_cdr += 1;
+            return None;
         };
-        if !stamp.is_finite() || out.iter().any(|v| !v.is_finite()) {
+        if !stamp.is_finite() || out[..ex.width()].iter().any(|v| !v.is_finite()) {
             self.counts.non_finite += 1;
-            self.scratch = out;
             return None;
         }
-        if matches!(which, Which::Inline(_)) {
-            return Some((stamp, out));
-        }
-        if stamp < self.last_stamp[topic] {
+        if !matches!(which, Which::Inline(_)) && stamp < self.last_stamp[topic] {
             self.counts.stamp_backwards += 1;
-            self.scratch = out;
             return None;
         }
         Some((stamp, out))
@@ -223,8 +228,8 @@ impl RowAssembler {
             let Some((_, vals)) = self.decode(Which::Inline(i), payload, fallback) else {
                 return;
             };
-            let c = self.inline[i].first_col;
-            x[c..c + vals.len()].copy_from_slice(&vals);
+            let (c, w) = (self.inline[i].first_col, self.inline[i].ex.width());
+            x[c..c + w].copy_from_slice(&vals[..w]);
         }
         self.last_stamp[self.target_topic] = stamp;
         self.pending.push_back(Row { stamp, x, y: y[0] });
@@ -268,7 +273,8 @@ impl RowAssembler {
             if picks.iter().all(Option::is_some) {
                 for (p, pick) in self.paired.iter_mut().zip(&picks) {
                     if let Some((_, vals)) = pick.and_then(|k| p.queue.remove(k)) {
-                        row.x[p.first_col..p.first_col + vals.len()].copy_from_slice(&vals);
+                        let w = p.ex.width();
+                        row.x[p.first_col..p.first_col + w].copy_from_slice(&vals[..w]);
                     }
                 }
                 self.counts.rows += 1;
@@ -314,7 +320,7 @@ enum Which {
 }
 
 /// The queue index of the message nearest `t` within `tol` (the earlier on a tie).
-fn nearest(queue: &VecDeque<(f64, Vec<f64>)>, t: f64, tol: f64) -> Option<usize> {
+fn nearest(queue: &VecDeque<(f64, Vals)>, t: f64, tol: f64) -> Option<usize> {
     let mut best: Option<(usize, f64)> = None;
     for (k, (s, _)) in queue.iter().enumerate() {
         let d = (s - t).abs();

@@ -8,6 +8,7 @@
 //! it; a topic whose recorded type differs from the one named is refused naming both.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use coolgp::faer::Mat;
@@ -30,6 +31,9 @@ pub struct BagRows {
     pub counts: Counts,
     /// The files read.
     pub files: Vec<PathBuf>,
+    /// A file ended in the middle of a record (a recording cut short, e.g. by a crash): its
+    /// complete records were read.
+    pub truncated: bool,
 }
 
 /// Whether `path` looks like a rosbag2 recording (an `.mcap`/`.db3` file or a directory with
@@ -153,40 +157,34 @@ pub fn read_bag(path: &Path, spec: &RowSpec) -> Result<BagRows> {
         Compression::None
     };
     let mut asm = RowAssembler::new(spec)?;
-    let mut rows = Vec::new();
-    let mut seen: BTreeMap<String, String> = BTreeMap::new();
-    for file in &files {
-        let bytes = read_mcap(file)?;
-        let stream = mcap::MessageStream::new(&bytes).map_err(|e| bag_err(file, e.to_string()))?;
-        let mut unpacked = Vec::new();
-        for msg in stream {
-            let msg = msg.map_err(|e| bag_err(file, format!("corrupt MCAP: {e}")))?;
-            let data: &[u8] = if mode == Compression::Message {
-                unpacked.clear();
-                match zstd::stream::copy_decode(&msg.data[..], &mut unpacked) {
-                    Ok(()) => &unpacked,
-                    Err(_) => &[],
+    // Two threads: this one pairs while the other reads and walks the files (each about half
+    // the work: a recording of 1,000,000 pairs in 0.33 s on one thread, BENCHMARKS.md §17).
+    let (read, mut rows) = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(4);
+        let reader = scope.spawn(|| read_messages(&files, spec, mode, tx));
+        let mut rows = Vec::new();
+        for batch in rx {
+            let mut at = 0;
+            for &(t, log_time, len) in &batch.msgs {
+                asm.push_at(t, &batch.data[at..at + len], log_time as f64 * 1e-9);
+                at += len;
+                while let Some(row) = asm.pop() {
+                    rows.push(row);
                 }
-            } else {
-                &msg.data
-            };
-            let ch = &msg.channel;
-            let ty = ch
-                .schema
-                .as_ref()
-                .map(|s| s.name.clone())
-                .unwrap_or_default();
-            let bare = ch.topic.trim_matches('/');
-            if !seen.contains_key(bare) {
-                check_channel(file, spec, bare, &ty, &ch.message_encoding)?;
-                seen.insert(bare.to_string(), ty);
-            }
-            asm.push(bare, data, msg.log_time as f64 * 1e-9);
-            while let Some(row) = asm.pop() {
-                rows.push(row);
             }
         }
-    }
+        let read = reader
+            .join()
+            .map_err(|_| bag_err(path, "the reading thread panicked"))?;
+        read.map(|r| (r, rows))
+    })?;
+    let Scan {
+        seen,
+        complete,
+        other,
+    } = read;
+    let truncated = !complete;
+    asm.count_other_topics(other);
     asm.finish();
     while let Some(row) = asm.pop() {
         rows.push(row);
@@ -224,7 +222,291 @@ pub fn read_bag(path: &Path, spec: &RowSpec) -> Result<BagRows> {
         rows,
         counts,
         files,
+        truncated,
     })
+}
+
+/// One channel of a recording: topic, schema (type) name, message encoding.
+#[derive(Clone, Debug, Default)]
+struct ChannelInfo {
+    topic: String,
+    ty: String,
+    encoding: String,
+}
+
+/// The channels and schemas seen so far in a file.
+#[derive(Default)]
+struct Channels {
+    schemas: BTreeMap<u16, String>,
+    channels: BTreeMap<u16, ChannelInfo>,
+}
+
+impl Channels {
+    /// Takes one record: remembers schemas and channels, hands a message to `f`.
+    fn take(
+        &mut self,
+        file: &Path,
+        record: mcap::records::Record<'_>,
+        f: &mut dyn FnMut(&ChannelInfo, u64, &[u8]),
+    ) -> Result<()> {
+        use mcap::records::Record;
+        match record {
+            Record::Schema { header, .. } => {
+                self.schemas.insert(header.id, header.name);
+            }
+            Record::Channel(c) => {
+                let ty = self.schemas.get(&c.schema_id).cloned().unwrap_or_default();
+                self.channels.insert(
+                    c.id,
+                    ChannelInfo {
+                        topic: c.topic,
+                        ty,
+                        encoding: c.message_encoding,
+                    },
+                );
+            }
+            Record::Message { header, data } => {
+                let ch = self.channels.get(&header.channel_id).ok_or_else(|| {
+                    bag_err(
+                        file,
+                        format!(
+                            "corrupt MCAP: a message of unknown channel {}",
+                            header.channel_id
+                        ),
+                    )
+                })?;
+                f(ch, header.log_time, &data);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The records of an MCAP byte range (`bytes[pos..]`), framed as the MCAP specification says
+/// (opcode u8, length u64 LE, body), each parsed by the `mcap` crate's [`mcap::parse_record`]
+/// with messages borrowed, not copied. Returns false if a record ran past the end (a recording
+/// cut short, e.g. by a crash: the complete records before it were read).
+fn walk(
+    file: &Path,
+    bytes: &[u8],
+    mut pos: usize,
+    chans: &mut Channels,
+    f: &mut dyn FnMut(&ChannelInfo, u64, &[u8]),
+) -> Result<bool> {
+    use mcap::records::op;
+    while pos < bytes.len() {
+        let Some(head) = bytes.get(pos..pos + 9) else {
+            return Ok(false);
+        };
+        let mut len8 = [0u8; 8];
+        len8.copy_from_slice(&head[1..9]);
+        let len = usize::try_from(u64::from_le_bytes(len8)).unwrap_or(usize::MAX);
+        let Some(body) = (pos + 9)
+            .checked_add(len)
+            .and_then(|end| bytes.get(pos + 9..end))
+        else {
+            return Ok(false);
+        };
+        pos += 9 + len;
+        let opcode = head[0];
+        match opcode {
+            op::FOOTER | op::DATA_END => return Ok(true),
+            op::SCHEMA | op::CHANNEL | op::MESSAGE | op::CHUNK => {}
+            _ => continue,
+        }
+        let record = mcap::parse_record(opcode, body)
+            .map_err(|e| bag_err(file, format!("corrupt MCAP at byte {pos}: {e}")))?;
+        if let mcap::records::Record::Chunk { header, data } = record {
+            chunk(file, header, &data, chans, f)?;
+        } else {
+            chans.take(file, record, f)?;
+        }
+    }
+    Ok(false)
+}
+
+/// The records of one chunk: uncompressed and zstd chunks walked in place (zstd decompressed
+/// once into one buffer), lz4 chunks through the crate's own chunk reader.
+fn chunk(
+    file: &Path,
+    header: mcap::records::ChunkHeader,
+    data: &[u8],
+    chans: &mut Channels,
+    f: &mut dyn FnMut(&ChannelInfo, u64, &[u8]),
+) -> Result<()> {
+    let corrupt = |e: String| bag_err(file, format!("corrupt MCAP chunk: {e}"));
+    match header.compression.as_str() {
+        "" => walk(file, data, 0, chans, f).map(|_| ()),
+        "zstd" => {
+            let cap = usize::try_from(header.uncompressed_size).unwrap_or(usize::MAX);
+            let plain = zstd::bulk::decompress(data, cap).map_err(|e| corrupt(e.to_string()))?;
+            walk(file, &plain, 0, chans, f).map(|_| ())
+        }
+        _ => {
+            let reader =
+                mcap::read::ChunkReader::new(header, data).map_err(|e| corrupt(e.to_string()))?;
+            for record in reader {
+                chans.take(file, record.map_err(|e| corrupt(e.to_string()))?, f)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Calls `f` with each message of the MCAP file `file`, in file order: channel, log time in
+/// ns, CDR bytes. The file is streamed a record at a time (a chunk is ~1 MB), never held
+/// whole; `.mcap.zstd` (rosbag2's file compression) is decompressed on the way. Returns false
+/// if the file was cut short (the complete records before the cut were read).
+///
+/// # Errors
+/// [`Ros2Error::Io`] on a read error; [`Ros2Error::Bag`] if it is not MCAP or is corrupt.
+fn for_each_message(file: &Path, mut f: impl FnMut(&ChannelInfo, u64, &[u8])) -> Result<bool> {
+    use mcap::records::op;
+    let io = |source| Ros2Error::Io {
+        file: file.display().to_string(),
+        source,
+    };
+    let fh = std::fs::File::open(file).map_err(io)?;
+    let size = fh.metadata().map_err(io)?.len();
+    let mut r: Box<dyn Read> = if file.extension().is_some_and(|e| e == "zstd") {
+        Box::new(zstd::stream::read::Decoder::new(fh).map_err(io)?)
+    } else {
+        Box::new(std::io::BufReader::with_capacity(1 << 20, fh))
+    };
+    let mut magic = [0u8; 8];
+    if r.read_exact(&mut magic).is_err() || magic != MCAP_MAGIC {
+        return Err(bag_err(
+            file,
+            "is not an MCAP file (no MCAP magic); coolgp reads rosbag2 bags in MCAP",
+        ));
+    }
+    // A record longer than this cannot be real (a compressed file may expand 100-fold).
+    let max_len = size.saturating_mul(100).max(1 << 30);
+    let mut chans = Channels::default();
+    let mut body = Vec::new();
+    loop {
+        let mut head = [0u8; 9];
+        match r.read_exact(&mut head) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
+            Err(e) => return Err(io(e)),
+        }
+        let mut len8 = [0u8; 8];
+        len8.copy_from_slice(&head[1..]);
+        let len = u64::from_le_bytes(len8);
+        if len > max_len {
+            return Err(bag_err(
+                file,
+                format!("corrupt MCAP: a record of {len} bytes in a file of {size}"),
+            ));
+        }
+        let opcode = head[0];
+        if matches!(opcode, op::FOOTER | op::DATA_END) {
+            return Ok(true);
+        }
+        body.resize(usize::try_from(len).unwrap_or(usize::MAX), 0);
+        match r.read_exact(&mut body) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
+            Err(e) => return Err(io(e)),
+        }
+        if !matches!(opcode, op::SCHEMA | op::CHANNEL | op::MESSAGE | op::CHUNK) {
+            continue;
+        }
+        let record = mcap::parse_record(opcode, &body)
+            .map_err(|e| bag_err(file, format!("corrupt MCAP: {e}")))?;
+        if let mcap::records::Record::Chunk { header, data } = record {
+            chunk(file, header, &data, &mut chans, &mut f)?;
+        } else {
+            chans.take(file, record, &mut f)?;
+        }
+    }
+}
+
+/// Messages handed from the reading thread to the pairing one: their bytes back to back, and
+/// per message its topic's index in [`RowSpec::topics`], log time (ns) and length.
+#[derive(Default)]
+struct Batch {
+    data: Vec<u8>,
+    msgs: Vec<(usize, u64, usize)>,
+}
+
+/// Bytes of messages per [`Batch`].
+const BATCH_BYTES: usize = 1 << 20;
+
+/// What the reading thread found: the bag's topics (bare name → type), whether every file
+/// was complete, and the messages of topics not named.
+struct Scan {
+    seen: BTreeMap<String, String>,
+    complete: bool,
+    other: u64,
+}
+
+/// Reads `files` in order, sending the named topics' messages to `tx` in batches (rosbag2's
+/// per-message zstd undone on the way).
+///
+/// # Errors
+/// As [`for_each_message`]; a named topic recorded with another type or encoding.
+fn read_messages(
+    files: &[PathBuf],
+    spec: &RowSpec,
+    mode: Compression,
+    tx: std::sync::mpsc::SyncSender<Batch>,
+) -> Result<Scan> {
+    let topics: Vec<&str> = spec.topics().iter().map(|(t, _)| *t).collect();
+    let mut out = Scan {
+        seen: BTreeMap::new(),
+        complete: true,
+        other: 0,
+    };
+    let mut batch = Batch::default();
+    let mut unpacked = Vec::new();
+    for file in files {
+        let mut refused: Option<Ros2Error> = None;
+        let mut index: BTreeMap<String, Option<usize>> = BTreeMap::new();
+        let complete = for_each_message(file, |ch, log_time, data| {
+            let t = match index.get(&ch.topic) {
+                Some(t) => *t,
+                None => {
+                    let bare = ch.topic.trim_matches('/');
+                    if let Err(e) = check_channel(file, spec, bare, &ch.ty, &ch.encoding) {
+                        refused.get_or_insert(e);
+                    }
+                    out.seen.insert(bare.to_string(), ch.ty.clone());
+                    let t = topics.iter().position(|n| *n == bare);
+                    index.insert(ch.topic.clone(), t);
+                    t
+                }
+            };
+            let Some(t) = t else {
+                out.other += 1;
+                return;
+            };
+            let data: &[u8] = if mode == Compression::Message {
+                unpacked.clear();
+                match zstd::stream::copy_decode(data, &mut unpacked) {
+                    Ok(()) => &unpacked,
+                    Err(_) => &[],
+                }
+            } else {
+                data
+            };
+            batch.data.extend_from_slice(data);
+            batch.msgs.push((t, log_time, data.len()));
+            if batch.data.len() >= BATCH_BYTES {
+                // The pairing thread ends only when this one drops `tx`: a send cannot fail
+                // while it runs.
+                let _ = tx.send(std::mem::take(&mut batch));
+            }
+        })?;
+        if let Some(e) = refused {
+            return Err(e);
+        }
+        out.complete &= complete;
+    }
+    let _ = tx.send(batch);
+    Ok(out)
 }
 
 /// One topic of a recording, as [`bag_topics`] lists it.
@@ -249,48 +531,20 @@ pub struct BagTopic {
 pub fn bag_topics(path: &Path) -> Result<Vec<BagTopic>> {
     let mut topics: BTreeMap<String, BagTopic> = BTreeMap::new();
     for file in bag_files(path)? {
-        let bytes = read_mcap(&file)?;
-        let stream = mcap::MessageStream::new(&bytes).map_err(|e| bag_err(&file, e.to_string()))?;
-        for msg in stream {
-            let msg = msg.map_err(|e| bag_err(&file, format!("corrupt MCAP: {e}")))?;
-            let t = msg.log_time as f64 * 1e-9;
-            let ch = &msg.channel;
+        for_each_message(&file, |ch, log_time, _| {
+            let t = log_time as f64 * 1e-9;
             let entry = topics.entry(ch.topic.clone()).or_insert_with(|| BagTopic {
                 topic: ch.topic.clone(),
-                ty: ch
-                    .schema
-                    .as_ref()
-                    .map(|s| s.name.clone())
-                    .unwrap_or_default(),
-                encoding: ch.message_encoding.clone(),
+                ty: ch.ty.clone(),
+                encoding: ch.encoding.clone(),
                 messages: 0,
                 span: (t, t),
             });
             entry.messages += 1;
             entry.span = (entry.span.0.min(t), entry.span.1.max(t));
-        }
+        })?;
     }
     Ok(topics.into_values().collect())
-}
-
-/// The bytes of one MCAP file (`.mcap.zstd` decompressed), refused unless they start with
-/// the MCAP magic.
-fn read_mcap(file: &Path) -> Result<Vec<u8>> {
-    let io = |source| Ros2Error::Io {
-        file: file.display().to_string(),
-        source,
-    };
-    let mut bytes = std::fs::read(file).map_err(io)?;
-    if file.extension().is_some_and(|e| e == "zstd") {
-        bytes = zstd::stream::decode_all(&bytes[..]).map_err(io)?;
-    }
-    if !bytes.starts_with(MCAP_MAGIC) {
-        return Err(bag_err(
-            file,
-            "is not an MCAP file (no MCAP magic); coolgp reads rosbag2 bags in MCAP",
-        ));
-    }
-    Ok(bytes)
 }
 
 /// Refuses a named topic recorded with another type or a message encoding other than CDR.

@@ -12,6 +12,9 @@ use crate::types::{lookup, Elem, MsgType, Prim, Shape};
 /// without a header the time the message was recorded (bags) or sent (live).
 pub const STAMP: &str = "stamp";
 
+/// Most fields read from one topic.
+pub const MAX_FIELDS: usize = 16;
+
 /// One leaf of a flattened type.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Leaf {
@@ -84,6 +87,13 @@ impl Extractor {
     /// # Errors
     /// [`Ros2Error::Spec`] for an unknown or non-numeric field, naming the numeric ones.
     pub fn new(ty: &'static MsgType, fields: &[String]) -> Result<Self, Ros2Error> {
+        if fields.len() > MAX_FIELDS {
+            return Err(Ros2Error::Spec(format!(
+                "{} fields of {}: at most {MAX_FIELDS} from one topic",
+                fields.len(),
+                ty.name
+            )));
+        }
         let all = leaves(ty)?;
         let mut slots = vec![None; all.len()];
         let mut stamp_slots = Vec::new();
@@ -134,14 +144,17 @@ impl Extractor {
         self.width
     }
 
-    /// Decodes `buf` into `out` (cleared, `width` values) and returns the message's stamp in
-    /// seconds: `header.stamp` if the type has one, else `fallback`.
+    /// Decodes `buf` into `out[..width]` and returns the message's stamp in seconds:
+    /// `header.stamp` if the type has one, else `fallback`.
     ///
     /// # Errors
     /// [`CdrError`] for a message that is not plain CDR or ends too early.
-    pub fn decode(&self, buf: &[u8], fallback: f64, out: &mut Vec<f64>) -> Result<f64, CdrError> {
-        out.clear();
-        out.resize(self.width, f64::NAN);
+    ///
+    /// # Panics
+    /// If `out` is shorter than [`Self::width`].
+    pub fn decode(&self, buf: &[u8], fallback: f64, out: &mut [f64]) -> Result<f64, CdrError> {
+        let out = &mut out[..self.width];
+        out.fill(f64::NAN);
         let mut r = CdrReader::new(buf)?;
         let mut stamp = fallback;
         let header = self.ty.has_header();
@@ -232,7 +245,7 @@ mod tests {
         )
         .expect("encode");
         let ex = Extractor::new(ty, &names(&["longitude", "latitude", "stamp"])).expect("ex");
-        let mut out = Vec::new();
+        let mut out = [0.0; 3];
         let stamp = ex.decode(&msg, -1.0, &mut out).expect("decode");
         assert_eq!(stamp, 1_700_000_000.0 + 250_000_000.0 * 1e-9);
         assert_eq!(out, [11.5, 48.1, stamp]);
@@ -264,7 +277,7 @@ mod tests {
             &names(&["pose.pose.position.x", "twist.twist.linear.x"]),
         )
         .expect("ex");
-        let mut out = Vec::new();
+        let mut out = [0.0; 2];
         assert_eq!(ex.decode(&msg, 0.0, &mut out).expect("decode"), 5.0);
         assert_eq!(out, [3.0, -1.0]);
 
@@ -273,6 +286,8 @@ mod tests {
         let ex = Extractor::new(f32ty, &names(&["data", "stamp"])).expect("ex");
         assert_eq!(ex.decode(&msg, 42.0, &mut out).expect("decode"), 42.0);
         assert_eq!(out, [0.25, 42.0]);
+        let too_many: Vec<String> = (0..=MAX_FIELDS).map(|_| "data".to_string()).collect();
+        assert!(Extractor::new(f32ty, &too_many).is_err());
     }
 
     #[test]

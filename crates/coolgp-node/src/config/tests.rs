@@ -205,3 +205,78 @@ fn the_local_memory_comes_from_flags_and_the_file() {
     assert!(e.to_string().contains("--local-kernel 'rbf'"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn ros2_options_resolve_and_refuse_with_the_fix() {
+    let live = || NodeArgs {
+        id: Some(7),
+        fleet: Some("lab".into()),
+        ros2: Ros2Args {
+            ros2_input: Some(vec![
+                "fix:sensor_msgs/msg/NavSatFix:latitude,longitude".into()
+            ]),
+            ros2_target: Some("/temp:sensor_msgs/msg/Temperature:temperature".into()),
+            ros2_tolerance: None,
+        },
+        ros2_node: Ros2NodeArgs {
+            ros2: Some("zenoh".into()),
+            ros2_domain: Some(4),
+            ros2_namespace: Some("robot1/".into()),
+            ros2_map: Some("latitude=48:49:10,longitude=11:12:10".into()),
+            ..Ros2NodeArgs::default()
+        },
+        ..NodeArgs::default()
+    };
+    let s = live().resolve().expect("valid");
+    let r = s.ros2.as_ref().expect("ros2");
+    assert_eq!(
+        (r.domain, r.namespace.as_str(), r.node_name.as_str()),
+        (4, "/robot1", "coolgp_7")
+    );
+    assert_eq!(r.map_topic, "/robot1/coolgp/map");
+    assert_eq!(r.zenoh.connect, ["tcp/127.0.0.1:7447"]);
+    let spec = r.live.as_ref().expect("live topics");
+    assert_eq!(
+        spec.inputs[0].topic, "/robot1/fix",
+        "relative names resolve"
+    );
+    assert_eq!(spec.target.topic, "/temp", "absolute names stay");
+    assert_eq!(
+        s.inputs.as_deref(),
+        Some(&["latitude".to_string(), "longitude".to_string()][..])
+    );
+    assert_eq!(s.target, "temperature");
+    assert!(s.data.is_none());
+
+    let refused = |a: NodeArgs, needle: &str| {
+        let e = a.resolve().map(|_| ()).expect_err(needle).to_string();
+        assert!(e.contains(needle), "{e} lacks {needle}");
+    };
+    let mut a = live();
+    a.ros2_node.ros2 = Some("dds".into());
+    refused(a, "rmw_zenoh only");
+    let mut a = live();
+    a.ros2_node.ros2 = None;
+    refused(a, "--ros2 zenoh");
+    let mut a = live();
+    a.ros2_node.ros2_node_name = Some("2fast".into());
+    refused(a, "node name");
+    let mut a = live();
+    a.ros2_node.ros2_domain = Some(300);
+    refused(a, "0-232");
+    let mut a = live();
+    a.ros2_node.ros2_map_every = Some(0.0);
+    refused(a, "--ros2-map-every");
+    let mut a = live();
+    a.target = Some("y".into());
+    refused(a, "not --target");
+    let mut a = live();
+    a.ros2.ros2_target = None;
+    refused(a, "--ros2-target");
+    let mut a = live();
+    a.data = Some("rows.csv".into());
+    refused(a, "not the columns of a CSV");
+    let mut a = live();
+    a.ros2.ros2_input = Some(vec!["/img:sensor_msgs/msg/Image:height".into()]);
+    refused(a, "unsupported ROS 2 message type");
+}
