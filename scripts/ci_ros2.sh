@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# CI step for ROS 2 (issue 30), run by .ci/run after `cargo test`: a venv with rosbags (the
-# pure-Python rosbag2 library) and pytest from PyPI, the `coolgp` binary, then pytest on
-# crates/coolgp-ros2/tests/interop (recordings written by rosbags, type hashes against its
-# own).
+# CI step for ROS 2 (issue 30), run by .ci/run after `cargo test`: a venv with, from PyPI,
+# rosbags (the pure-Python rosbag2 library), zenoh-ros2-sdk (an rmw_zenoh client) and the real
+# rclpy on Fast DDS (ros-rclpy wheels), the `coolgp` binary, then pytest on
+# crates/coolgp-ros2/tests/interop: recordings written by rosbags, type hashes against its
+# own, live topics and maps against zenoh-ros2-sdk and against rclpy over DDS.
 #
 # Env: PYTHON (default python3), COOLGP_ROS2_VENV (default <repo>/target/ros2-venv),
 #      CARGO_TARGET_DIR (honoured; default <repo>/target).
@@ -16,9 +17,14 @@ start=$(date +%s)
 source scripts/ci_venv.sh
 "${PIP[@]}" install --quiet "pytest>=7" "rosbags>=0.10,<0.12" "eclipse-zenoh>=1.10,<1.11" \
   "zenoh-ros2-sdk==0.1.8"
+# The real ROS 2 client library on Fast DDS, as wheels (about 260 MB).
+"${PIP[@]}" install --quiet "ros-rclpy==9.1.2" ros-rmw-fastrtps-cpp ros-std-msgs ros-sensor-msgs \
+  ros-diagnostic-msgs
+export COOLGP_REQUIRE_RCLPY=1
 
+# The binary `cargo test --all-features` built has DDS; build it if it is missing.
 if ! "$TARGET/release/coolgp" ros2 types >/dev/null 2>&1; then
-  cargo build --release -p coolgp-cli --features node
+  cargo build --release -p coolgp-cli --features dds
 fi
 export COOLGP="$TARGET/release/coolgp"
 

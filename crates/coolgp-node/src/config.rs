@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{NodeError, Result};
 use crate::keys::validate_fleet;
-use crate::ros2::Ros2Settings;
+use crate::ros2::{Middleware, Ros2Settings};
 
 mod diff;
 
@@ -194,8 +194,8 @@ pub struct NodeArgs {
 pub struct Ros2NodeArgs {
     /// Be a ROS 2 node: learn from the live topics that --ros2-input and --ros2-target name
     /// (unless --data is given), publish the map (--ros2-map) and the node's health on
-    /// /diagnostics. MIDDLEWARE: zenoh (rmw_zenoh, on its own zenoh session to the robots'
-    /// router).
+    /// /diagnostics. MIDDLEWARE: dds (DDS/RTPS, ROS 2's default; builds with the `dds`
+    /// feature) or zenoh (rmw_zenoh, on its own zenoh session to the robots' router).
     #[arg(long = "ros2", value_name = "MIDDLEWARE", help_heading = "ROS 2")]
     pub ros2: Option<String>,
     /// ROS domain id [default: $ROS_DOMAIN_ID, else 0].
@@ -214,6 +214,10 @@ pub struct Ros2NodeArgs {
     /// Listen for ROS 2 peers on this zenoh endpoint (repeatable) [default: none].
     #[arg(long, value_name = "ENDPOINT", help_heading = "ROS 2")]
     pub ros2_listen: Vec<String>,
+    /// DDS: discover and talk on the loopback interface only (as ROS 2's
+    /// ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST) [default: every interface].
+    #[arg(long, help_heading = "ROS 2")]
+    pub ros2_localhost: bool,
     /// Publish the node's predictions over a grid as sensor_msgs/PointCloud2:
     /// NAME=LO:HI:N,NAME=LO:HI:N spans two inputs, NAME=VALUE fixes another (the rest take
     /// their latest values), e.g. longitude=11:11.01:100,latitude=48:48.02:100.
@@ -229,8 +233,9 @@ pub struct Ros2NodeArgs {
 
 impl Ros2NodeArgs {
     /// The keys of a configuration file.
-    pub const KEYS: [&'static str; 9] = [
+    pub const KEYS: [&'static str; 10] = [
         "ros2",
+        "ros2-localhost",
         "ros2-domain",
         "ros2-namespace",
         "ros2-node-name",
@@ -250,6 +255,7 @@ impl Ros2NodeArgs {
             ros2_node_name: self.ros2_node_name.or(f.ros2_node_name),
             ros2_connect: or_list(self.ros2_connect, f.ros2_connect),
             ros2_listen: or_list(self.ros2_listen, f.ros2_listen),
+            ros2_localhost: self.ros2_localhost || f.ros2_localhost,
             ros2_map: self.ros2_map.or(f.ros2_map),
             ros2_map_every: self.ros2_map_every.or(f.ros2_map_every),
             ros2_map_topic: self.ros2_map_topic.or(f.ros2_map_topic),
@@ -264,6 +270,7 @@ impl Ros2NodeArgs {
     pub fn settings(&self, id: u64, live: Option<RowSpec>) -> Result<Option<Ros2Settings>> {
         let Some(mw) = self.ros2.as_deref() else {
             let given = self.ros2_domain.is_some()
+                || self.ros2_localhost
                 || self.ros2_namespace.is_some()
                 || self.ros2_node_name.is_some()
                 || !self.ros2_connect.is_empty()
@@ -280,11 +287,30 @@ impl Ros2NodeArgs {
             }
             return Ok(None);
         };
-        if mw != "zenoh" {
-            return Err(NodeError::Config(format!(
-                "--ros2 {mw}: this build speaks ROS 2 over rmw_zenoh only (--ros2 zenoh, with \
-                 the robots' rmw_zenoh router); DDS is not built yet (docs/ROS2.md)"
-            )));
+        let middleware = match mw {
+            "zenoh" => Middleware::Zenoh,
+            "dds" => Middleware::Dds,
+            other => {
+                return Err(NodeError::Config(format!(
+                    "--ros2 {other}: use dds (DDS/RTPS, ROS 2's default middleware) or zenoh \
+                     (rmw_zenoh, with the robots' router)"
+                )))
+            }
+        };
+        if middleware == Middleware::Dds
+            && (!self.ros2_connect.is_empty() || !self.ros2_listen.is_empty())
+        {
+            return Err(NodeError::Config(
+                "--ros2-connect/--ros2-listen are zenoh endpoints: with --ros2 dds the node \
+                 finds its peers by DDS discovery (--ros2-localhost keeps it on this machine)"
+                    .into(),
+            ));
+        }
+        if middleware == Middleware::Zenoh && self.ros2_localhost {
+            return Err(NodeError::Config(
+                "--ros2-localhost is for --ros2 dds; with zenoh, --ros2-connect names the router"
+                    .into(),
+            ));
         }
         let domain = match self.ros2_domain {
             Some(d) => d,
@@ -346,6 +372,8 @@ impl Ros2NodeArgs {
             spec
         });
         Ok(Some(Ros2Settings {
+            middleware,
+            localhost_only: self.ros2_localhost,
             domain,
             namespace,
             node_name,

@@ -110,7 +110,8 @@ fn runtime_with(workers: usize) -> Result<tokio::runtime::Runtime> {
 pub fn init_logging(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new("info,zenoh=warn,zenoh_transport=warn,zenoh_link_tcp=warn")
+        // RustDDS (--ros2 dds) warns for every peer that left without saying goodbye.
+        EnvFilter::new("info,zenoh=warn,zenoh_transport=warn,zenoh_link_tcp=warn,rustdds=error")
     });
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)

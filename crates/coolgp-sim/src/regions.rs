@@ -42,7 +42,7 @@ impl Regions {
     /// [`SimError::Config`] if `k` is 0, `dim` is 0, `points` is not a whole number of rows,
     /// or there are fewer points than regions.
     pub fn fit(points: &[f64], dim: usize, k: usize, seed: u64) -> Result<Self, SimError> {
-        if dim == 0 || points.len() % dim != 0 {
+        if dim == 0 || !points.len().is_multiple_of(dim) {
             return Err(SimError::Config(format!(
                 "regions: {} values are not rows of {dim} columns",
                 points.len()

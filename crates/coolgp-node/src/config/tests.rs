@@ -253,8 +253,14 @@ fn ros2_options_resolve_and_refuse_with_the_fix() {
         assert!(e.contains(needle), "{e} lacks {needle}");
     };
     let mut a = live();
+    a.ros2_node.ros2 = Some("cyclone".into());
+    refused(a, "use dds");
+    let mut a = live();
     a.ros2_node.ros2 = Some("dds".into());
-    refused(a, "rmw_zenoh only");
+    refused(a, "DDS discovery");
+    let mut a = live();
+    a.ros2_node.ros2_localhost = true;
+    refused(a, "for --ros2 dds");
     let mut a = live();
     a.ros2_node.ros2 = None;
     refused(a, "--ros2 zenoh");

@@ -50,7 +50,7 @@ impl Coverage {
     /// value anywhere.
     pub fn of_rows(x: &[f64], scale: &[f64], max_boxes: usize) -> Option<Self> {
         let d = scale.len();
-        if d == 0 || x.is_empty() || x.len() % d != 0 || max_boxes == 0 {
+        if d == 0 || x.is_empty() || !x.len().is_multiple_of(d) || max_boxes == 0 {
             return None;
         }
         if !x.iter().chain(scale).all(|v| v.is_finite()) {

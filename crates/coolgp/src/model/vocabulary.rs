@@ -224,7 +224,7 @@ pub fn kmeans(pts: &[f64], d: usize, k: usize, iters: usize, rng: &mut Rng) -> R
             "k-means needs d > 0 and k > 0, got d = {d}, k = {k}"
         )));
     }
-    if pts.len() % d != 0 {
+    if !pts.len().is_multiple_of(d) {
         return Err(Error::DimensionMismatch {
             what: "k-means points (a multiple of d)",
             expected: pts.len().next_multiple_of(d),

@@ -27,7 +27,7 @@ fn cfg(group: Option<GroupId>) -> AgentConfig {
 
 /// Agent i belongs to group "a" (even i) or "b" (odd i).
 fn group_of(i: usize) -> GroupId {
-    group_id(if i % 2 == 0 { "a" } else { "b" })
+    group_id(if i.is_multiple_of(2) { "a" } else { "b" })
 }
 
 fn fleet(topo: &Topology, v: &Arc<Vocabulary>, fusion: FusionRule) -> Vec<Agent> {
