@@ -147,8 +147,11 @@ impl Node {
                     } else {
                         CHECK_ROUNDS
                     };
-                    self.watch.peers = peers;
-                    self.watch.evidence = self.measure_evidence();
+                    // An idle follower's reading brings the verdict alone: its evidence stands.
+                    if !peers.is_empty() {
+                        self.watch.peers = peers;
+                        self.watch.evidence = self.measure_evidence();
+                    }
                     if let Some(v) = verdict {
                         self.take_verdict(v);
                     }
@@ -169,17 +172,20 @@ impl Node {
         // fused model is their sum) and no reading could bring anything new. Not while a
         // suspect is held: its data leave the fused models, so its repaired rows show only in
         // its evidence, which a reading must bring for it to be readmitted.
+        // A follower still asks the fitter's verdict then (one status get), without reading
+        // its peers: the fitter may mark a member after the followers went idle, and a
+        // follower that stopped asking would never learn it (node_members under load).
+        let me = self.s.id;
         let fused_at = self.progress.fused_changed_unix_ms.unwrap_or(u64::MAX);
-        if self.watch.suspects.is_empty()
+        let idle = self.watch.suspects.is_empty()
             && self.watch.interval >= MAX_CHECK_ROUNDS
             && fused_at < self.watch.read_at_ms
-            && self.agent.version() == self.watch.seen_version
-        {
+            && self.agent.version() == self.watch.seen_version;
+        if idle && fitter == me {
             return;
         }
         self.watch.read_at_ms = super::unix_ms();
         self.watch.readings += 1;
-        let me = self.s.id;
         let others: Vec<u64> = self
             .peers
             .members
@@ -188,11 +194,12 @@ impl Node {
             .unwrap_or_default();
         // Up to PEERS others, rotating through the members from one reading to the next.
         let start = (self.watch.readings as usize * PEERS) % others.len().max(1);
+        let read = if idle { 0 } else { PEERS.min(others.len()) };
         let peers: Vec<u64> = others
             .iter()
             .cycle()
             .skip(start)
-            .take(PEERS.min(others.len()))
+            .take(read)
             .copied()
             .collect();
         let judging = (fitter == me).then(|| Judging {
