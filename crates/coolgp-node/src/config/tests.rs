@@ -257,6 +257,12 @@ fn ros2_options_resolve_and_refuse_with_the_fix() {
     refused(a, "use dds");
     let mut a = live();
     a.ros2_node.ros2 = Some("dds".into());
+    let dds = a.clone().resolve().expect("dds without endpoints");
+    assert_eq!(
+        dds.ros2.map(|r| r.middleware),
+        Some(crate::ros2::Middleware::Dds)
+    );
+    a.ros2_node.ros2_connect = vec!["tcp/127.0.0.1:7447".into()];
     refused(a, "DDS discovery");
     let mut a = live();
     a.ros2_node.ros2_localhost = true;
