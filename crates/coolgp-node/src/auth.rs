@@ -172,6 +172,7 @@ pub fn open(
 }
 
 /// The fleet's node keys, from the CA-signed `node-<id>.pem` files of a directory.
+#[derive(Clone)]
 pub struct Roster {
     dir: PathBuf,
     fleet: String,

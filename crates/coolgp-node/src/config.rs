@@ -229,12 +229,19 @@ pub struct Ros2NodeArgs {
     /// The map's topic [default: coolgp/map, under the namespace].
     #[arg(long, value_name = "TOPIC", help_heading = "ROS 2")]
     pub ros2_map_topic: Option<String>,
+    /// What the map shows: fleet (the fleet query, as `coolgp query --all`: the nodes whose
+    /// memories lie nearest each grid point answer) or own (this node's answer: the global
+    /// fused model and its own local correction) [default: fleet with a local memory, else
+    /// own].
+    #[arg(long, value_name = "fleet|own", help_heading = "ROS 2")]
+    pub ros2_map_source: Option<String>,
 }
 
 impl Ros2NodeArgs {
     /// The keys of a configuration file.
-    pub const KEYS: [&'static str; 10] = [
+    pub const KEYS: [&'static str; 11] = [
         "ros2",
+        "ros2-map-source",
         "ros2-localhost",
         "ros2-domain",
         "ros2-namespace",
@@ -259,6 +266,7 @@ impl Ros2NodeArgs {
             ros2_map: self.ros2_map.or(f.ros2_map),
             ros2_map_every: self.ros2_map_every.or(f.ros2_map_every),
             ros2_map_topic: self.ros2_map_topic.or(f.ros2_map_topic),
+            ros2_map_source: self.ros2_map_source.or(f.ros2_map_source),
         }
     }
 
@@ -267,7 +275,12 @@ impl Ros2NodeArgs {
     /// # Errors
     /// [`NodeError::Config`] for another middleware, a bad name, period or domain, or ROS 2
     /// options without `--ros2`.
-    pub fn settings(&self, id: u64, live: Option<RowSpec>) -> Result<Option<Ros2Settings>> {
+    pub fn settings(
+        &self,
+        id: u64,
+        live: Option<RowSpec>,
+        local_memory: bool,
+    ) -> Result<Option<Ros2Settings>> {
         let Some(mw) = self.ros2.as_deref() else {
             let given = self.ros2_domain.is_some()
                 || self.ros2_localhost
@@ -277,7 +290,8 @@ impl Ros2NodeArgs {
                 || !self.ros2_listen.is_empty()
                 || self.ros2_map.is_some()
                 || self.ros2_map_every.is_some()
-                || self.ros2_map_topic.is_some();
+                || self.ros2_map_topic.is_some()
+                || self.ros2_map_source.is_some();
             if given || live.is_some() {
                 return Err(NodeError::Config(
                     "ROS 2 options need --ros2 zenoh (live topics over rmw_zenoh); a recording \
@@ -371,7 +385,19 @@ impl Ros2NodeArgs {
             }
             spec
         });
+        let map_fleet = match self.ros2_map_source.as_deref() {
+            None => local_memory,
+            Some("fleet") => true,
+            Some("own") => false,
+            Some(other) => {
+                return Err(NodeError::Config(format!(
+                    "--ros2-map-source {other}: use fleet (the fleet query) or own (this node's \
+                     answer)"
+                )))
+            }
+        };
         Ok(Some(Ros2Settings {
+            map_fleet,
             middleware,
             localhost_only: self.ros2_localhost,
             domain,
@@ -834,7 +860,7 @@ impl NodeArgs {
                 ))
             }
         };
-        let ros2 = a.ros2_node.settings(id, live)?;
+        let ros2 = a.ros2_node.settings(id, live, agent.local.capacity > 0)?;
         if a.follow && !matches!(data, Some(DataSource::File(_))) {
             return Err(NodeError::Config("--follow needs --data FILE".into()));
         }

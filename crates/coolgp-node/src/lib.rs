@@ -221,15 +221,21 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
                 let calibrate = (args.calibrate, signer.as_ref().map(|(s, id)| (s, *id)));
                 let roster = roster.as_ref();
                 let route = (args.route > 0).then_some(args.route);
-                fleet_reply(
+                let mut notes = Vec::new();
+                let r = fleet_answers(
                     &session,
                     &args.fleet,
                     &req,
                     (rule, calibrate, route),
                     timeout,
                     roster,
+                    &mut notes,
                 )
-                .await
+                .await;
+                for n in notes {
+                    eprintln!("{n}");
+                }
+                r
             }
         };
         let _ = session.close().await;
@@ -242,7 +248,7 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
 }
 
 /// `--calibrate K` and who signs its request for rows (`--sign-as`).
-type Calibrate<'a> = (Option<usize>, Option<fleet_query::Member<'a>>);
+pub type Calibrate<'a> = (Option<usize>, Option<fleet_query::Member<'a>>);
 
 /// The fleet rule of `coolgp query --all` without `--fleet-rule`.
 pub const DEFAULT_FLEET_RULE: FleetRule = FleetRule::Rbcm;
@@ -268,6 +274,7 @@ async fn calibrated_rule(
     ks: ((usize, &[u64]), &fleet_query::Router<'_>),
     rule: Option<FleetRule>,
     timeout: Duration,
+    notes: &mut Vec<String>,
 ) -> Result<(FleetRule, RuleCalibration)> {
     let rules: Vec<FleetRule> = rule.map_or(FleetRule::ALL.to_vec(), |r| vec![r]);
     let c = fleet_query::calibrate(session, fleet, from, ks, &rules, timeout).await?;
@@ -281,36 +288,45 @@ async fn calibrated_rule(
         .copied()
         .unwrap_or(RuleCalibration::unit(rule));
     if c.rows >= MIN_CALIBRATION_ROWS {
-        eprintln!(
+        notes.push(format!(
             "calibration: rule {} (weight {:.6} on the residual correction), variance x{:.6} from {} leave-one-out memory rows of agent(s) {:?} (their raw rows, sent to this querier)",
             rule.name(),
             cal.weight,
             cal.scale,
             c.rows,
             c.owners
-        );
+        ));
     } else {
-        eprintln!(
+        notes.push(format!(
             "warning: calibration: {} rows are too few for a scale ({MIN_CALIBRATION_ROWS} needed); answers uncalibrated",
             c.rows,
-        );
+        ));
     }
     Ok((rule, cal))
 }
 
-/// `coolgp query --all`: every agent's answers, combined by `rule`, as one reply, with
-/// `calibrate = (Some(k), signer)` every variance times the rule's scale measured on up to k
-/// memory rows per agent ([`fleet_query::calibrate`], the request for rows signed by `signer`
-/// if given); the fitter's suspects' answers and rows are left out ([`fleet_query::suspects`],
-/// verified with `roster` in a TLS fleet); who answered, who was dropped, left out and stayed
-/// silent go to stderr.
-async fn fleet_reply(
+/// How a fleet query combines and routes: the rule (None: chosen by the calibration), the
+/// calibration (`--calibrate K` and its signer), `--route K`.
+pub type FleetAsk<'a> = (Option<FleetRule>, Calibrate<'a>, Option<usize>);
+
+/// `coolgp query --all` (and a node's fleet map, docs/ROS2.md §4): every agent's answers,
+/// combined by `rule`, as one reply, with `calibrate = (Some(k), signer)` every variance times
+/// the rule's scale measured on up to k memory rows per agent ([`fleet_query::calibrate`],
+/// the request for rows signed by `signer` if given); the fitter's suspects' answers and rows
+/// are left out ([`fleet_query::suspects`], verified with `roster` in a TLS fleet). Who
+/// answered, who was dropped, left out and stayed silent are pushed to `notes` (the command
+/// line prints them on stderr).
+///
+/// # Errors
+/// No answer at all, or a calibration or routing request that fails.
+pub async fn fleet_answers(
     session: &zenoh::Session,
     fleet: &str,
     req: &PredictRequest,
-    (rule, calibrate, route): (Option<FleetRule>, Calibrate<'_>, Option<usize>),
+    (rule, calibrate, route): FleetAsk<'_>,
     timeout: Duration,
     roster: Option<&auth::Roster>,
+    notes: &mut Vec<String>,
 ) -> Result<PredictReply> {
     // The fleet's suspects (issue 29) answer nothing and offer no calibration rows.
     let suspects = fleet_query::suspects(session, fleet, roster, timeout).await;
@@ -319,7 +335,7 @@ async fn fleet_reply(
         Some(k) => {
             let (briefs, dropped) = routing::briefs(session, fleet, timeout).await?;
             for d in dropped {
-                eprintln!("warning: routing: dropped {d}");
+                notes.push(format!("warning: routing: dropped {d}"));
             }
             Some((briefs, k))
         }
@@ -337,7 +353,7 @@ async fn fleet_reply(
                 &routed as &fleet_query::Router<'_>,
             );
             let from = (req.view.clone(), calibrate.1);
-            calibrated_rule(session, fleet, from, ks, rule, timeout).await?
+            calibrated_rule(session, fleet, from, ks, rule, timeout, notes).await?
         }
         None => {
             let rule = rule.unwrap_or(DEFAULT_FLEET_RULE);
@@ -350,39 +366,39 @@ async fn fleet_reply(
     };
     if let (Some(r), Some((briefs, k))) = (&req.route, &route) {
         let asked: usize = r.values().map(Vec::len).sum();
-        eprintln!(
+        notes.push(format!(
             "routed: each row to the {k} agents nearest it by coverage, of {} ({} answers for {} rows; {} agents advertise a coverage)",
             r.len(),
             asked,
             req.x.len(),
             briefs.values().filter(|b| b.coverage.is_some()).count()
-        );
+        ));
     }
     let mut got = fleet_query::fetch_all(session, fleet, req, timeout).await?;
     let suspects = got.leave_out(&suspects);
     if !suspects.is_empty() {
-        eprintln!(
+        notes.push(format!(
             "left out the answers of agent(s) {suspects:?}: suspects of the fleet's member check (docs/MEMBERS.md)"
-        );
+        ));
     }
     if got.answers.is_empty() {
         return Err(no_reply(keys::predict_all(fleet), timeout));
     }
     for (peer, why) in &got.dropped {
-        eprintln!("warning: dropped the reply of {peer}: {why}");
+        notes.push(format!("warning: dropped the reply of {peer}: {why}"));
     }
     if !got.silent.is_empty() {
-        eprintln!(
+        notes.push(format!(
             "warning: no answer within {} ms from live agent(s) {:?}",
             timeout.as_millis(),
             got.silent
-        );
+        ));
     }
-    eprintln!(
+    notes.push(format!(
         "answers from agent(s) {:?} of fleet '{fleet}', combined by {}",
         got.who(),
         rule.name()
-    );
+    ));
     let combined: Vec<_> = got
         .combined(rule, req.x.len())
         .ok_or_else(|| no_reply(keys::predict_all(fleet), timeout))?

@@ -77,7 +77,6 @@ impl Node {
         self.traffic.rounds_run += 1;
         self.publish().await;
         self.progress.drain_events(&mut self.agent);
-        self.ros2_step().await;
         Ok(())
     }
 

@@ -253,7 +253,7 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
                 tx
             });
             let link = crate::ros2::Ros2Link::open(r, tx).await?;
-            Some(ros2_side::Ros2Side::new(link, grid, r.every))
+            Some(ros2_side::Ros2Side::new(link, grid, r.every, r.map_fleet))
         }
         None => None,
     };
@@ -461,6 +461,7 @@ impl Node {
                 _ = ticker.tick() => {
                     self.on_round().await?;
                     self.pooled_fit_step(endpoints.session());
+                    self.ros2_step(endpoints.session()).await;
                 }
                 q = endpoints.status.recv_async() => {
                     if let Ok(q) = q {

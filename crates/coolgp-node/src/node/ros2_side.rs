@@ -1,5 +1,7 @@
-//! The node's ROS 2 side in the loop: each `--ros2-map-every` seconds, the map (the node's
-//! answers over the grid, computed off the loop on a blocking thread) and the health.
+//! The node's ROS 2 side in the loop: each `--ros2-map-every` seconds, the map and the
+//! health. The map is computed off the loop: the fleet query over the grid (as `coolgp query
+//! --all`, on the fleet's session, default with a local memory) or this node's own answers
+//! (on a blocking thread).
 
 use std::time::{Duration, Instant};
 
@@ -17,21 +19,72 @@ type MapJob = tokio::task::JoinHandle<Result<(Vec<u8>, f64), String>>;
 pub(crate) struct Ros2Side {
     pub(crate) link: Ros2Link,
     grid: Option<MapGrid>,
+    /// The map shows the fleet query (else this node's own answer).
+    fleet: bool,
     every: Duration,
     next: Instant,
     job: Option<MapJob>,
 }
 
 impl Ros2Side {
-    pub(crate) fn new(link: Ros2Link, grid: Option<MapGrid>, every: f64) -> Self {
+    pub(crate) fn new(link: Ros2Link, grid: Option<MapGrid>, every: f64, fleet: bool) -> Self {
         Self {
             link,
             grid,
+            fleet,
             every: Duration::from_secs_f64(every),
             next: Instant::now(),
             job: None,
         }
     }
+}
+
+/// How long a fleet map waits for the nodes' answers.
+const FLEET_MAP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The fleet query's map over `grid` at `rows` (the nodes nearest each row answer, combined
+/// by the default rule, suspects left out), as PointCloud2 bytes, and the milliseconds.
+async fn fleet_map(
+    session: &zenoh::Session,
+    fleet: &str,
+    inputs: Vec<String>,
+    (grid, rows): (&MapGrid, Vec<Vec<f64>>),
+    roster: Option<&crate::auth::Roster>,
+) -> Result<(Vec<u8>, f64), String> {
+    let t0 = Instant::now();
+    let req = crate::status::PredictRequest {
+        columns: Some(inputs),
+        x: rows,
+        ..crate::status::PredictRequest::default()
+    };
+    let ask = (
+        Some(crate::DEFAULT_FLEET_RULE),
+        (None, None),
+        Some(crate::config::DEFAULT_ROUTE),
+    );
+    let mut notes = Vec::new();
+    let reply = crate::fleet_answers(
+        session,
+        fleet,
+        &req,
+        ask,
+        FLEET_MAP_TIMEOUT,
+        roster,
+        &mut notes,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    for n in notes {
+        tracing::debug!(note = %n, "fleet map");
+    }
+    let bytes = point_cloud(grid, &reply.mean, &reply.var_f, now_ns(), "map");
+    Ok((bytes, t0.elapsed().as_secs_f64() * 1e3))
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 /// The map of `model` over `grid` at `rows`, as PointCloud2 bytes, and the milliseconds.
@@ -43,16 +96,13 @@ fn compute_map(
 ) -> Result<(Vec<u8>, f64), String> {
     let t0 = Instant::now();
     let reply = predict_rows(model, rows)?;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    let bytes = point_cloud(grid, &reply.mean, &reply.var_f, stamp, frame);
+    let bytes = point_cloud(grid, &reply.mean, &reply.var_f, now_ns(), frame);
     Ok((bytes, t0.elapsed().as_secs_f64() * 1e3))
 }
 
 impl Node {
     /// Publishes a finished map, starts the next when due, and the diagnostics with it.
-    pub(super) async fn ros2_step(&mut self) {
+    pub(super) async fn ros2_step(&mut self, session: &zenoh::Session) {
         let Some(side) = self.ros2.as_mut() else {
             return;
         };
@@ -80,12 +130,22 @@ impl Node {
         } else {
             None
         };
+        let fleet_wide = side.fleet;
         if let Some(grid) = grid {
             let rows = grid.rows(self.intake.latest_x.as_deref());
             if rows.iter().flatten().all(|v| v.is_finite()) && self.agent.n_own() > 0 {
-                let model = self.query_model();
-                let job =
-                    tokio::task::spawn_blocking(move || compute_map(&model, &grid, &rows, "map"));
+                let job = if fleet_wide {
+                    let session = session.clone();
+                    let fleet = self.s.fleet.clone();
+                    let inputs = self.inputs.layout.inputs.clone();
+                    let roster = self.peers.auth.as_ref().map(|a| a.roster.clone());
+                    tokio::spawn(async move {
+                        fleet_map(&session, &fleet, inputs, (&grid, rows), roster.as_ref()).await
+                    })
+                } else {
+                    let model = self.query_model();
+                    tokio::task::spawn_blocking(move || compute_map(&model, &grid, &rows, "map"))
+                };
                 if let Some(side) = self.ros2.as_mut() {
                     side.job = Some(job);
                 }
@@ -144,9 +204,6 @@ impl Node {
                 .map(|(k, v)| ((*k).to_string(), v.to_string()))
                 .collect(),
         };
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-        diagnostic_array(&[status], stamp, "")
+        diagnostic_array(&[status], now_ns(), "")
     }
 }

@@ -66,6 +66,8 @@ pub struct Ros2Settings {
     pub every: f64,
     /// The map topic, fully qualified.
     pub map_topic: String,
+    /// The map shows the fleet query (else this node's own answer).
+    pub map_fleet: bool,
 }
 
 /// What the ROS 2 link reports in the node's status.

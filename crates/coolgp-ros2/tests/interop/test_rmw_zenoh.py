@@ -204,3 +204,58 @@ def test_bad_messages_are_counted_not_learned(coolgp_bin, tmp_path, router, type
     finally:
         session.close()
         stop(node)
+
+
+def test_the_map_is_the_fleet_query_where_memory_is_on(coolgp_bin, tmp_path, router):
+    """With a local memory the map shows the fleet query: node 1 learns the peer's topics,
+    node 2 its CSV rows; the map equals `coolgp query --all` at the grid points."""
+    port2, fleet = free_port(), f"fm{os.getpid()}"
+    rows = tmp_path / "b.csv"
+    rows.write_text("latitude,longitude,temperature\n" + "".join(
+        f"{48 + 1e-5 * k!r},{11 + 1e-5 * (k % 7)!r},{21.0 + 0.2 * math.cos(k / 4)!r}\n"
+        for k in range(60)))
+    common = ["--fleet", fleet, "--inducing", "12", "--batch", "10", "--round-ms", "50",
+              "--local-memory", "60", "--local-fit", "agent"]
+    n2 = subprocess.Popen(
+        [coolgp_bin, "node", "--id", "2", "--neighbors", "1", *common, "--data", rows,
+         "--target", "temperature", "--inputs", "latitude,longitude",
+         "--listen", f"tcp/127.0.0.1:{port2}"],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "node2.log", "w"))
+    port1 = free_port()
+    n1 = subprocess.Popen(
+        [coolgp_bin, "node", "--id", "1", "--neighbors", "2", *common,
+         "--listen", f"tcp/127.0.0.1:{port1}", "--connect", f"tcp/127.0.0.1:{port2}",
+         "--ros2", "zenoh", "--ros2-connect", router,
+         "--ros2-input", "/fix:sensor_msgs/msg/NavSatFix:latitude,longitude",
+         "--ros2-target", "/temp:sensor_msgs/msg/Temperature:temperature",
+         "--ros2-tolerance", "0.02", "--ros2-map", GRID, "--ros2-map-every", "0.5"],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "node1.log", "w"))
+    try:
+        peer(router, "--node", "gps", "pub", "-n", "60", "--rate", "20", "--wait-sub", "15")
+        wait_for(lambda s: s["points"] == 60 and s["fleet_points"] == 120, "both nodes' rows",
+                 coolgp_bin, port1, fleet)
+        lats = [48 + 0.0006 * k / 3 for k in range(4)]
+        lons = [11 + 0.0004 * k / 2 for k in range(3)]
+        q = tmp_path / "grid.csv"
+        q.write_text("latitude,longitude\n" + "".join(
+            f"{la!r},{lo!r}\n" for lo in lons for la in lats))
+        # The models settle once both streams ended; a map computed before may differ.
+        for attempt in range(5):
+            time.sleep(1.5)
+            cloud = json.loads(peer(router, "--node", "viewer", "sub", "--topic", "/coolgp/map",
+                                    "-n", "1", "--timeout", "15").splitlines()[0])
+            _, ans, err = run([coolgp_bin, "query", "--connect", f"tcp/127.0.0.1:{port1}",
+                               "--fleet", fleet, "--all", "--input", q])
+            rows_q = [list(map(float, l.split(","))) for l in ans.splitlines()[1:]]
+            same = all(math.isclose(p["mean"], m, rel_tol=1e-9)
+                       and math.isclose(p["variance"], v, rel_tol=1e-9)
+                       for p, (m, v, _) in zip(cloud["points"], rows_q, strict=True))
+            if same:
+                break
+        assert same, (cloud["points"][:3], rows_q[:3])
+        assert "answers from agent(s) [1, 2]" in err, err
+        own = status(coolgp_bin, port1, fleet)
+        assert own["ros2"]["maps"] >= 1 and own["local_points"] > 0
+    finally:
+        stop(n1)
+        stop(n2)
