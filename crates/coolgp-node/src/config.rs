@@ -641,7 +641,21 @@ fn bag_source(a: &NodeArgs, path: PathBuf) -> Result<DataSource> {
     };
     let tol = r.ros2_tolerance.unwrap_or(coolgp_ros2::DEFAULT_TOLERANCE);
     let spec = RowSpec::parse(inputs, target, tol).map_err(|e| NodeError::Config(e.to_string()))?;
+    one_robot(&spec)?;
     Ok(DataSource::Bag { path, spec })
+}
+
+/// A node is one robot: topics under `/*/` (every robot's, for `coolgp simulate`) are refused.
+fn one_robot(spec: &RowSpec) -> Result<()> {
+    if spec.per_namespace() {
+        return Err(NodeError::Config(
+            "a node learns one robot's topics: name them without /*/ (e.g. /robot1/fix, or a \
+             relative name under --ros2-namespace); /*/ is for `coolgp simulate` on a \
+             recording of many robots"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Live topics as the data: the topics and fields of `--ros2-input`/`--ros2-target`.
@@ -662,7 +676,9 @@ fn live_spec(a: &NodeArgs) -> Result<RowSpec> {
         ));
     };
     let tol = r.ros2_tolerance.unwrap_or(coolgp_ros2::DEFAULT_TOLERANCE);
-    RowSpec::parse(inputs, target, tol).map_err(|e| NodeError::Config(e.to_string()))
+    let spec = RowSpec::parse(inputs, target, tol).map_err(|e| NodeError::Config(e.to_string()))?;
+    one_robot(&spec)?;
+    Ok(spec)
 }
 
 /// Reads `--config FILE`, refusing keys that are not flags (a typo would be ignored).

@@ -63,6 +63,22 @@ pub struct Counts {
 /// One topic's values of a message (the first `width` of them), kept inline.
 type Vals = [f64; MAX_FIELDS];
 
+impl Counts {
+    /// Adds `other`'s counts (another robot's assembler), topic by topic in order.
+    pub fn add(&mut self, other: &Counts) {
+        self.messages += other.messages;
+        self.rows += other.rows;
+        self.bad_cdr += other.bad_cdr;
+        self.non_finite += other.non_finite;
+        self.stamp_backwards += other.stamp_backwards;
+        self.unpaired_inputs += other.unpaired_inputs;
+        self.unpaired_targets += other.unpaired_targets;
+        self.wrong_type += other.wrong_type;
+        self.other_topics += other.other_topics;
+        self.per_topic.extend(other.per_topic.iter().cloned());
+    }
+}
+
 /// A paired input: its extractor, its columns and its queue (stamp, values).
 #[derive(Debug)]
 struct Paired {

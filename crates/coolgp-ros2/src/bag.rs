@@ -16,7 +16,7 @@ use coolgp_data::Dataset;
 
 use crate::assemble::{Counts, Row, RowAssembler};
 use crate::error::{Result, Ros2Error};
-use crate::spec::RowSpec;
+use crate::spec::{namespace_of, RowSpec};
 use crate::types::canonical;
 
 /// The first bytes of every MCAP file.
@@ -25,8 +25,11 @@ pub const MCAP_MAGIC: &[u8] = b"\x89MCAP0\r\n";
 /// The rows of a recording and what happened to its messages.
 #[derive(Clone, Debug)]
 pub struct BagRows {
-    /// Rows in the target's stamp order.
+    /// Rows in the target's stamp order (with every robot's topics: robot by robot, in the
+    /// order they first appear).
     pub rows: Vec<Row>,
+    /// Each row's robot (namespace) when the topics are every robot's (`/*/…`).
+    pub keys: Option<Vec<String>>,
     /// Message counts.
     pub counts: Counts,
     /// The files read.
@@ -156,27 +159,35 @@ pub fn read_bag(path: &Path, spec: &RowSpec) -> Result<BagRows> {
     } else {
         Compression::None
     };
-    let mut asm = RowAssembler::new(spec)?;
+    // One assembler per robot (one in all unless the topics are every robot's, `/*/…`).
+    let mut robots: Vec<(String, RowAssembler)> = Vec::new();
+    if !spec.per_namespace() {
+        robots.push((String::new(), RowAssembler::new(spec)?));
+    }
+    let mut rows: Vec<(usize, Row)> = Vec::new();
     // Two threads: this one pairs while the other reads and walks the files (each about half
     // the work: a recording of 1,000,000 pairs in 0.33 s on one thread, BENCHMARKS.md §17).
-    let (read, mut rows) = std::thread::scope(|scope| {
+    let read = std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(4);
         let reader = scope.spawn(|| read_messages(&files, spec, mode, tx));
-        let mut rows = Vec::new();
         for batch in rx {
+            for ns in batch.new_groups {
+                let asm = RowAssembler::new(&spec.for_namespace(&ns))?;
+                robots.push((ns, asm));
+            }
             let mut at = 0;
-            for &(t, log_time, len) in &batch.msgs {
+            for &(g, t, log_time, len) in &batch.msgs {
+                let asm = &mut robots[g].1;
                 asm.push_at(t, &batch.data[at..at + len], log_time as f64 * 1e-9);
                 at += len;
                 while let Some(row) = asm.pop() {
-                    rows.push(row);
+                    rows.push((g, row));
                 }
             }
         }
-        let read = reader
+        reader
             .join()
-            .map_err(|_| bag_err(path, "the reading thread panicked"))?;
-        read.map(|r| (r, rows))
+            .map_err(|_| bag_err(path, "the reading thread panicked"))?
     })?;
     let Scan {
         seen,
@@ -184,11 +195,15 @@ pub fn read_bag(path: &Path, spec: &RowSpec) -> Result<BagRows> {
         other,
     } = read;
     let truncated = !complete;
-    asm.count_other_topics(other);
-    asm.finish();
-    while let Some(row) = asm.pop() {
-        rows.push(row);
+    let mut counts = Counts::default();
+    for (g, (_, asm)) in robots.iter_mut().enumerate() {
+        asm.finish();
+        while let Some(row) = asm.pop() {
+            rows.push((g, row));
+        }
+        counts.add(asm.counts());
     }
+    counts.other_topics += other;
     let listing = || {
         seen.iter()
             .map(|(t, ty)| format!("/{t} ({ty})"))
@@ -196,14 +211,17 @@ pub fn read_bag(path: &Path, spec: &RowSpec) -> Result<BagRows> {
             .join(", ")
     };
     for (topic, _) in spec.topics() {
-        if !seen.contains_key(topic) {
+        let found = seen.keys().any(|bare| match spec.per_namespace() {
+            true => namespace_of(topic, bare).is_some(),
+            false => bare == topic,
+        });
+        if !found {
             return Err(bag_err(
                 path,
                 format!("has no topic /{topic}; its topics: {}", listing()),
             ));
         }
     }
-    let counts = asm.counts().clone();
     if rows.is_empty() {
         return Err(bag_err(
             path,
@@ -218,8 +236,17 @@ pub fn read_bag(path: &Path, spec: &RowSpec) -> Result<BagRows> {
             ),
         ));
     }
+    // Robot by robot (in the order they first appear), each in its own stamp order: the rows
+    // of one robot together, as a CSV with a robot column would hold them.
+    rows.sort_by_key(|(g, _)| *g);
+    let keys = spec.per_namespace().then(|| {
+        rows.iter()
+            .map(|(g, _)| robots[*g].0.clone())
+            .collect::<Vec<_>>()
+    });
     Ok(BagRows {
-        rows,
+        rows: rows.into_iter().map(|(_, r)| r).collect(),
+        keys,
         counts,
         files,
         truncated,
@@ -424,12 +451,14 @@ fn for_each_message(file: &Path, mut f: impl FnMut(&ChannelInfo, u64, &[u8])) ->
     }
 }
 
-/// Messages handed from the reading thread to the pairing one: their bytes back to back, and
-/// per message its topic's index in [`RowSpec::topics`], log time (ns) and length.
+/// Messages handed from the reading thread to the pairing one: their bytes back to back, per
+/// message its robot (group: 0 unless the topics are every robot's, `/*/…`), its topic's index
+/// in [`RowSpec::topics`], log time (ns) and length; and the robots first seen in the batch.
 #[derive(Default)]
 struct Batch {
     data: Vec<u8>,
-    msgs: Vec<(usize, u64, usize)>,
+    msgs: Vec<(usize, usize, u64, usize)>,
+    new_groups: Vec<String>,
 }
 
 /// Bytes of messages per [`Batch`].
@@ -455,6 +484,7 @@ fn read_messages(
     tx: std::sync::mpsc::SyncSender<Batch>,
 ) -> Result<Scan> {
     let topics: Vec<&str> = spec.topics().iter().map(|(t, _)| *t).collect();
+    let mut groups: Vec<String> = Vec::new();
     let mut out = Scan {
         seen: BTreeMap::new(),
         complete: true,
@@ -464,22 +494,42 @@ fn read_messages(
     let mut unpacked = Vec::new();
     for file in files {
         let mut refused: Option<Ros2Error> = None;
-        let mut index: BTreeMap<String, Option<usize>> = BTreeMap::new();
+        let mut index: BTreeMap<String, Option<(usize, usize)>> = BTreeMap::new();
         let complete = for_each_message(file, |ch, log_time, data| {
-            let t = match index.get(&ch.topic) {
-                Some(t) => *t,
+            let gt = match index.get(&ch.topic) {
+                Some(gt) => *gt,
                 None => {
                     let bare = ch.topic.trim_matches('/');
-                    if let Err(e) = check_channel(file, spec, bare, &ch.ty, &ch.encoding) {
-                        refused.get_or_insert(e);
-                    }
                     out.seen.insert(bare.to_string(), ch.ty.clone());
-                    let t = topics.iter().position(|n| *n == bare);
-                    index.insert(ch.topic.clone(), t);
-                    t
+                    let found = topics.iter().enumerate().find_map(|(t, pattern)| {
+                        if spec.per_namespace() {
+                            namespace_of(pattern, bare).map(|ns| (t, Some(ns)))
+                        } else {
+                            (*pattern == bare).then_some((t, None))
+                        }
+                    });
+                    let gt = found.map(|(t, ns)| {
+                        if let Err(e) = check_channel(file, spec, topics[t], bare, ch) {
+                            refused.get_or_insert(e);
+                        }
+                        let g = match ns {
+                            None => 0,
+                            Some(ns) => match groups.iter().position(|g| g == ns) {
+                                Some(g) => g,
+                                None => {
+                                    groups.push(ns.to_string());
+                                    batch.new_groups.push(ns.to_string());
+                                    groups.len() - 1
+                                }
+                            },
+                        };
+                        (g, t)
+                    });
+                    index.insert(ch.topic.clone(), gt);
+                    gt
                 }
             };
-            let Some(t) = t else {
+            let Some((g, t)) = gt else {
                 out.other += 1;
                 return;
             };
@@ -493,7 +543,7 @@ fn read_messages(
                 data
             };
             batch.data.extend_from_slice(data);
-            batch.msgs.push((t, log_time, data.len()));
+            batch.msgs.push((g, t, log_time, data.len()));
             if batch.data.len() >= BATCH_BYTES {
                 // The pairing thread ends only when this one drops `tx`: a send cannot fail
                 // while it runs.
@@ -547,9 +597,17 @@ pub fn bag_topics(path: &Path) -> Result<Vec<BagTopic>> {
     Ok(topics.into_values().collect())
 }
 
-/// Refuses a named topic recorded with another type or a message encoding other than CDR.
-fn check_channel(file: &Path, spec: &RowSpec, bare: &str, ty: &str, enc: &str) -> Result<()> {
-    let Some((_, want)) = spec.topics().into_iter().find(|(t, _)| *t == bare) else {
+/// Refuses a topic recorded with another type than `pattern` (a topic of the spec) names, or
+/// with a message encoding other than CDR.
+fn check_channel(
+    file: &Path,
+    spec: &RowSpec,
+    pattern: &str,
+    bare: &str,
+    ch: &ChannelInfo,
+) -> Result<()> {
+    let (ty, enc) = (ch.ty.as_str(), ch.encoding.as_str());
+    let Some((_, want)) = spec.topics().into_iter().find(|(t, _)| *t == pattern) else {
         return Ok(());
     };
     if canonical(ty) != want.name {
@@ -570,8 +628,9 @@ fn check_channel(file: &Path, spec: &RowSpec, bare: &str, ty: &str, enc: &str) -
     Ok(())
 }
 
-/// The rows as a [`Dataset`] (columns from [`RowSpec::input_names`] and the target's field).
-pub fn to_dataset(rows: &[Row], spec: &RowSpec) -> Dataset {
+/// The rows as a [`Dataset`] (columns from [`RowSpec::input_names`] and the target's field;
+/// each row's robot as its routing key, if known).
+pub fn to_dataset(rows: &[Row], keys: Option<Vec<String>>, spec: &RowSpec) -> Dataset {
     let names = spec.input_names();
     let d = names.len();
     Dataset {
@@ -579,7 +638,7 @@ pub fn to_dataset(rows: &[Row], spec: &RowSpec) -> Dataset {
         y: rows.iter().map(|r| r.y).collect(),
         input_names: names,
         target_name: spec.target_name().to_string(),
-        keys: None,
+        keys,
     }
 }
 
@@ -589,5 +648,5 @@ pub fn to_dataset(rows: &[Row], spec: &RowSpec) -> Dataset {
 /// As [`read_bag`].
 pub fn load_bag(path: &Path, spec: &RowSpec) -> Result<(Dataset, Counts)> {
     let bag = read_bag(path, spec)?;
-    Ok((to_dataset(&bag.rows, spec), bag.counts))
+    Ok((to_dataset(&bag.rows, bag.keys, spec), bag.counts))
 }

@@ -2,11 +2,16 @@
 //!
 //! `TOPIC:TYPE:FIELD[,FIELD…]`, e.g. `/fix:sensor_msgs/msg/NavSatFix:latitude,longitude` or
 //! `/temp:sensor_msgs/Temperature:temperature`; a field is a dotted path into the message
-//! (`pose.position.x`) or `stamp` (the message's time in seconds).
+//! (`pose.position.x`) or `stamp` (the message's time in seconds). In a recording of many
+//! robots, `/*/fix` names every robot's `/ROBOT/fix`: rows are paired within each robot's
+//! namespace and carry it as their routing key (one agent per robot).
 
 use crate::error::Ros2Error;
 use crate::extract::Extractor;
 use crate::types::{input_type, MsgType};
+
+/// The namespace wildcard: the first segment of a topic (`/*/fix`).
+pub const ANY_NAMESPACE: &str = "*";
 
 /// Default pairing tolerance, seconds: messages of different topics whose stamps differ by
 /// more are not paired.
@@ -42,6 +47,15 @@ impl TopicSpec {
                 "`{text}`: empty or spaced topic name"
             )));
         }
+        let segments: Vec<&str> = topic.trim_matches('/').split('/').collect();
+        if segments.iter().skip(1).any(|g| g.contains('*'))
+            || (segments[0].contains('*') && (segments[0] != ANY_NAMESPACE || segments.len() < 2))
+        {
+            return Err(Ros2Error::Spec(format!(
+                "`{text}`: `*` stands for a whole namespace, first, e.g. /*/fix (every robot's \
+                 /ROBOT/fix)"
+            )));
+        }
         let ty = input_type(ty).map_err(Ros2Error::Spec)?;
         let fields: Vec<String> = fields
             .split(',')
@@ -72,6 +86,19 @@ impl TopicSpec {
     pub fn bare_topic(&self) -> &str {
         self.topic.trim_matches('/')
     }
+
+    /// Whether the topic starts with the namespace wildcard.
+    pub fn any_namespace(&self) -> bool {
+        self.bare_topic().split('/').next() == Some(ANY_NAMESPACE)
+    }
+}
+
+/// The namespace `bare` (a topic without outer `/`) has where `pattern` has `*`:
+/// `namespace_of("*/fix", "robot1/fix") == Some("robot1")`.
+pub fn namespace_of<'a>(pattern: &str, bare: &'a str) -> Option<&'a str> {
+    let rest = pattern.strip_prefix("*/")?;
+    let (ns, tail) = bare.split_once('/')?;
+    (tail == rest && !ns.is_empty()).then_some(ns)
 }
 
 /// The rows to assemble: input topics (their fields in order become the inputs) and one
@@ -116,6 +143,17 @@ impl RowSpec {
             .iter()
             .map(|s| TopicSpec::parse(s))
             .collect::<Result<Vec<_>, _>>()?;
+        let wild = inputs
+            .iter()
+            .chain([&target])
+            .filter(|t| t.any_namespace())
+            .count();
+        if wild != 0 && wild != inputs.len() + 1 {
+            return Err(Ros2Error::Spec(
+                "name every topic under /*/ (one robot's topics are paired together) or none"
+                    .into(),
+            ));
+        }
         for t in inputs.iter().chain([&target]) {
             if let Some(other) = inputs
                 .iter()
@@ -133,6 +171,23 @@ impl RowSpec {
             target,
             tolerance,
         })
+    }
+
+    /// Whether the topics are every robot's (`/*/…`): rows are paired per namespace.
+    pub fn per_namespace(&self) -> bool {
+        self.target.any_namespace()
+    }
+
+    /// The spec of one robot: each `*` replaced by `namespace`.
+    pub fn for_namespace(&self, namespace: &str) -> RowSpec {
+        let mut s = self.clone();
+        for t in s.inputs.iter_mut().chain([&mut s.target]) {
+            if t.any_namespace() {
+                let rest = t.bare_topic().split_once('/').map_or("", |(_, r)| r);
+                t.topic = format!("/{namespace}/{rest}");
+            }
+        }
+        s
     }
 
     /// The input column names: each field's path, qualified by its topic (`/fix:latitude`)
@@ -199,6 +254,44 @@ mod tests {
         )
         .expect("spec");
         assert_eq!(twice.input_names(), ["/a:data", "/b:data"]);
+    }
+
+    #[test]
+    fn every_robots_topics() {
+        let spec = RowSpec::parse(
+            &["/*/fix:sensor_msgs/msg/NavSatFix:latitude".into()],
+            "*/temp:sensor_msgs/msg/Temperature:temperature",
+            0.1,
+        )
+        .expect("spec");
+        assert!(spec.per_namespace());
+        let one = spec.for_namespace("robot2");
+        assert!(!one.per_namespace());
+        assert_eq!(one.topics()[0].0, "robot2/fix");
+        assert_eq!(one.target.topic, "/robot2/temp");
+        assert_eq!(namespace_of("*/fix", "robot1/fix"), Some("robot1"));
+        assert_eq!(namespace_of("*/fix", "robot1/gps/fix"), None);
+        assert_eq!(namespace_of("*/fix", "fix"), None);
+        for (inputs, target, needle) in [
+            (
+                "/*/fix:std_msgs/msg/Float64:data",
+                "/temp:std_msgs/msg/Float64:data",
+                "or none",
+            ),
+            (
+                "/a/*/fix:std_msgs/msg/Float64:data",
+                "/*/t:std_msgs/msg/Float64:data",
+                "namespace",
+            ),
+            (
+                "/*:std_msgs/msg/Float64:data",
+                "/*/t:std_msgs/msg/Float64:data",
+                "namespace",
+            ),
+        ] {
+            let err = RowSpec::parse(&[inputs.to_string()], target, 0.1).expect_err(needle);
+            assert!(err.to_string().contains(needle), "{err}");
+        }
     }
 
     #[test]

@@ -328,6 +328,17 @@ impl SimArgs {
         Ok(self)
     }
 
+    /// Whether the rows carry their own routing key: `--agent-by`, or a recording of every
+    /// robot's topics (`--ros2-target /*/…`: one agent per robot).
+    pub fn keyed(&self) -> bool {
+        self.agent_by.is_some()
+            || self
+                .ros2
+                .ros2_target
+                .as_deref()
+                .is_some_and(|t| t.trim_start_matches('/').starts_with("*/"))
+    }
+
     /// Whether the stream keeps the data file's order (`--stream-order file`).
     ///
     /// # Errors
@@ -407,7 +418,7 @@ pub fn sim_config(
     }
     let agents = a
         .agents
-        .unwrap_or_else(|| groups.filter(|_| a.agent_by.is_some()).unwrap_or(10));
+        .unwrap_or_else(|| groups.filter(|_| a.keyed()).unwrap_or(10));
     // A fleet of one is the central learner: its default damping is the central's.
     let agent = AgentArgs {
         site_damping: a

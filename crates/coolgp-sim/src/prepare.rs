@@ -206,6 +206,7 @@ fn check_regions(args: &SimArgs, group_col: Option<&str>) -> Result<(), SimError
     let other = match (&args.agent_by, group_col) {
         (Some(k), _) => format!("--agent-by {k}"),
         (None, Some(g)) => format!("--projection-group {g}"),
+        (None, None) if args.keyed() => "every robot's topics (/*/)".to_string(),
         (None, None) => return Ok(()),
     };
     Err(SimError::Config(format!(

@@ -63,7 +63,8 @@ fn load_bag(args: &SimArgs, path: &std::path::Path) -> Result<Dataset, SimError>
     if args.target.is_some() || args.inputs.is_some() || args.agent_by.is_some() {
         return Err(SimError::Config(format!(
             "{} is a ROS 2 recording: name its fields with --ros2-input TOPIC:TYPE:FIELDS and \
-             --ros2-target TOPIC:TYPE:FIELD (not --target, --inputs or --agent-by)",
+             --ros2-target TOPIC:TYPE:FIELD (not --target, --inputs or --agent-by; every robot's \
+             topics, /*/fix, give one agent per robot)",
             path.display()
         )));
     }

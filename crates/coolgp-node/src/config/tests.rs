@@ -291,4 +291,8 @@ fn ros2_options_resolve_and_refuse_with_the_fix() {
     let mut a = live();
     a.ros2.ros2_input = Some(vec!["/img:sensor_msgs/msg/Image:height".into()]);
     refused(a, "unsupported ROS 2 message type");
+    let mut a = live();
+    a.ros2.ros2_input = Some(vec!["/*/fix:sensor_msgs/msg/NavSatFix:latitude".into()]);
+    a.ros2.ros2_target = Some("/*/temp:sensor_msgs/msg/Temperature:temperature".into());
+    refused(a, "one robot's topics");
 }

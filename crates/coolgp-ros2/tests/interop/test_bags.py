@@ -83,3 +83,52 @@ def test_refusals_name_the_fix(coolgp_bin, typestore, tmp_path):
     ]:
         code, _, err = run([coolgp_bin, "simulate", "--data", bag, *args, "--quiet"], check=False)
         assert code != 0 and needle in err, (args, err)
+
+
+def test_a_recording_of_many_robots_gives_one_agent_per_robot(coolgp_bin, typestore, tmp_path):
+    """/*/fix and /*/temp: every robot's topics, paired within each robot's namespace, one
+    agent per robot; the same as a CSV with a robot column routed by --agent-by."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from conftest import navsatfix, temperature
+
+    robots = ["alpha", "bravo", "charlie"]
+    per = {r: survey(150, t0_ns=1_700_000_000_000_000_000 + 17_000_000 * i)
+           for i, r in enumerate(robots)}
+    bag = tmp_path / "fleet"
+    with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        conns = {r: (w.add_connection(f"/{r}/fix", "sensor_msgs/msg/NavSatFix", typestore=typestore),
+                     w.add_connection(f"/{r}/temp", "sensor_msgs/msg/Temperature", typestore=typestore))
+                 for r in robots}
+        events = []
+        for r in robots:
+            fixes, temps = per[r]
+            events += [(t, r, 0, (t, la, lo)) for t, la, lo in fixes]
+            events += [(t, r, 1, (t, v)) for t, v in temps]
+        for t, r, kind, e in sorted(events, key=lambda e: (e[0], e[1], e[2])):
+            if kind == 0:
+                w.write(conns[r][0], t, typestore.serialize_cdr(
+                    navsatfix(typestore, *e), "sensor_msgs/msg/NavSatFix"))
+            else:
+                w.write(conns[r][1], t, typestore.serialize_cdr(
+                    temperature(typestore, *e), "sensor_msgs/msg/Temperature"))
+    # Robots in the order of their first message (alpha's fix is first), each in its order.
+    csv = tmp_path / "fleet.csv"
+    with csv.open("w") as f:
+        f.write("robot,latitude,longitude,temperature\n")
+        for r in robots:
+            fixes, temps = per[r]
+            for (_, lat, lon), (_, v) in zip(fixes, temps):
+                f.write(f"{r},{lat!r},{lon!r},{v!r}\n")
+    flags = ["--inducing", "16", "--batch", "20", "--seed", "3", "--no-baselines", "--quiet"]
+    run([coolgp_bin, "simulate", "--data", bag, "--ros2-input",
+         "/*/fix:sensor_msgs/msg/NavSatFix:latitude,longitude", "--ros2-target",
+         "/*/temp:sensor_msgs/msg/Temperature:temperature", *flags, "--out", tmp_path / "b"])
+    run([coolgp_bin, "simulate", "--data", csv, "--target", "temperature", "--inputs",
+         "latitude,longitude", "--agent-by", "robot", *flags, "--out", tmp_path / "c"])
+    from_bag = json.loads((tmp_path / "b" / "summary.json").read_text())
+    from_csv = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert from_bag["agents"] == from_csv["agents"] == 3
+    for k in sorted(set(from_bag) | set(from_csv)):
+        if k not in TIMINGS:
+            assert from_bag.get(k) == from_csv.get(k), k
