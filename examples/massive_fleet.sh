@@ -105,7 +105,8 @@ connects=()
 for h in $(seq 0 $((HOSTS - 1))); do connects+=(--connect "tcp/127.0.0.1:$((BASE_PORT + h))"); done
 brief() { "$COOLGP" status --all --fleet "$FLEET" "${connects[@]}" --timeout-ms 8000 2>/dev/null || true; }
 # A number of the fleet's aggregates (the "fleet" object of `status --all`).
-field() { tr -d '\n ' | grep -o '"fleet":{[^}]*}' | grep -o "\"$1\":[0-9.e+-]*" | head -1 | cut -d: -f2; }
+# (Empty when a look got no answer: the loop goes on rather than `set -e` ending the run.)
+field() { { tr -d '\n ' | grep -o '"fleet":{[^}]*}' | grep -o "\"$1\":[0-9.e+-]*" | head -1 | cut -d: -f2; } || true; }
 
 if [ "${CRASH:-0}" = 1 ] && [ "$HOSTS" -gt 1 ]; then
   # Mid-stream: once host 1's agents have acknowledged some blocks but not all.

@@ -2,6 +2,7 @@
 //! [`open`] or [`BlockingClient`]), open or as the `reader` of a TLS fleet.
 
 use std::time::{Duration, Instant};
+use zenoh::qos::CongestionControl;
 
 use crate::config::ZenohArgs;
 use crate::error::{NodeError, Result};
@@ -29,7 +30,13 @@ pub async fn get(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let attempt = ATTEMPT.min(left).max(Duration::from_millis(100));
-        let mut b = session.get(selector).timeout(attempt);
+        // Droppable (the reply too: it takes the query's): a full link drops the query, which
+        // times out and is asked again, instead of blocking the runtime thread that sends it
+        // (issue 31: a host's threads all blocked on full links, and with them every agent).
+        let mut b = session
+            .get(selector)
+            .congestion_control(CongestionControl::Drop)
+            .timeout(attempt);
         if let Some(p) = &payload {
             b = b.payload(p.clone());
         }

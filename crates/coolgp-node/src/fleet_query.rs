@@ -171,23 +171,34 @@ pub(crate) async fn members(
     fleet: &str,
     timeout: Duration,
 ) -> BTreeSet<u64> {
+    // Into an unbounded channel from a callback, not zenoh's default FIFO of 256: zenoh
+    // answers a liveliness get from the tokens it knows while the get is being sent, holding
+    // the session's lock, so in a host (issue 31: 1,000 tokens known) a full FIFO blocked
+    // that send forever, and with the lock every put, query and receive of the host (seen in
+    // gdb: `flume::wait_send` under `Session::liveliness_query`, every other thread waiting
+    // on the session's RwLock).
     let mut out = BTreeSet::new();
-    let Ok(replies) = session
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let sent = session
         .liveliness()
         .get(keys::alive_all(fleet))
         .timeout(timeout)
-        .await
-    else {
+        .callback(move |reply| {
+            if let Some(id) = reply
+                .result()
+                .ok()
+                .and_then(|s| keys::parse_alive(s.key_expr().as_str()))
+            {
+                let _ = tx.send(id);
+            }
+        })
+        .await;
+    if sent.is_err() {
         return out;
-    };
-    while let Ok(r) = replies.recv_async().await {
-        if let Some(id) = r
-            .result()
-            .ok()
-            .and_then(|s| keys::parse_alive(s.key_expr().as_str()))
-        {
-            out.insert(id);
-        }
+    }
+    // The channel closes when zenoh drops the callback: the query's end or its timeout.
+    while let Some(id) = rx.recv().await {
+        out.insert(id);
     }
     out
 }
@@ -211,6 +222,8 @@ pub(crate) async fn get_all(
     let mut get = session
         .get(selector)
         .with(zenoh::handlers::FifoChannel::new(REPLY_BACKLOG))
+        // Droppable, as `client::get`'s: never a blocked thread on a full link.
+        .congestion_control(zenoh::qos::CongestionControl::Drop)
         .attachment(attachment)
         .target(QueryTarget::All)
         .consolidation(ConsolidationMode::None)
