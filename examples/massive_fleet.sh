@@ -17,7 +17,8 @@
 #          ROWS       training rows per agent (default 250)
 #          ROUND_MS   round period (default 1000)
 #          IDLE_S     seconds of idle measurement (default 30)
-#          SETTLE_S   seconds between convergence and the idle measurement (default 60)
+#          SETTLE_S   seconds between convergence and the idle measurement (default 240: the
+#                     member readings back off from every 2 to every 64 rounds, 126 rounds in all)
 #          CRASH=1    kill -9 host 1 mid-stream and restart it
 #          KEYS       extra top-level lines for every host file, e.g. 'local-fit = "agent"'
 #          KEEP=1     leave the hosts running
@@ -145,7 +146,7 @@ ticks() {
   done
   echo "$t"
 }
-sleep ${SETTLE_S:-60}
+sleep ${SETTLE_S:-240}
 a=$(ticks); sleep "$IDLE_S"; z=$(ticks)
 hz=$(getconf CLK_TCK)
 echo "idle: $(awk -v d=$((z - a)) -v hz="$hz" -v s="$IDLE_S" 'BEGIN { printf "%.1f", 100 * d / hz / s }')% of one core over ${IDLE_S} s (all $HOSTS hosts)"
