@@ -1,9 +1,12 @@
 """Shared pieces of the ROS 2 interop tests: the coolgp binary, rosbags' type store and a
 writer of NavSatFix + Temperature recordings (scripts/ci_ros2.sh runs these in CI)."""
+import json
 import math
 import os
 import pathlib
+import socket
 import subprocess
+import time
 
 import pytest
 
@@ -100,4 +103,49 @@ def write_bag(ts, path, fixes, temps, storage="mcap", compression=None, extra=No
                 w.write(tmp, t, ts.serialize_cdr(msg, "sensor_msgs/msg/Temperature"))
         if extra:
             extra(w)
+    return path
+
+
+def free_port():
+    """A free TCP port on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def status(coolgp_bin, port, fleet):
+    """Agent 1's status from the node listening on `port`."""
+    _, out, _ = run([coolgp_bin, "status", "--connect", f"tcp/127.0.0.1:{port}", "--fleet", fleet,
+                     "--agent", "1", "--timeout-ms", "5000"], timeout=30)
+    return json.loads(out)
+
+
+def wait_for(pred, what, coolgp_bin, port, fleet, timeout=60, every=0.3):
+    """Agent 1's status once `pred` holds for it; fails naming `what` after `timeout` s."""
+    deadline, last = time.time() + timeout, None
+    while time.time() < deadline:
+        try:
+            last = status(coolgp_bin, port, fleet)
+            if pred(last):
+                return last
+        except AssertionError:
+            pass
+        time.sleep(every)
+    raise AssertionError(f"{what} never happened: {last}")
+
+
+def stop(p):
+    """Stops a process: SIGTERM, then SIGKILL after 20 s."""
+    p.terminate()
+    try:
+        p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def grid_csv(path, lats, lons):
+    """The map's grid points as a query CSV, row-major with latitude fastest."""
+    path.write_text("latitude,longitude\n" + "".join(
+        f"{la!r},{lo!r}\n" for lo in lons for la in lats))
     return path

@@ -9,7 +9,6 @@ Env: RMW_IMPLEMENTATION=rmw_fastrtps_cpp, ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY
 """
 import argparse
 import json
-import sys
 import time
 
 import numpy as np

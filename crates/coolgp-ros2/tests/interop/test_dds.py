@@ -7,13 +7,12 @@ import json
 import math
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from conftest import run
+from conftest import free_port, grid_csv, run, stop
 
 HERE = pathlib.Path(__file__).resolve().parent
 GRID = "latitude=48:48.0006:4,longitude=11:11.00006:3"
@@ -26,12 +25,6 @@ except ImportError:
 if not HAVE_RCLPY and os.environ.get("COOLGP_REQUIRE_RCLPY") == "1":
     raise RuntimeError("rclpy is required here (COOLGP_REQUIRE_RCLPY=1) but not installed")
 pytestmark = pytest.mark.skipif(not HAVE_RCLPY, reason="rclpy (ros-rclpy wheels) not installed")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_rclpy_and_a_coolgp_node_over_dds(coolgp_bin, tmp_path):
@@ -68,9 +61,7 @@ def test_rclpy_and_a_coolgp_node_over_dds(coolgp_bin, tmp_path):
         assert cloud["fields"] == ["x", "y", "z", "mean", "variance"]
         lats = [48 + 0.0006 * k / 3 for k in range(4)]
         lons = [11 + 0.00006 * k / 2 for k in range(3)]
-        q = tmp_path / "grid.csv"
-        q.write_text("latitude,longitude\n" + "".join(
-            f"{la!r},{lo!r}\n" for lo in lons for la in lats))
+        q = grid_csv(tmp_path / "grid.csv", lats, lons)
         _, ans, _ = run([coolgp_bin, "query", "--connect", f"tcp/127.0.0.1:{port}", "--fleet",
                          fleet, "--agent", "1", "--input", q])
         rows = [list(map(float, l.split(","))) for l in ans.splitlines()[1:]]
@@ -91,9 +82,4 @@ def test_rclpy_and_a_coolgp_node_over_dds(coolgp_bin, tmp_path):
         assert ["/coolgp/map", ["sensor_msgs/msg/PointCloud2"]] in g["publishers"], g
         assert ["/diagnostics", ["diagnostic_msgs/msg/DiagnosticArray"]] in g["publishers"], g
     finally:
-        node.terminate()
-        try:
-            node.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            node.kill()
-            node.wait()
+        stop(node)

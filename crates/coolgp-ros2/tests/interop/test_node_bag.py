@@ -1,23 +1,15 @@
 """`coolgp node --data BAG`: a recording written by rosbags streams into a real node exactly as
 the same rows as CSV do, and a node killed mid-recording resumes from its checkpoint without
 counting a row twice."""
-import json
 import os
 import signal
-import socket
 import subprocess
 import time
 
-from conftest import run, survey, write_bag
+from conftest import free_port, run, status, stop, survey, wait_for, write_bag
 
 INPUT = "/fix:sensor_msgs/msg/NavSatFix:latitude,longitude"
 TARGET = "/temp:sensor_msgs/msg/Temperature:temperature"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(coolgp_bin, tmp_path, name, data, *extra, round_ms=20):
@@ -31,33 +23,9 @@ def start(coolgp_bin, tmp_path, name, data, *extra, round_ms=20):
     return p, port, f"{name}{os.getpid()}"
 
 
-def status(coolgp_bin, port, fleet):
-    _, out, _ = run([coolgp_bin, "status", "--connect", f"tcp/127.0.0.1:{port}", "--fleet", fleet,
-                     "--agent", "1", "--timeout-ms", "5000"], timeout=30)
-    return json.loads(out)
-
-
 def wait_points(coolgp_bin, port, fleet, n, timeout=90):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            last = status(coolgp_bin, port, fleet)
-            if last.get("points") == n:
-                return last
-        except AssertionError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"node never reached {n} points: {last}")
-
-
-def stop(p):
-    p.terminate()
-    try:
-        p.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
+    return wait_for(lambda s: s.get("points") == n, f"{n} points", coolgp_bin, port, fleet,
+                    timeout=timeout, every=0.5)
 
 
 def test_node_learns_from_a_bag_as_from_csv(coolgp_bin, typestore, tmp_path):

@@ -8,26 +8,19 @@ import math
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import run
+from conftest import free_port, grid_csv, run, status, stop, wait_for
 
 pytest.importorskip("zenoh")
 pytest.importorskip("zenoh_ros2_sdk")
 
 HERE = pathlib.Path(__file__).resolve().parent
 GRID = "latitude=48:48.0006:4,longitude=11:11.0004:3"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture()
@@ -57,34 +50,6 @@ def start_node(coolgp_bin, tmp_path, router, *extra):
     return p, port, fleet
 
 
-def status(coolgp_bin, port, fleet):
-    _, out, _ = run([coolgp_bin, "status", "--connect", f"tcp/127.0.0.1:{port}", "--fleet", fleet,
-                     "--agent", "1", "--timeout-ms", "5000"], timeout=30)
-    return json.loads(out)
-
-
-def wait_for(pred, what, coolgp_bin, port, fleet, timeout=60):
-    deadline, last = time.time() + timeout, None
-    while time.time() < deadline:
-        try:
-            last = status(coolgp_bin, port, fleet)
-            if pred(last):
-                return last
-        except AssertionError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"{what} never happened: {last}")
-
-
-def stop(p):
-    p.terminate()
-    try:
-        p.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-
-
 def test_node_learns_maps_and_shows_in_the_graph(coolgp_bin, tmp_path, router):
     node, port, fleet = start_node(
         coolgp_bin, tmp_path, router, "--ros2-namespace", "/robot1",
@@ -111,9 +76,7 @@ def test_node_learns_maps_and_shows_in_the_graph(coolgp_bin, tmp_path, router):
         assert cloud["fields"] == ["x", "y", "z", "mean", "variance"]
         lats = [48 + 0.0006 * k / 3 for k in range(4)]
         lons = [11 + 0.0004 * k / 2 for k in range(3)]
-        q = tmp_path / "grid.csv"
-        q.write_text("latitude,longitude\n" + "".join(
-            f"{la!r},{lo!r}\n" for lo in lons for la in lats))
+        q = grid_csv(tmp_path / "grid.csv", lats, lons)
         _, ans, _ = run([coolgp_bin, "query", "--connect", f"tcp/127.0.0.1:{port}", "--fleet",
                          fleet, "--agent", "1", "--input", q])
         rows = [list(map(float, l.split(","))) for l in ans.splitlines()[1:]]
@@ -236,9 +199,7 @@ def test_the_map_is_the_fleet_query_where_memory_is_on(coolgp_bin, tmp_path, rou
                  coolgp_bin, port1, fleet)
         lats = [48 + 0.0006 * k / 3 for k in range(4)]
         lons = [11 + 0.0004 * k / 2 for k in range(3)]
-        q = tmp_path / "grid.csv"
-        q.write_text("latitude,longitude\n" + "".join(
-            f"{la!r},{lo!r}\n" for lo in lons for la in lats))
+        q = grid_csv(tmp_path / "grid.csv", lats, lons)
         # The models settle once both streams ended; a map computed before may differ.
         for attempt in range(5):
             time.sleep(1.5)
