@@ -34,7 +34,10 @@ impl Node {
         let intake = &mut self.intake;
         match item {
             Item::Row { x, y, end } => {
-                intake.latest_x = Some(x.clone());
+                // Only a ROS 2 map reads it: no copy per row otherwise.
+                if self.ros2.is_some() {
+                    intake.latest_x = Some(x.clone());
+                }
                 intake.pending_x.push(x);
                 intake.pending_y.push(y);
                 intake.cursor.offset = end;
