@@ -56,6 +56,7 @@ pub mod client;
 pub mod config;
 pub mod coverage;
 pub mod error;
+pub mod fit_members;
 pub mod fleet_query;
 pub mod host;
 pub mod inbound;

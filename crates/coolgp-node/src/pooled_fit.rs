@@ -20,6 +20,7 @@ use coolgp_data::Standardizer;
 
 use crate::auth::Signer;
 use crate::keys;
+use crate::routing::Routes;
 use crate::row_auth::sign_request;
 use crate::status::{NearRequest, OfferedRows, PredictReply, PredictRequest};
 
@@ -167,16 +168,18 @@ pub fn near_request(
 
 /// The fit and held-out groups (docs/LOCAL.md §11) from the anchors and each node's rows near
 /// them (`near`: node → its rows, `k` per anchor in anchor order, this node's standardized
-/// units): each group is the anchor, the nearest `opts.own` rows of its own node other than
-/// the anchor itself, and the nearest row of each of the `opts.others` nodes whose nearest row
-/// is nearest (ties: the lower node id). A node whose reply does not hold the same number of
-/// rows for every anchor is left out. With `claimed` (each node's rows near the anchors in the
-/// warm kernel's metric, as `near`), the anchor's own node's first `opts.own` of them not yet
-/// in the group join it, as in the simulator
+/// units; with `routes`, `k` per anchor the route names for that node, in the route's order):
+/// each group is the anchor, the nearest `opts.own` rows of its own node other than the anchor
+/// itself, and the nearest row of each of the `opts.others` nodes whose nearest row is nearest
+/// (ties: the lower node id). A node whose reply does not hold the same number of rows for
+/// every anchor it was asked about is left out. With `claimed` (each node's rows near the
+/// anchors in the warm kernel's metric, as `near`), the anchor's own node's first `opts.own`
+/// of them not yet in the group join it, as in the simulator
 /// ([`coolgp::local::groups::Neighbourhood::group`]).
 pub fn near_groups(
     anchors: &[Anchor],
     (near, claimed): (&BTreeMap<u64, FitSample>, Option<&BTreeMap<u64, FitSample>>),
+    routes: Option<&Routes>,
     inv: &[f64],
     opts: &GroupOptions,
 ) -> (Groups, Groups) {
@@ -188,14 +191,15 @@ pub fn near_groups(
             .map(|((u, v), s)| ((u - v) * s).powi(2))
             .sum()
     };
-    let per = per_anchor(near, d, anchors.len());
-    let claimed = claimed.map_or_else(BTreeMap::new, |c| per_anchor(c, d, anchors.len()));
+    let per = per_anchor(near, d, anchors.len(), routes);
+    let claimed = claimed.map_or_else(BTreeMap::new, |c| per_anchor(c, d, anchors.len(), routes));
     let (mut fit, mut held) = (Groups::new(d), Groups::new(d));
     for (i, a) in anchors.iter().enumerate() {
         let (mut x, mut r) = (a.x.clone(), vec![a.r]);
         let mut others: Vec<(f64, u64, usize)> = Vec::new();
-        for (&id, &(s, k)) in &per {
-            let rows = i * k..(i + 1) * k;
+        for (&id, offer) in &per {
+            let Some(rows) = offer.rows(i) else { continue };
+            let s = offer.sample;
             if id == a.node {
                 let own = rows
                     .filter(|&j| dist(&s.x()[j * d..(j + 1) * d], &a.x) > 1e-16)
@@ -204,8 +208,9 @@ pub fn near_groups(
                     x.extend_from_slice(&s.x()[j * d..(j + 1) * d]);
                     r.push(s.r()[j]);
                 }
-                if let Some(&(c, kc)) = claimed.get(&id) {
-                    let fresh: Vec<usize> = (i * kc..(i + 1) * kc)
+                if let Some((c, rows)) = claimed.get(&id).and_then(|c| Some((c.sample, c.rows(i)?)))
+                {
+                    let fresh: Vec<usize> = rows
                         .filter(|&j| {
                             let row = &c.x()[j * d..(j + 1) * d];
                             !x.chunks_exact(d).any(|g| dist(g, row) <= 1e-16)
@@ -224,7 +229,7 @@ pub fn near_groups(
         }
         others.sort_by(|p, q| p.0.total_cmp(&q.0).then(p.1.cmp(&q.1)));
         for &(_, id, j) in others.iter().take(opts.others) {
-            let s = per[&id].0;
+            let s = per[&id].sample;
             x.extend_from_slice(&s.x()[j * d..(j + 1) * d]);
             r.push(s.r()[j]);
         }
@@ -235,17 +240,45 @@ pub fn near_groups(
     (fit, held)
 }
 
-/// The nodes' replies that hold `k > 0` rows of width `d` for each of `anchors` anchors, with
-/// their `k`.
-fn per_anchor(
-    m: &BTreeMap<u64, FitSample>,
+/// One node's reply to a request for rows near the anchors: `k` rows per anchor it was asked
+/// about (`at`, ascending; `None`: every anchor).
+struct Offer<'a> {
+    sample: &'a FitSample,
+    k: usize,
+    at: Option<&'a [usize]>,
+}
+
+impl Offer<'_> {
+    /// The rows of the sample offered for anchor `i`, if it was asked about it.
+    fn rows(&self, i: usize) -> Option<std::ops::Range<usize>> {
+        let p = match self.at {
+            None => i,
+            Some(at) => at.binary_search(&i).ok()?,
+        };
+        Some(p * self.k..(p + 1) * self.k)
+    }
+}
+
+/// The nodes' replies that hold `k > 0` rows of width `d` for each anchor they were asked
+/// about (all `anchors`, or those `routes` names for them; a node a route does not name is
+/// left out).
+fn per_anchor<'a>(
+    m: &'a BTreeMap<u64, FitSample>,
     d: usize,
     anchors: usize,
-) -> BTreeMap<u64, (&FitSample, usize)> {
+    routes: Option<&'a Routes>,
+) -> BTreeMap<u64, Offer<'a>> {
     m.iter()
-        .filter(|(_, s)| s.d() == d && anchors > 0 && s.len() % anchors == 0)
-        .map(|(&id, s)| (id, (s, s.len() / anchors)))
-        .filter(|(_, (_, k))| *k > 0)
+        .filter_map(|(&id, sample)| {
+            let at = match routes {
+                None => None,
+                Some(r) => Some(r.get(&id)?.as_slice()),
+            };
+            let asked = at.map_or(anchors, <[usize]>::len);
+            let ok = sample.d() == d && asked > 0 && sample.len() % asked == 0;
+            let k = sample.len() / asked.max(1);
+            (ok && k > 0).then_some((id, Offer { sample, k, at }))
+        })
         .collect()
 }
 
@@ -493,8 +526,27 @@ mod tests {
             own: 2,
             others: 1,
         };
-        let (fit, held) = near_groups(&a, (&near, None), &inv, &opts);
+        let (fit, held) = near_groups(&a, (&near, None), None, &inv, &opts);
         assert_eq!((fit.len(), held.len()), (2, 1));
+        // Routed (issue 31): a route that names every node for every anchor gives the same
+        // groups; one that asks node 3 about nothing and node 2 only about its own anchor
+        // leaves node 2 out of the others' groups.
+        let every: Routes = near.keys().map(|&id| (id, vec![0, 1, 2])).collect();
+        let (f2, h2) = near_groups(&a, (&near, None), Some(&every), &inv, &opts);
+        assert_eq!(
+            (f2.group(0), f2.group(1), h2.group(0)),
+            (fit.group(0), fit.group(1), held.group(0))
+        );
+        let few: Routes = [(1, vec![0, 1, 2]), (2, vec![2])].into();
+        let node2 = rows(2, &[15.0, 14.0], 2.0);
+        let near_few: BTreeMap<u64, FitSample> = [(1, near[&1].clone()), (2, node2)].into();
+        let (f3, _) = near_groups(&a, (&near_few, None), Some(&few), &inv, &opts);
+        assert_eq!(
+            f3.group(0).0,
+            &[1.0, 10.0, 1.0, 11.0],
+            "no other node was asked"
+        );
+        assert_eq!(f3.group(1).0, &[2.0, 15.0, 2.0, 14.0, 1.0, 11.0]);
         // Anchor day 10 at node 1: itself, its own day 11 (day 10 is the anchor), node 2's
         // day 14 (node 3 is farther).
         let (x, r) = fit.group(0);
@@ -510,7 +562,7 @@ mod tests {
             (2, rows(2, &[70.0, 80.0, 90.0, 95.0, 25.0, 35.0], 6.0)),
         ]
         .into();
-        let (fit, _) = near_groups(&a, (&near, Some(&claimed)), &inv, &opts);
+        let (fit, _) = near_groups(&a, (&near, Some(&claimed)), None, &inv, &opts);
         assert_eq!(
             fit.group(0).0,
             &[1.0, 10.0, 1.0, 11.0, 1.0, 30.0, 2.0, 14.0]

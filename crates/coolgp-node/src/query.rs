@@ -143,7 +143,12 @@ impl Queries {
                 (Err(e), _) => Err(e),
                 (Ok(_), None) => Err("no model".to_string()),
             };
-            reply(q, key, result).await;
+            match result {
+                // Not asked: dropping the query sends zenoh's final reply, nothing else.
+                Ok(None) => drop(q),
+                Ok(Some(r)) => reply(q, key, Ok(r)).await,
+                Err(e) => reply(q, key, Err(e)).await,
+            }
             answered.fetch_add(1, Ordering::Relaxed);
             drop(permit);
         });
@@ -172,6 +177,8 @@ async fn reply(q: Query, key: Option<String>, result: std::result::Result<Predic
 
 /// Parses a request body and predicts with `model`, in original units; a request for rows is
 /// answered only if `model.rows` admits it with the query's `attachment` ([`RowPolicy::admit`]).
+/// `Ok(None)`: a routed request for rows that does not name this agent (issue 31: a pooled
+/// fit asks a bounded set of members), which is not answered at all.
 ///
 /// # Errors
 /// A message for the client: bad JSON, too many rows, missing columns, ragged rows, an
@@ -180,7 +187,7 @@ pub fn predict(
     model: &QueryModel,
     body: &[u8],
     attachment: Option<&[u8]>,
-) -> std::result::Result<PredictReply, String> {
+) -> std::result::Result<Option<PredictReply>, String> {
     let req: PredictRequest =
         serde_json::from_slice(body).map_err(|e| format!("bad request JSON: {e}"))?;
     if req.x.len() > MAX_QUERY_ROWS {
@@ -215,7 +222,14 @@ pub fn predict(
         "own" => View::Own,
         other => return Err(format!("unknown view '{other}': use fused or own")),
     };
-    if req.held_out.is_some() || req.fit_sample.is_some() || req.near.is_some() {
+    // A routed request for rows names the agents asked and, for rows near given ones, which
+    // of those rows each answers; the others stay silent.
+    let routed = req.route.as_ref().map(|r| r.get(&model.id));
+    let for_rows = req.held_out.is_some() || req.fit_sample.is_some() || req.near.is_some();
+    if for_rows && matches!(routed, Some(None)) {
+        return Ok(None);
+    }
+    if for_rows {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -229,21 +243,15 @@ pub fn predict(
         }
     }
     if let Some(k) = req.held_out {
-        return held_out(model, k.min(MAX_QUERY_ROWS), view);
+        return held_out(model, k.min(MAX_QUERY_ROWS), view).map(Some);
     }
     if let Some(k) = req.fit_sample {
-        return fit_sample(model, k.min(MAX_QUERY_ROWS));
+        return fit_sample(model, k.min(MAX_QUERY_ROWS)).map(Some);
     }
-    if let Some(near) = &req.near {
-        let scale: Vec<f64> = idx
-            .iter()
-            .map(|&c| near.scale.get(c).copied().unwrap_or(f64::NAN))
-            .collect();
-        return near_rows(model, x.as_ref(), &scale, near.k.min(MAX_NEAR_ROWS));
-    }
-    // A routed query (`coolgp query --all --route K`): only the rows listed for this agent.
-    if let Some(route) = &req.route {
-        let rows = route.get(&model.id).map_or(&[][..], Vec::as_slice);
+    // A routed query (`coolgp query --all --route K`) or request for rows near given ones:
+    // only the rows listed for this agent.
+    if let Some(rows) = routed {
+        let rows = rows.map_or(&[][..], Vec::as_slice);
         if let Some(&r) = rows.iter().find(|&&r| r >= x.nrows()) {
             return Err(format!(
                 "route: row {r} past the query's {} rows",
@@ -252,12 +260,19 @@ pub fn predict(
         }
         x = Mat::from_fn(rows.len(), d, |i, j| x[(rows[i], j)]);
     }
+    if let Some(near) = &req.near {
+        let scale: Vec<f64> = idx
+            .iter()
+            .map(|&c| near.scale.get(c).copied().unwrap_or(f64::NAN))
+            .collect();
+        return near_rows(model, x.as_ref(), &scale, near.k.min(MAX_NEAR_ROWS)).map(Some);
+    }
     // The global fused model and, with a local memory, its residual GP's correction.
     let answers = model
         .agent
         .local_answers(x.as_ref(), view)
         .map_err(|e| e.to_string())?;
-    Ok(reply_of(&answers, model.scaler.as_ref(), req.parts))
+    Ok(Some(reply_of(&answers, model.scaler.as_ref(), req.parts)))
 }
 
 /// The fused answers at `rows` (original units, in the model's input order): the global

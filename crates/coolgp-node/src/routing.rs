@@ -117,11 +117,13 @@ pub fn routes(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::coverage::{BoxJson, CoverageJson};
 
-    fn brief(id: u64, centre: Option<f64>) -> Brief {
+    /// A brief of agent `id` whose 10 memory rows lie in a box of width 1 around `centre` on
+    /// its one column `x` (`None`: no memory).
+    pub(crate) fn brief(id: u64, centre: Option<f64>) -> Brief {
         Brief {
             id,
             blocks: 0,
@@ -129,7 +131,7 @@ mod tests {
             stream_ended: false,
             fleet_points: 0.0,
             round: 0,
-            local_points: 0,
+            local_points: if centre.is_some() { 10 } else { 0 },
             withheld: false,
             messages_sent: 0,
             bytes_sent: 0,

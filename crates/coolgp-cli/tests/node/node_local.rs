@@ -756,3 +756,65 @@ fn routed_queries_ask_the_agents_whose_coverage_is_nearest() {
     );
     eprintln!("routed query test: {:.1} s", t0.elapsed().as_secs_f64());
 }
+
+#[test]
+fn requests_for_rows_go_only_to_the_members_they_name() {
+    // Issue 31, item 3: a pooled fit in a large fleet asks a bounded set of members. A
+    // request for rows with a route is answered only by the agents it names (the others stay
+    // silent), and a request for rows near given ones is answered at the rows the route
+    // lists for each agent, exactly as the unrouted request answers there.
+    use coolgp_node::pooled_fit::{fetch_samples, SampleRequest};
+    use coolgp_node::status::{NearRequest, PredictRequest};
+    use std::collections::BTreeMap;
+    let _g = serial();
+    let (fleet, _) = memory_path("rowroute", 980, false, LOCAL);
+    let z = ZenohArgs {
+        connect: fleet.ports.iter().map(|p| fleet.ep(*p)).collect(),
+        ..ZenohArgs::default()
+    };
+    let c = client::BlockingClient::connect(&z).expect("client session");
+    let ask = |req: &PredictRequest| {
+        let r = SampleRequest::of(req, &fleet.name, None, 0);
+        let (got, dropped) = c.block_on(fetch_samples(
+            c.session(),
+            &fleet.name,
+            &r,
+            Duration::from_secs(5),
+        ));
+        assert!(dropped.is_empty(), "{dropped:?}");
+        got
+    };
+    let sample = |route: Option<BTreeMap<u64, Vec<usize>>>| PredictRequest {
+        fit_sample: Some(4),
+        route,
+        ..PredictRequest::default()
+    };
+    let all = ask(&sample(None));
+    assert_eq!(all.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
+    let named = ask(&sample(Some([(1, Vec::new())].into())));
+    assert_eq!(named.keys().copied().collect::<Vec<_>>(), vec![1]);
+    assert_eq!(
+        named[&1].x, all[&1].x,
+        "the named agent offers what it offers unrouted"
+    );
+    let near = |route: Option<BTreeMap<u64, Vec<usize>>>| PredictRequest {
+        columns: Some(vec!["x1".into(), "x2".into()]),
+        x: vec![vec![-2.0, 0.0], vec![2.0, 0.5]],
+        near: Some(NearRequest {
+            k: 2,
+            scale: vec![1.0, 1.0],
+        }),
+        route,
+        ..PredictRequest::default()
+    };
+    let every = ask(&near(None));
+    let routed = ask(&near(Some([(0, vec![1]), (2, vec![0, 1])].into())));
+    assert_eq!(routed.keys().copied().collect::<Vec<_>>(), vec![0, 2]);
+    assert_eq!(
+        routed[&0].x,
+        every[&0].x[2..4],
+        "agent 0: the rows near the second row only"
+    );
+    assert_eq!(routed[&2].x, every[&2].x, "agent 2: both rows");
+    assert_eq!(routed[&0].y, every[&0].y[2..4]);
+}

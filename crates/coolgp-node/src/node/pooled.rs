@@ -20,12 +20,14 @@ use super::Node;
 use crate::auth::PublicKey;
 use crate::auth::Signer;
 use crate::client::fetch_status;
+use crate::fit_members::{near_routes, spread, FIT_MEMBERS, NEAR_MEMBERS};
 use crate::kernel_auth::{taken_from, KernelClaim};
 use crate::pooled_fit::{
     anchors, due, fetch_samples, fit, fit_near, inv_scale, near_groups, near_request, to_sample,
     SampleRequest, Start, NEAR_ROWS, SAMPLE_TIMEOUT,
 };
-use crate::status::Status;
+use crate::routing::briefs;
+use crate::status::{PredictRequest, Status};
 
 /// How often a node that is not the fitter asks the fitter's status for its kernel, at
 /// first and whenever the fleet's points change or a new kernel is taken.
@@ -174,22 +176,16 @@ impl Node {
             "pooled fit: started"
         );
         p.last_points = now;
-        // The anchors of the fit on neighbourhood groups: each member's share of
-        // GROUP_OPTIONS.anchors (the even ones fit, the odd ones are scored); the spaced
-        // pooled fit of docs/LOCAL.md §9 on the same rows if no node offers rows near them.
-        let k = GROUP_OPTIONS.anchors.div_ceil(members).max(2);
         let signer = self
             .peers
             .auth
             .as_ref()
             .map(|a| (a.signer.clone(), self.s.id));
-        let signing = signer.as_ref().map(|(s, id)| (&**s, *id));
-        let request = SampleRequest::new(k, &self.s.fleet, signing, super::unix_ms());
         let job = Job {
             session: session.clone(),
             fleet: self.s.fleet.clone(),
             signer,
-            request,
+            members,
             inputs: self.inputs.layout.inputs.clone(),
             scaler: self.inputs.scaler.clone(),
             vocab: self.agent.vocabulary().clone(),
@@ -274,9 +270,10 @@ fn signed_by(key: Option<Option<PublicKey>>, fleet: &str, fitter: u64, s: &Statu
 struct Job {
     session: zenoh::Session,
     fleet: String,
-    /// Signs the second request (rows near the anchors) in a TLS fleet.
+    /// Signs the requests for rows in a TLS fleet.
     signer: Option<(Arc<Signer>, u64)>,
-    request: SampleRequest,
+    /// The fleet's live members (liveliness tokens) when the fit started.
+    members: usize,
     inputs: Vec<String>,
     scaler: Option<coolgp_data::Standardizer>,
     vocab: std::sync::Arc<Vocabulary>,
@@ -286,42 +283,73 @@ struct Job {
 }
 
 impl Job {
-    /// Gathers the anchors (the request's rows of each node) and every node's rows near them,
-    /// converts them, fits on neighbourhood groups on a blocking thread (docs/LOCAL.md §11);
-    /// if no node offers rows near the anchors, the pooled fit of §9 on the anchors. `None`
-    /// if nothing could be fitted.
+    /// Gathers the anchors and the rows near them, converts them, fits on neighbourhood
+    /// groups on a blocking thread (docs/LOCAL.md §11); if no node offers rows near the
+    /// anchors, the pooled fit of §9 on the anchors. `None` if nothing could be fitted.
+    ///
+    /// Who is asked (issue 31, [`crate::fit_members`]): in a fleet of more than
+    /// [`NEAR_MEMBERS`] members the fitter reads every member's brief status (its coverage)
+    /// in one get; the anchors (each asked member's share of
+    /// [`GROUP_OPTIONS`]`.anchors`, the even ones fit, the odd ones scored) come from at most
+    /// [`FIT_MEMBERS`] members spread over the field, and each anchor's near rows from its own
+    /// member and the members whose coverage is nearest it.
     async fn run(self) -> Option<Vec<f64>> {
-        let samples = self.gather(&self.request).await;
-        tracing::info!(samples = samples.len(), "pooled fit: anchors gathered");
+        let briefs = if self.members > NEAR_MEMBERS {
+            match briefs(&self.session, &self.fleet, SAMPLE_TIMEOUT).await {
+                Ok((b, _)) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, "pooled fit: the members' coverage unread; asking all");
+                    BTreeMap::new()
+                }
+            }
+        } else {
+            BTreeMap::new()
+        };
+        let chosen = spread(&briefs, &self.inputs, &self.exclude, FIT_MEMBERS);
+        let asked = chosen.as_ref().map_or(self.members, Vec::len).max(1);
+        let request = PredictRequest {
+            fit_sample: Some(GROUP_OPTIONS.anchors.div_ceil(asked).max(2)),
+            route: chosen.map(|ids| ids.into_iter().map(|id| (id, Vec::new())).collect()),
+            ..PredictRequest::default()
+        };
+        let samples = self.gather(&request).await;
         let anchors = anchors(&samples);
         let d = self.inputs.len();
         let inv = inv_scale(&anchors, d);
-        let near = near_request(&anchors, &self.inputs, self.scaler.as_ref(), &inv);
-        let signing = self.signer.as_ref().map(|(s, id)| (&**s, *id));
-        let near = SampleRequest::of(&near, &self.fleet, signing, super::unix_ms());
-        let near = self.gather(&near).await;
+        let mut near = near_request(&anchors, &self.inputs, self.scaler.as_ref(), &inv);
+        let owners: Vec<u64> = anchors.iter().map(|a| a.node).collect();
+        let routes = near_routes(&briefs, &self.exclude, &self.inputs, &near.x, &owners);
         tracing::info!(
-            nodes = near.len(),
+            samples = samples.len(),
+            anchors = anchors.len(),
+            near_members = routes.as_ref().map_or(self.members, BTreeMap::len),
+            "pooled fit: anchors gathered"
+        );
+        near.route.clone_from(&routes);
+        let near_rows = self.gather(&near).await;
+        tracing::info!(
+            nodes = near_rows.len(),
             "pooled fit: rows near the anchors gathered"
         );
         // The rows the warm kernel claims are correlated with each anchor (its own metric,
         // 1/ℓ in standardized units), so the groups can test its claims (docs/LOCAL.md §11).
         let claimed = match &self.start.warm {
-            Some(w) if !near.is_empty() => {
+            Some(w) if !near_rows.is_empty() => {
                 let kernel: Vec<f64> = w.params()[2..].iter().map(|l| (-l).exp()).collect();
                 let mut req = near_request(&anchors, &self.inputs, self.scaler.as_ref(), &kernel);
                 if let Some(n) = req.near.as_mut() {
                     n.k = NEAR_ROWS + GROUP_OPTIONS.own;
                 }
-                let req = SampleRequest::of(&req, &self.fleet, signing, super::unix_ms());
+                req.route.clone_from(&routes);
                 Some(self.gather(&req).await)
             }
             _ => None,
         };
         let (start, vocab) = (self.start, self.vocab);
         tokio::task::spawn_blocking(move || {
-            let both = (&near, claimed.as_ref());
-            let (fit_groups, held) = near_groups(&anchors, both, &inv, &GROUP_OPTIONS);
+            let both = (&near_rows, claimed.as_ref());
+            let (fit_groups, held) =
+                near_groups(&anchors, both, routes.as_ref(), &inv, &GROUP_OPTIONS);
             if fit_groups.is_empty() || held.is_empty() {
                 tracing::warn!("pooled fit: no rows near the anchors; the spaced pooled fit");
                 let samples: Vec<FitSample> = samples.into_values().collect();
@@ -337,9 +365,11 @@ impl Job {
     /// Each node's reply to `request` in this node's standardized units, by node id; replies
     /// that are refused or cannot be converted are logged and left out, and so are the
     /// suspects'.
-    async fn gather(&self, request: &SampleRequest) -> BTreeMap<u64, FitSample> {
+    async fn gather(&self, request: &PredictRequest) -> BTreeMap<u64, FitSample> {
+        let signing = self.signer.as_ref().map(|(s, id)| (&**s, *id));
+        let request = SampleRequest::of(request, &self.fleet, signing, super::unix_ms());
         let (rows, dropped) =
-            fetch_samples(&self.session, &self.fleet, request, SAMPLE_TIMEOUT).await;
+            fetch_samples(&self.session, &self.fleet, &request, SAMPLE_TIMEOUT).await;
         for (peer, why) in dropped {
             tracing::warn!(%peer, %why, "pooled fit: sample dropped");
         }
