@@ -22,6 +22,8 @@
 #          CRASH=1    kill -9 host 1 mid-stream and restart it
 #          KEYS       extra top-level lines for every host file, e.g. 'local-fit = "agent"'
 #          KEEP=1     leave the hosts running
+#          WRAP_HOST, WRAP  run the hosts listed in WRAP_HOST under the command WRAP, %h their
+#                     number (e.g. WRAP_HOST='3 7' WRAP='heaptrack -o /tmp/ht%h')
 set -euo pipefail
 
 HOSTS=${1:-10}
@@ -97,7 +99,11 @@ for h in $(seq 0 $((HOSTS - 1))); do
 done
 
 start_host() {
-  "$COOLGP" host "$WORK/host$1.toml" > "$WORK/host$1.log" 2>&1 &
+  # WRAP_HOST='3 7' WRAP='heaptrack -o /tmp/ht%h': hosts 3 and 7 run under a wrapper (a
+  # profiler); %h is the host's number.
+  local wrap=()
+  case " ${WRAP_HOST:-} " in *" $1 "*) read -r -a wrap <<< "${WRAP//%h/$1}" ;; esac
+  "${wrap[@]}" "$COOLGP" host "$WORK/host$1.toml" > "$WORK/host$1.log" 2>&1 &
   echo $! > "$WORK/pid$1"
   echo $! >> "$WORK/pids"
 }

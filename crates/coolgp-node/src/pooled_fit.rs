@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use coolgp::local::composite::Groups;
 use coolgp::local::groups::GroupOptions;
-use coolgp::local::pool::{fit_pooled_selected, halves};
+use coolgp::local::pool::{fit_pooled_selected, halves, shares};
 use coolgp::local::select::fit_grouped_selected;
 use coolgp::local::{FitSample, PoolOptions, ResidualKernel};
 use coolgp::Vocabulary;
@@ -115,6 +115,36 @@ pub fn anchors(samples: &BTreeMap<u64, FitSample>) -> Vec<Anchor> {
                 r: s.r()[i],
                 held: i % 2 == 1,
             })
+        })
+        .collect()
+}
+
+/// Rows a pooled fit takes from the members' replies at the most: twice the anchors, which a
+/// fit asks for in all ([`coolgp::local::groups::GROUP_OPTIONS`], at least 2 rows per member).
+pub const MAX_SAMPLE_ROWS: usize = 512;
+
+/// At most `total` rows of `samples` in all: when they hold more, node i (in id order) keeps
+/// its first `2·p_i` rows, `p` the pairs of [`shares`]`(total / 2, nodes)` (even and odd
+/// rows, fit and scored, stay paired); nodes left with none are dropped.
+///
+/// Why (issue 31): a node of a starting fleet that saw no lower live id yet counted itself the
+/// fitter of a fleet of one and asked for 256 rows each; a thousand members replied, and the
+/// exact fallback fit on them built a dense matrix of 0.86 GB per candidate (a host grew to
+/// 3.7 GB, and to 13.1 GB in an earlier run).
+pub fn cap_samples(samples: BTreeMap<u64, FitSample>, total: usize) -> BTreeMap<u64, FitSample> {
+    let rows: usize = samples.values().map(FitSample::len).sum();
+    if rows <= total {
+        return samples;
+    }
+    let pairs = shares(total / 2, samples.len());
+    samples
+        .into_iter()
+        .zip(pairs)
+        .filter_map(|((id, s), p)| {
+            let n = (2 * p).min(s.len());
+            let d = s.d();
+            let kept = FitSample::new(d, s.x()[..n * d].to_vec(), s.r()[..n].to_vec()).ok()?;
+            (n > 0).then_some((id, kept))
         })
         .collect()
 }
@@ -452,6 +482,26 @@ mod tests {
             !due(100.0, 100.0, 10 * SETTLED_MS),
             "settled without growing"
         );
+    }
+
+    #[test]
+    fn samples_beyond_the_cap_are_cut_to_even_shares() {
+        let many: BTreeMap<u64, FitSample> = (0..10)
+            .map(|id| (id, rows(id, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 0.5)))
+            .collect();
+        assert_eq!(
+            cap_samples(many.clone(), 60),
+            many,
+            "60 rows: within the cap"
+        );
+        let cut = cap_samples(many.clone(), 20);
+        assert_eq!(cut.len(), 10);
+        assert!(cut.values().all(|s| s.len() == 2), "one pair each");
+        assert_eq!(cut[&3].x(), &many[&3].x()[..4], "each node's first rows");
+        // Fewer pairs than nodes: evenly spaced nodes keep one pair, the others are dropped.
+        let few = cap_samples(many, 8);
+        assert_eq!(few.values().map(FitSample::len).sum::<usize>(), 8);
+        assert_eq!(few.len(), 4);
     }
 
     #[test]

@@ -23,8 +23,8 @@ use crate::client::fetch_status;
 use crate::fit_members::{near_routes, spread, FIT_MEMBERS, NEAR_MEMBERS};
 use crate::kernel_auth::{taken_from, KernelClaim};
 use crate::pooled_fit::{
-    anchors, due, fetch_samples, fit, fit_near, inv_scale, near_groups, near_request, to_sample,
-    SampleRequest, Start, NEAR_ROWS, SAMPLE_TIMEOUT,
+    anchors, cap_samples, due, fetch_samples, fit, fit_near, inv_scale, near_groups, near_request,
+    to_sample, SampleRequest, Start, MAX_SAMPLE_ROWS, NEAR_ROWS, SAMPLE_TIMEOUT,
 };
 use crate::routing::briefs;
 use crate::status::{PredictRequest, Status};
@@ -312,7 +312,7 @@ impl Job {
             route: chosen.map(|ids| ids.into_iter().map(|id| (id, Vec::new())).collect()),
             ..PredictRequest::default()
         };
-        let samples = self.gather(&request).await;
+        let samples = cap_samples(self.gather(&request).await, MAX_SAMPLE_ROWS);
         let anchors = anchors(&samples);
         let d = self.inputs.len();
         let inv = inv_scale(&anchors, d);
