@@ -101,7 +101,7 @@ impl Node {
             .members
             .lock()
             .ok()
-            .and_then(|m| m.iter().copied().min())
+            .and_then(|m| m.first().copied())
             .map_or(me, |low| low.min(me));
         self.member_check_step(session, fitter);
         if fitter == me {
