@@ -17,6 +17,8 @@
 #          ROWS       training rows per agent (default 250)
 #          ROUND_MS   round period (default 1000)
 #          IDLE_S     seconds of idle measurement (default 30)
+#          RESEND     rounds between resends of an unchanged tree message (default 20)
+#          CKPT       rounds between lease checkpoints of an agent with nothing new (default 100)
 #          SETTLE_S   seconds between convergence and the idle measurement (default 240: the
 #                     member readings back off from every 2 to every 64 rounds, 126 rounds in all)
 #          CRASH=1    kill -9 host 1 mid-stream and restart it
@@ -82,7 +84,7 @@ for h in $(seq 0 $((HOSTS - 1))); do
     # A converged fleet resends an unchanged message every 20 rounds (a node that rejoins
     # is sent it at once), and writes its lease checkpoint every 100 rounds.
     echo "resend-every = ${RESEND:-20}"
-    echo "checkpoint-every = 100"
+    echo "checkpoint-every = ${CKPT:-100}"
     if [ -n "${KEYS:-}" ]; then echo "$KEYS"; fi
     echo "listen = [\"tcp/127.0.0.1:$((BASE_PORT + h))\"]"
     if [ -n "$connect" ]; then echo "connect = [${connect%, }]"; fi
