@@ -3,8 +3,8 @@
 #
 # Installs Debian's chromium and, in a venv, PyPI playwright 1.64.1 + pytest (Playwright drives
 # /usr/bin/chromium: it downloads no browser). Builds the coolgp binary if missing, starts a
-# 3-node path fleet with examples/fleet.sh and three dashboards (the fleet, an unknown fleet,
-# an endpoint with nothing behind it), runs scripts/browser/test_dashboard.py, and stops
+# 3-node path fleet with examples/fleet.sh and four dashboards (the fleet, the fleet in brief
+# mode with --full-status-limit 1, an unknown fleet, an endpoint with nothing behind it), runs scripts/browser/test_dashboard.py, and stops
 # every process it started.
 #
 # Env: CARGO_TARGET_DIR (binary in $CARGO_TARGET_DIR/release, else target/release),
@@ -47,11 +47,13 @@ TMPDIR=$RUN KEEP=1 BASE_PORT=$BASE_PORT ROWS=$ROWS COOLGP=$COOLGP \
 
 start_dashboard fleet --fleet demo --connect "tcp/127.0.0.1:$BASE_PORT"
 DASHBOARD_URL=$url
+start_dashboard brief --fleet demo --connect "tcp/127.0.0.1:$BASE_PORT" --full-status-limit 1
+DASHBOARD_BRIEF_URL=$url
 start_dashboard unknown --fleet no-such-fleet --connect "tcp/127.0.0.1:$BASE_PORT"
 DASHBOARD_UNKNOWN_URL=$url
 start_dashboard unreachable --fleet demo --connect "tcp/127.0.0.1:1"
 DASHBOARD_UNREACHABLE_URL=$url
-export DASHBOARD_URL DASHBOARD_UNKNOWN_URL DASHBOARD_UNREACHABLE_URL
+export DASHBOARD_URL DASHBOARD_BRIEF_URL DASHBOARD_UNKNOWN_URL DASHBOARD_UNREACHABLE_URL
 export EXPECT_NODES=$N EXPECT_POINTS=$((N * ROWS))
 
 rc=0

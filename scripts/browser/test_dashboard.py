@@ -2,6 +2,7 @@
 
 Run by scripts/ci_browser.sh, which starts a 3-node path fleet and three dashboards and sets:
   DASHBOARD_URL              the fleet's dashboard
+  DASHBOARD_BRIEF_URL        the same fleet's dashboard in brief mode (--full-status-limit 1)
   EXPECT_NODES, EXPECT_POINTS the fleet's size and total data points
   DASHBOARD_UNKNOWN_URL      a dashboard watching a fleet that does not exist
   DASHBOARD_UNREACHABLE_URL  a dashboard whose --connect endpoint has nothing behind it
@@ -85,6 +86,41 @@ def test_page_shows_every_node_with_its_fleet_points_and_the_network(page):
     origin = urlparse(URL).netloc
     outside = [u for u in page.requests if urlparse(u).netloc != origin]
     assert outside == []
+    assert page.errors == []
+
+
+def test_brief_mode_shows_a_grid_of_agents_and_fleet_series(page):
+    url = os.environ.get("DASHBOARD_BRIEF_URL")
+    if not url:
+        pytest.skip("DASHBOARD_BRIEF_URL not set")
+    page.goto(url)
+    # One grid cell per agent, each holding the fleet's total once fused.
+    page.wait_for_function(
+        """([n, total]) => {
+            const cells = document.querySelectorAll('#grid [data-cell-id]');
+            return cells.length === n &&
+                [...cells].every(c => Number(c.dataset.fleetPoints) === total);
+        }""",
+        arg=[NODES, POINTS],
+        timeout=60_000,
+    )
+    cells = page.locator("#grid [data-cell-id]")
+    ids = sorted(int(cells.nth(i).get_attribute("data-cell-id")) for i in range(cells.count()))
+    assert ids == list(range(NODES))
+    assert f"agent 0: {int(POINTS):,} of {int(POINTS):,} points" in cells.nth(0).get_attribute("title")
+    # No network graph and no full-status table in brief mode; the attention table lists all 3.
+    assert not page.locator("#net").is_visible()
+    assert not page.locator("#nodes").is_visible()
+    assert page.locator("[data-node-id]").count() == 0
+    assert page.locator("#agents [data-agent-id]").count() == NODES
+    assert page.inner_text("#agents-shown") == f"showing {NODES} of {NODES} agents"
+    total = f"{int(POINTS):,}"
+    assert f"every agent represents {total} of {total} points" in page.inner_text("#conv-points")
+    assert "brief mode" in page.inner_text("#conv-proj")
+    assert page.locator("#problems .problem").count() == 0
+    # Fleet-level series: least, median and most fleet_points in one chart.
+    page.wait_for_selector("#chart-fp canvas", timeout=15_000)
+    assert "median" in page.inner_text("#chart-fp")
     assert page.errors == []
 
 

@@ -1,12 +1,18 @@
 // coolgp fleet dashboard: renders /api/fleet documents pushed as server-sent events.
 // Testability hooks (fixed names): one table row per readable node with data-node-id and
-// data-fleet-points, kept current.
+// data-fleet-points, kept current. Brief mode (doc.mode === "brief", fleets above
+// --full-status-limit): one grid cell per agent with data-cell-id and data-fleet-points, and
+// table rows with data-agent-id for the agents that need attention first.
 "use strict";
 (() => {
   const $ = (id) => document.getElementById(id);
   const SVG = "http://www.w3.org/2000/svg";
   const KEYS = ["fleet_points", "rmse_holdout", "msgs_per_s"];
   const MAX_TICKS = 900;
+  const MAX_ROWS = 50;
+  const FLEET_KEYS = ["fleet_points_min", "fleet_points_median", "fleet_points_max",
+                      "rmse_holdout_mean", "msgs_per_s"];
+  let mode = "full";
   const PALETTE = ["#2453a6", "#d9480f", "#2b8a3e", "#862e9c", "#c2255c", "#0b7285",
                    "#5c940d", "#e67700", "#364fc7", "#a61e4d"];
   let hist = { t: [], series: {} };
@@ -76,16 +82,49 @@
     }
   }
 
+  // Brief mode: a few fleet-level columns, whatever the fleet's size.
+  function pushFleetHistory(doc) {
+    const t = doc.updated_unix_ms / 1000;
+    if (hist.t.length && t <= hist.t[hist.t.length - 1]) return;
+    if (!hist.fleet) hist.fleet = {};
+    for (const k of FLEET_KEYS) if (!hist.fleet[k]) hist.fleet[k] = new Array(hist.t.length).fill(null);
+    const c = doc.convergence, some = c.nodes > 0;
+    const v = {
+      fleet_points_min: some ? c.min_fleet_points : null,
+      fleet_points_median: some ? c.median_fleet_points : null,
+      fleet_points_max: some ? c.max_fleet_points : null,
+      rmse_holdout_mean: doc.aggregates.rmse_holdout_mean ?? null,
+      msgs_per_s: doc.rates.msgs_per_s ?? null,
+    };
+    hist.t.push(t);
+    for (const k of FLEET_KEYS) hist.fleet[k].push(v[k]);
+    while (hist.t.length > MAX_TICKS) {
+      hist.t.shift();
+      for (const k of FLEET_KEYS) hist.fleet[k].shift();
+    }
+  }
+
   function drawChart(key, box, note) {
-    const ids = Object.keys(hist.series).sort(byId)
+    const ids = Object.keys(hist.series || {}).sort(byId)
       .filter((id) => hist.series[id][key].some((v) => v !== null));
+    plot(key, box, note, ids.map((id) => `node ${id}`), ids.map((id) => hist.series[id][key]),
+         ids.map((id) => PALETTE[Number(id) % PALETTE.length]));
+  }
+
+  // One uPlot per box, rebuilt only when its series change.
+  function plot(key, box, note, labels, columns, colours) {
     const el = $(box);
+    const has = columns.map((c) => c.some((v) => v !== null));
+    labels = labels.filter((_, i) => has[i]);
+    colours = colours.filter((_, i) => has[i]);
+    columns = columns.filter((_, i) => has[i]);
+    const ids = labels;
     if (!window.uPlot || hist.t.length < 2 || ids.length === 0) {
       if (charts[key]) { charts[key].plot.destroy(); delete charts[key]; }
       el.replaceChildren(h("p", { class: "muted" }, hist.t.length < 2 ? "collecting…" : note));
       return;
     }
-    const data = [hist.t, ...ids.map((id) => hist.series[id][key])];
+    const data = [hist.t, ...columns];
     const c = charts[key];
     const width = Math.max(200, el.clientWidth);
     if (c && c.ids.join() === ids.join()) {
@@ -100,14 +139,25 @@
       legend: { live: false },
       scales: { x: { time: true } },
       axes: [{}, { size: 56 }],
-      series: [{}, ...ids.map((id) => ({
-        label: `node ${id}`, stroke: PALETTE[Number(id) % PALETTE.length], width: 1.6,
-      }))],
+      series: [{}, ...ids.map((label, i) => ({ label, stroke: colours[i], width: 1.6 }))],
     }, data, el);
     charts[key] = { plot, ids, width };
   }
 
   function drawCharts() {
+    if (mode === "brief") {
+      const f = hist.fleet || {};
+      const col = (k) => f[k] || [];
+      plot("fleet_points", "chart-fp", "no brief yet",
+           ["least", "median", "most"],
+           [col("fleet_points_min"), col("fleet_points_median"), col("fleet_points_max")],
+           [PALETTE[1], PALETTE[0], PALETTE[2]]);
+      plot("rmse_holdout", "chart-rmse", "no agent has a --holdout set",
+           ["mean over the agents"], [col("rmse_holdout_mean")], [PALETTE[3]]);
+      plot("msgs_per_s", "chart-msgs", "no rates yet (two polls needed)",
+           ["sent + received, all agents"], [col("msgs_per_s")], [PALETTE[5]]);
+      return;
+    }
     drawChart("fleet_points", "chart-fp", "no node to plot");
     drawChart("rmse_holdout", "chart-rmse", "no node has a --holdout set");
     drawChart("msgs_per_s", "chart-msgs", "no rates yet (two polls needed)");
@@ -259,18 +309,169 @@
     }));
   }
 
+  // ---- brief mode: grid, attention table, aggregates -------------------------------------
+  // The briefs arrive as columns; rows are built here, one object per agent.
+  function agentsOf(doc) {
+    const a = doc.agents, out = [];
+    const silent = {};
+    for (const s of doc.silent) silent[s.id] = s.last_brief_ms_ago;
+    const flagged = new Set(doc.problems.filter((p) => p.node !== null).map((p) => p.node));
+    for (let i = 0; i < a.id.length; i++) {
+      const ag = {};
+      for (const k of Object.keys(a)) ag[k] = a[k][i];
+      ag.silent = ag.id in silent;
+      ag.flagged = flagged.has(ag.id) || ag.withheld || ag.rejected > 0 || ag.inbound_dropped > 0;
+      out.push(ag);
+    }
+    const known = new Set(a.id);
+    for (const id of doc.members) {
+      if (!known.has(id)) out.push({ id, silent: true, flagged: true, fleet_points: null });
+    }
+    return out;
+  }
+
+  function cellTitle(ag, total) {
+    if (ag.fleet_points === null) return `agent ${ag.id}: no brief yet`;
+    const pct = total > 0 ? ` (${num(100 * ag.fleet_points / total, 1)} %)` : "";
+    return `agent ${ag.id}: ${int(ag.fleet_points)} of ${int(total)} points${pct}, ` +
+      `${int(ag.points)} own, round ${ag.round}` +
+      (ag.silent ? ", did not answer the last brief request" : "") +
+      (ag.withheld ? ", withheld (suspect)" : "") +
+      (ag.rejected > 0 ? `, ${ag.rejected} rejected` : "") +
+      (ag.inbound_dropped > 0 ? `, ${ag.inbound_dropped} dropped` : "");
+  }
+
+  function drawGrid(agents, total) {
+    const grid = $("grid");
+    const sorted = [...agents].sort((a, b) => a.id - b.id);
+    if (grid.children.length !== sorted.length) {
+      grid.replaceChildren(...sorted.map(() => h("span")));
+    }
+    sorted.forEach((ag, i) => {
+      const c = grid.children[i];
+      const cls = "cell" + (ag.silent ? " silent" : "") + (ag.withheld ? " withheld" : "") +
+        (ag.flagged && !ag.silent && !ag.withheld ? " flagged" : "");
+      c.className = cls;
+      c.dataset.cellId = ag.id;
+      c.dataset.fleetPoints = ag.fleet_points === null ? "" : ag.fleet_points;
+      c.title = cellTitle(ag, total);
+      c.style.background = ag.fleet_points === null ? "" :
+        colour(total > 0 ? ag.fleet_points / total : 0);
+    });
+    $("grid-empty").toggleAttribute("hidden", sorted.length > 0);
+  }
+
+  function drawAgentsTable(agents, total) {
+    // Attention first: silent or flagged agents, then the fewest fleet points, then by id.
+    const rank = (ag) => (ag.silent ? 0 : ag.flagged ? 1 : 2);
+    const fp = (ag) => ag.fleet_points === null ? -1 : ag.fleet_points;
+    const shown = [...agents]
+      .sort((a, b) => rank(a) - rank(b) || fp(a) - fp(b) || a.id - b.id)
+      .slice(0, MAX_ROWS);
+    const rows = shown.map((ag) => {
+      const tr = h("tr", { "data-agent-id": ag.id, "data-fleet-points": ag.fleet_points ?? "",
+                           class: ag.silent ? "stale" : "" });
+      if (ag.fleet_points === null) {
+        tr.append(h("td", {}, String(ag.id)), h("td", { colspan: 9, class: "bad" }, "no brief yet"));
+        return tr;
+      }
+      const frac = total > 0 ? ag.fleet_points / total : 0;
+      const fpc = h("td", {}, int(ag.fleet_points));
+      const bar = h("span", { class: "bar" });
+      const fill = h("i");
+      fill.style.width = `${(100 * clamp(frac, 0, 1)).toFixed(1)}%`;
+      fill.style.background = colour(frac);
+      bar.append(fill);
+      fpc.append(bar);
+      tr.append(
+        h("td", {}, String(ag.id)),
+        h("td", {}, int(ag.points)),
+        fpc,
+        h("td", {}, String(ag.round)),
+        h("td", { class: ag.withheld ? "bad" : "" }, ag.withheld ? "withheld" : "—"),
+        h("td", { class: ag.rejected > 0 ? "bad" : "" }, int(ag.rejected)),
+        h("td", { class: ag.inbound_dropped > 0 ? "bad" : "" }, int(ag.inbound_dropped)),
+        h("td", {}, `${int(ag.messages_received)} · ${int(ag.messages_sent)}`),
+        h("td", {}, ag.rmse_holdout === null || ag.rmse_holdout === undefined ? "—" : num(ag.rmse_holdout, 4)),
+        h("td", { class: ag.silent ? "bad" : "" }, ag.silent ? "silent" : "answered"),
+      );
+      return tr;
+    });
+    $("agents").tBodies[0].replaceChildren(...rows);
+    $("agents-shown").textContent = agents.length > shown.length
+      ? `showing ${shown.length} of ${agents.length} agents: those that need attention first, then the fewest fleet points`
+      : `showing ${shown.length} of ${agents.length} agents`;
+  }
+
+  function drawBriefConvergence(doc) {
+    const c = doc.convergence, a = doc.aggregates;
+    const line = $("conv-points");
+    const N = int(c.total_points);
+    if (c.nodes === 0) {
+      line.textContent = "no brief yet";
+      line.className = "big pending";
+    } else if (c.all_represent_all) {
+      line.textContent = `✓ every agent represents ${N} of ${N} points (${int(c.nodes)} agents)`;
+      line.className = "big ok";
+    } else {
+      line.textContent = `fusing: least ${int(c.min_fleet_points)}, median ${int(c.median_fleet_points)} ` +
+        `of ${N} points; ${int(c.agents_with_every_point)} of ${int(c.nodes)} agents hold every point`;
+      line.className = "big pending";
+    }
+    const rate = doc.rates.msgs_per_s;
+    $("conv-proj").textContent = `brief mode (${doc.members.length} members > --full-status-limit ` +
+      `${doc.full_status_limit}): one brief request per poll · rounds ${c.round_min}–${c.round_max} · ` +
+      `streams ended ${int(c.streams_ended)} of ${int(c.nodes)} · withheld ${a.withheld.length} · ` +
+      `${rate === null || rate === undefined ? "—" : int(rate)} msgs/s · ` +
+      "briefs carry no neighbours or q(W) digests";
+  }
+
+  function setMode(m) {
+    if (m === mode) return;
+    mode = m;
+    hist = { t: [], series: {} };
+    for (const k of Object.keys(charts)) { charts[k].plot.destroy(); delete charts[k]; }
+    const brief = m === "brief";
+    // The attribute, not the property: an <svg> has no `hidden` property.
+    const show = (id, on) => $(id).toggleAttribute("hidden", !on);
+    show("net", !brief);
+    show("net-legend-stale", !brief);
+    show("grid-box", brief);
+    show("nodes", !brief);
+    show("agents-box", brief);
+    $("net-title").textContent = brief ? "Agents" : "Network";
+    $("nodes-title").textContent = brief ? "Agents that need attention" : "Nodes";
+    $("title-fp").textContent = brief ? "fleet_points: least · median · most" : "fleet_points per node";
+    $("title-rmse").textContent = brief ? "rmse_holdout, mean over the agents" : "rmse_holdout per node";
+    $("title-msgs").textContent = brief ? "messages per second, whole fleet" : "messages per second per node";
+  }
+
+  function renderBrief(doc) {
+    const total = doc.convergence.total_points;
+    const agents = agentsOf(doc);
+    drawBriefConvergence(doc);
+    drawGrid(agents, total);
+    drawAgentsTable(agents, total);
+    pushFleetHistory(doc);
+  }
+
   function render(doc) {
+    setMode(doc.mode === "brief" ? "brief" : "full");
     $("fleet-name").textContent = doc.fleet;
     document.title = `coolgp · ${doc.fleet}`;
     const peers = doc.connected_peers === null ? "?" : doc.connected_peers;
     $("updated").textContent = `updated ${clock(doc.updated_unix_ms)} · ${doc.members.length} member(s) · ${peers} zenoh peer(s)`;
-    const total = doc.convergence.total_points;
     drawProblems(doc);
-    drawConvergence(doc);
-    drawNetwork(doc, total);
-    drawTable(doc, total);
     drawNotices(doc);
-    pushHistory(doc);
+    if (mode === "brief") {
+      renderBrief(doc);
+    } else {
+      const total = doc.convergence.total_points;
+      drawConvergence(doc);
+      drawNetwork(doc, total);
+      drawTable(doc, total);
+      pushHistory(doc);
+    }
     drawCharts();
   }
 
@@ -299,7 +500,12 @@
 
   fetch("/api/history")
     .then((r) => r.ok ? r.json() : null)
-    .then((d) => { if (d && Array.isArray(d.t)) hist = d; })
+    .then((d) => {
+      if (d && Array.isArray(d.t)) {
+        setMode(d.mode === "brief" ? "brief" : "full");
+        hist = d;
+      }
+    })
     .catch(() => {})
     .finally(connect);
   window.addEventListener("resize", drawCharts);

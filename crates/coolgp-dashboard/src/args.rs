@@ -8,6 +8,7 @@ use clap::Args;
 use coolgp_node::keys::validate_fleet;
 use coolgp_node::ZenohArgs;
 
+use crate::brief::DEFAULT_FULL_STATUS_LIMIT;
 use crate::error::{DashboardError, Result};
 
 /// Flags of `coolgp dashboard`.
@@ -27,12 +28,23 @@ pub struct DashboardArgs {
     /// fleet's status to your network (port 0: any free port, printed at start).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Period of the status polls in milliseconds (one `status` query per node per period).
+    /// Period of the status polls in milliseconds (one `status` query per node per period, or
+    /// one brief request for the whole fleet in brief mode).
     #[arg(long, default_value_t = 1000)]
     pub poll_ms: u64,
     /// A node whose last status is older than this many milliseconds is shown as stale.
     #[arg(long, default_value_t = 5000)]
     pub stale_ms: u64,
+    /// Above this many members, brief mode: each poll is ONE request for every agent's brief
+    /// status (`coolgp/<fleet>/*/status?brief`, as `coolgp status --all`) instead of one full
+    /// status per member, and the page shows fleet aggregates, a grid of one cell per agent
+    /// coloured by the share of the fleet's points it holds, the agents that need attention
+    /// first (at most 50 rows) and fleet-level series. Why: at hundreds of agents, a status
+    /// call per agent per poll loads the fleet, every full status lists all members, and a
+    /// network graph is unreadable. Briefs carry no neighbours, so no edges are drawn.
+    /// 0: always brief.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_FULL_STATUS_LIMIT)]
+    pub full_status_limit: usize,
     /// Enable zenoh's UDP multicast scouting (off unless given).
     #[arg(long)]
     pub scout: bool,
@@ -59,17 +71,23 @@ pub struct Settings {
     pub stale: Duration,
     /// The zenoh client flags (never listening).
     pub zenoh: ZenohArgs,
+    /// Members above which the dashboard polls briefs (0: always).
+    pub full_status_limit: usize,
 }
 
 /// Shortest poll period accepted (the dashboard must not load the nodes).
 pub const MIN_POLL_MS: u64 = 200;
+/// Largest `--full-status-limit` accepted: beyond it, one full status per member per poll is
+/// the load brief mode exists to avoid.
+pub const MAX_FULL_STATUS_LIMIT: usize = 1024;
 
 impl DashboardArgs {
     /// Checks the flags.
     ///
     /// # Errors
     /// [`DashboardError::Config`] for an unusable fleet name, a poll period below
-    /// [`MIN_POLL_MS`] or above a minute, or a staleness threshold not above the poll period.
+    /// [`MIN_POLL_MS`] or above a minute, a staleness threshold not above the poll period, or
+    /// a `--full-status-limit` above [`MAX_FULL_STATUS_LIMIT`].
     pub fn validate(&self) -> Result<Settings> {
         validate_fleet(&self.fleet)?;
         if !(MIN_POLL_MS..=60_000).contains(&self.poll_ms) {
@@ -84,12 +102,19 @@ impl DashboardArgs {
                 self.stale_ms, self.poll_ms
             )));
         }
+        if self.full_status_limit > MAX_FULL_STATUS_LIMIT {
+            return Err(DashboardError::Config(format!(
+                "--full-status-limit {}: use 0 (always brief) to {MAX_FULL_STATUS_LIMIT}",
+                self.full_status_limit
+            )));
+        }
         Ok(Settings {
             fleet: self.fleet.clone(),
             listen: self.listen,
             poll: Duration::from_millis(self.poll_ms),
             stale: Duration::from_millis(self.stale_ms),
             zenoh: self.zenoh_args(),
+            full_status_limit: self.full_status_limit,
         })
     }
 
@@ -133,6 +158,7 @@ mod tests {
         assert!(s.zenoh.listen.is_empty());
         assert_eq!(s.zenoh.connect, vec!["tcp/127.0.0.1:7447".to_string()]);
         assert_eq!(s.poll, Duration::from_secs(1));
+        assert_eq!(s.full_status_limit, DEFAULT_FULL_STATUS_LIMIT);
     }
 
     #[test]
@@ -147,5 +173,13 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(e.to_string().contains("--stale-ms"), "{e}");
+        let e = parse(&["--fleet", "f", "--full-status-limit", "5000"])
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("--full-status-limit 5000"), "{e}");
+        let s = parse(&["--fleet", "f", "--full-status-limit", "0"])
+            .validate()
+            .expect("0 means always brief");
+        assert_eq!(s.full_status_limit, 0);
     }
 }

@@ -1,6 +1,8 @@
 //! The dashboard's picture of a fleet, sans-IO: membership (liveliness), the latest status
 //! of each member, traffic rates, neighbour edges, convergence and problems, and the JSON
 //! document of `GET /api/fleet`. The watcher feeds it; the clock comes in as arguments.
+//! Above `--full-status-limit` members it holds briefs instead of statuses
+//! ([`crate::brief`]).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -10,7 +12,11 @@ use coolgp_node::Status;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::history::{History, Point};
+use crate::brief::{BriefPicture, Mode, DEFAULT_FULL_STATUS_LIMIT};
+use crate::history::{FleetSeries, History, Point};
+use crate::problem;
+pub use crate::problem::Problem;
+use coolgp_node::coverage::Brief;
 
 /// Ticks of history kept (15 minutes at the default 1 s poll).
 pub const HISTORY_TICKS: usize = 900;
@@ -69,15 +75,6 @@ struct Notice {
     text: String,
 }
 
-/// Something the operator should see now.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Problem {
-    /// The node concerned, `None` for the dashboard's own connection or the fleet.
-    pub node: Option<u64>,
-    /// What is wrong, in words.
-    pub message: String,
-}
-
 /// Nodes of one projection group that hold the same q(W): within [`PROJECTION_RTOL`] by
 /// their summaries, or with the same digest when either node sends no summary (an older
 /// node). The first node's summary and digest stand for the class.
@@ -111,6 +108,10 @@ pub struct FleetState {
     fleets_seen: Option<Vec<String>>,
     notices: VecDeque<Notice>,
     history: History,
+    full_status_limit: usize,
+    mode: Mode,
+    brief: BriefPicture,
+    series: FleetSeries,
 }
 
 impl FleetState {
@@ -128,7 +129,91 @@ impl FleetState {
             fleets_seen: None,
             notices: VecDeque::new(),
             history: History::new(HISTORY_TICKS),
+            full_status_limit: DEFAULT_FULL_STATUS_LIMIT,
+            mode: Mode::Full,
+            brief: BriefPicture::default(),
+            series: FleetSeries::new(HISTORY_TICKS),
         }
+    }
+
+    /// The same picture with `--full-status-limit limit`: above `limit` members (always, for
+    /// 0) the watcher asks for briefs ([`Self::choose_mode`]).
+    pub fn with_full_status_limit(mut self, limit: usize) -> Self {
+        self.full_status_limit = limit;
+        self
+    }
+
+    /// The mode of the last [`Self::choose_mode`] (full until then).
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Picks the mode of the next poll from the membership; on a change, says so and drops
+    /// the other mode's picture (a stale status of a fleet now watched by briefs, or the
+    /// reverse, would mislead).
+    pub fn choose_mode(&mut self, unix_ms: u64) -> Mode {
+        let mode = Mode::for_fleet(self.members.len(), self.full_status_limit);
+        if mode != self.mode {
+            self.mode = mode;
+            let (n, limit) = (self.members.len(), self.full_status_limit);
+            let text = match mode {
+                Mode::Brief => {
+                    self.nodes.clear();
+                    self.unreadable.clear();
+                    format!("{n} members, above --full-status-limit {limit}: brief mode (one request for every agent's brief per poll)")
+                }
+                Mode::Full => {
+                    self.brief = BriefPicture::default();
+                    self.series.clear();
+                    format!("{n} members, at most --full-status-limit {limit}: full mode (one status per member per poll)")
+                }
+            };
+            self.notice(unix_ms, "info", text);
+        }
+        mode
+    }
+
+    /// The reply to one brief request (brief mode): the `briefs` by id, and the replies
+    /// refused as not briefs of their key's agent (`refused`, logged once per distinct
+    /// message). Members without a brief in it are silent.
+    pub fn brief_replies(
+        &mut self,
+        briefs: BTreeMap<u64, Brief>,
+        refused: Vec<String>,
+        now: Instant,
+        unix_ms: u64,
+    ) {
+        let before = self.brief.silent().clone();
+        let new_refusals: Vec<String> = refused
+            .iter()
+            .filter(|r| !self.brief.refused().contains(r))
+            .cloned()
+            .collect();
+        self.brief.replies(briefs, refused, &self.members, now);
+        for r in new_refusals {
+            self.notice(unix_ms, "warn", format!("refused a brief: {r}"));
+        }
+        let newly: Vec<u64> = self.brief.silent().difference(&before).copied().collect();
+        if !newly.is_empty() {
+            let first: Vec<String> = newly.iter().take(10).map(u64::to_string).collect();
+            let more = if newly.len() > 10 { ", …" } else { "" };
+            let text = format!(
+                "{} agent(s) did not answer the brief status request: {}{more}",
+                newly.len(),
+                first.join(", ")
+            );
+            self.notice(unix_ms, "warn", text);
+        }
+    }
+
+    /// The brief request could not be sent (brief mode).
+    pub fn briefs_failed(&mut self, message: String, unix_ms: u64) {
+        self.notice(
+            unix_ms,
+            "warn",
+            format!("the brief status request failed: {message}"),
+        );
+        self.brief.request_failed(message, &self.members);
     }
 
     /// The fleet watched.
@@ -169,6 +254,7 @@ impl FleetState {
         if self.members.remove(&id) {
             self.nodes.remove(&id);
             self.unreadable.remove(&id);
+            self.brief.forget(id);
             self.notice(
                 unix_ms,
                 "warn",
@@ -310,6 +396,10 @@ impl FleetState {
         } else if self.members.is_empty() && self.fleets_seen.is_some() {
             out.push(fleet_wide(self.no_member_message()));
         }
+        if self.mode == Mode::Brief {
+            out.extend(self.brief.problems(now));
+            return out;
+        }
         for (id, msg) in &self.unreadable {
             out.push(Problem {
                 node: Some(*id),
@@ -410,8 +500,13 @@ impl FleetState {
         })
     }
 
-    /// Appends the readable, fresh nodes' values to the history.
+    /// Appends the readable, fresh nodes' values to the history (brief mode: the fleet-level
+    /// values of the latest briefs).
     pub fn record_history(&mut self, now: Instant, unix_ms: u64) {
+        if self.mode == Mode::Brief {
+            self.series.record(unix_ms, self.brief.point());
+            return;
+        }
         let points: BTreeMap<u64, Point> = self
             .nodes
             .iter()
@@ -428,17 +523,29 @@ impl FleetState {
         self.history.record(unix_ms, &points);
     }
 
-    /// The document of `GET /api/history`.
+    /// The document of `GET /api/history`: per node in full mode (`"mode": "full"`, see
+    /// [`History::to_json`]), fleet-level in brief mode ([`FleetSeries::to_json`]).
     pub fn history_json(&self) -> Value {
-        self.history.to_json()
+        match self.mode {
+            Mode::Brief => self.series.to_json(),
+            Mode::Full => {
+                let mut v = self.history.to_json();
+                v["mode"] = json!("full");
+                v
+            }
+        }
     }
 
     /// The document of `GET /api/fleet` (and of each server-sent event):
     /// `{"fleet", "nodes": [status as sent by each readable member, by id], "edges": [[a, b]],
     /// "members", "node_meta": {"<id>": {"age_ms", "stale", "rates"}}, "unreadable":
     /// [{"id", "error"}], "convergence", "problems", "notices", "connected_peers",
-    /// "endpoints", "updated_unix_ms"}`.
+    /// "endpoints", "updated_unix_ms", "mode": "full", "full_status_limit"}`; in brief mode
+    /// [`Self::brief_snapshot`].
     pub fn snapshot(&self, now: Instant, unix_ms: u64) -> Value {
+        if self.mode == Mode::Brief {
+            return self.brief_snapshot(now, unix_ms);
+        }
         let nodes: Vec<&Value> = self.nodes.values().map(|v| &v.raw).collect();
         let meta: serde_json::Map<String, Value> = self
             .nodes
@@ -473,7 +580,38 @@ impl FleetState {
             "connected_peers": self.peers,
             "endpoints": self.endpoints,
             "updated_unix_ms": unix_ms,
+            "mode": Mode::Full,
+            "full_status_limit": self.full_status_limit,
         })
+    }
+
+    /// The document of `GET /api/fleet` in brief mode: `{"mode": "brief", "fleet",
+    /// "members", "agents": {"id": [..], "points": [..], "fleet_points": [..], …} (the briefs
+    /// as columns, without coverage), "silent": [{"id", "last_brief_ms_ago"}],
+    /// "refused_replies", "aggregates" (as `coolgp status --all`),
+    /// "convergence", "rates": {"msgs_per_s"}, "edges": [], "edges_known": false, "problems",
+    /// "notices", "connected_peers", "endpoints", "updated_unix_ms", "full_status_limit"}`.
+    /// Light at 1,000 agents: no raw status, no `members_alive` lists, no coverage.
+    pub fn brief_snapshot(&self, now: Instant, unix_ms: u64) -> Value {
+        let mut doc = self.brief.fields(now);
+        let common = json!({
+            "mode": Mode::Brief,
+            "fleet": self.fleet,
+            "members": self.members,
+            // Briefs carry no neighbours: the page says so instead of drawing a network.
+            "edges": [],
+            "edges_known": false,
+            "problems": self.problems(now),
+            "notices": self.notices,
+            "connected_peers": self.peers,
+            "endpoints": self.endpoints,
+            "updated_unix_ms": unix_ms,
+            "full_status_limit": self.full_status_limit,
+        });
+        if let Value::Object(c) = common {
+            doc.extend(c);
+        }
+        Value::Object(doc)
     }
 }
 
@@ -482,22 +620,7 @@ impl FleetState {
 fn member_problems(id: u64, s: &Status) -> Vec<Problem> {
     let mut out = Vec::new();
     if s.withheld {
-        let evidence = s.member.map_or(String::new(), |m| {
-            let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
-            format!(
-                " (score {}, z2 {} on {} of {} rows)",
-                f(m.score),
-                f(m.z2),
-                m.informed,
-                m.rows
-            )
-        });
-        out.push(Problem {
-            node: Some(id),
-            message: format!(
-                "is a suspect of the member check{evidence}: its own data is withheld from the fleet"
-            ),
-        });
+        out.push(problem::suspect(id, s.member.as_ref()));
     }
     if !s.capped.is_empty() {
         out.push(Problem {
@@ -512,213 +635,4 @@ fn member_problems(id: u64, s: &Status) -> Vec<Problem> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_withheld_suspect_and_capped_messages_are_problems() {
-        let (mut f, now) = path_of_three();
-        let mut v: Value =
-            serde_json::from_slice(&status_json("f", 2, 10, 30.0, &[1])).expect("json");
-        v["withheld"] = json!(true);
-        v["suspects"] = json!([2]);
-        v["member"] = json!({"rows": 64, "informed": 60, "score": 25.1, "z2": 40.0});
-        f.status_reply(2, &serde_json::to_vec(&v).expect("json"), now, 0);
-        let mut w: Value =
-            serde_json::from_slice(&status_json("f", 1, 10, 30.0, &[0, 2])).expect("json");
-        w["capped"] = json!({"2": 7});
-        f.status_reply(1, &serde_json::to_vec(&w).expect("json"), now, 0);
-        let p = f.problems(now);
-        let text: Vec<String> = p
-            .iter()
-            .map(|p| format!("{:?}: {}", p.node, p.message))
-            .collect();
-        assert!(
-            text.iter()
-                .any(|t| t.starts_with("Some(2): is a suspect") && t.contains("score 25.100")),
-            "{text:?}"
-        );
-        assert!(
-            text.iter()
-                .any(|t| t.starts_with("Some(1): scaled down") && t.contains("2: 7")),
-            "{text:?}"
-        );
-        assert_eq!(p.len(), 2, "{text:?}");
-    }
-
-    /// A status document of `fleet`/`id` as a node would send it.
-    fn status_json(fleet: &str, id: u64, points: u64, fleet_points: f64, nb: &[u64]) -> Vec<u8> {
-        serde_json::to_vec(&json!({
-            "fleet": fleet, "id": id, "fingerprint": "ab", "m": 10, "d_latent": 2,
-            "inputs": ["x1", "x2"], "target": "y", "fusion": "tree", "blocks": 1,
-            "points": points, "rows_skipped": 0, "stream_ended": true, "durable": false,
-            "fleet_points": fleet_points, "round": 5, "rounds_run": 5, "neighbors": nb,
-            "neighbors_heard": nb.len(), "heard_ms_ago": {}, "members_alive": [],
-            "rejected": {}, "messages_accepted": 3, "messages_received": 3 + points,
-            "bytes_received": 100, "inbound_dropped": 0, "messages_sent": 4,
-            "bytes_sent": 200, "checkpoints": 0, "checkpoint_bytes": 0,
-            "last_block_unix_ms": null, "fused_changed_unix_ms": null, "rmse_holdout": null,
-            "uptime_ms": 1000 * points, "projection_digest": "00ff",
-        }))
-        .expect("json")
-    }
-
-    fn path_of_three() -> (FleetState, Instant) {
-        let mut f = FleetState::new("f", &["tcp/127.0.0.1:1".into()], Duration::from_secs(5));
-        let now = Instant::now();
-        f.set_peers(3, 0);
-        for (id, nb) in [(0, vec![1]), (1, vec![0, 2]), (2, vec![1])] {
-            f.member_joined(id, 0);
-            f.status_reply(id, &status_json("f", id, 10, 30.0, &nb), now, 0);
-        }
-        (f, now)
-    }
-
-    #[test]
-    fn a_path_has_two_edges_and_converges() {
-        let (f, now) = path_of_three();
-        let s = f.snapshot(now, 0);
-        assert_eq!(s["nodes"].as_array().map(Vec::len), Some(3));
-        assert_eq!(s["edges"], json!([[0, 1], [1, 2]]));
-        assert_eq!(s["convergence"]["total_points"], json!(30));
-        assert_eq!(s["convergence"]["all_represent_all"], json!(true));
-        assert_eq!(s["convergence"]["same_projection"], json!(true));
-        assert_eq!(s["problems"], json!([]));
-    }
-
-    #[test]
-    fn with_projection_groups_the_same_q_w_means_one_digest_per_group() {
-        let now = Instant::now();
-        let mut f = FleetState::new("f", &["tcp/127.0.0.1:1".into()], Duration::from_secs(5));
-        f.set_peers(3, 0);
-        let status = |id: u64, group: &str, digest: &str| {
-            let mut v: Value =
-                serde_json::from_slice(&status_json("f", id, 10, 30.0, &[])).expect("json");
-            v["projection_group"] = json!(group);
-            v["projection_digest"] = json!(digest);
-            serde_json::to_vec(&v).expect("json")
-        };
-        for (id, group, digest) in [(0, "a", "aa"), (1, "b", "bb"), (2, "a", "aa")] {
-            f.member_joined(id, 0);
-            f.status_reply(id, &status(id, group, digest), now, 0);
-        }
-        let c = &f.snapshot(now, 0)["convergence"];
-        assert_eq!(c["projection_groups"], json!(2));
-        assert_eq!(c["same_projection"], json!(true), "one q(W) per group");
-        f.status_reply(2, &status(2, "a", "cc"), now, 0);
-        let c = &f.snapshot(now, 0)["convergence"];
-        assert_eq!(c["same_projection"], json!(false), "group a holds two q(W)");
-    }
-
-    #[test]
-    fn summaries_within_the_tolerance_are_the_same_q_w_though_the_digests_differ() {
-        // Fleet-projection nodes sum the same site sums in different orders: their q(W)
-        // agree to ~1e-14, not bit for bit, so the digests differ but the summaries agree.
-        let now = Instant::now();
-        let mut f = FleetState::new("f", &["tcp/127.0.0.1:1".into()], Duration::from_secs(5));
-        f.set_peers(3, 0);
-        let status = |id: u64, digest: &str, summary: Option<[f64; 4]>| {
-            let mut v: Value =
-                serde_json::from_slice(&status_json("f", id, 10, 20.0, &[])).expect("json");
-            v["projection"] = json!("fleet");
-            v["projection_digest"] = json!(digest);
-            if let Some(fs) = summary {
-                v["projection_summary"] = json!({"params": 14, "functionals": fs, "scale": 25.0});
-            }
-            serde_json::to_vec(&v).expect("json")
-        };
-        let base = [3.5, -1.25, 7.0, 0.5];
-        let near = base.map(|x| x * (1.0 + 1e-14));
-        let far = base.map(|x| x * (1.0 + 1e-6));
-        for (id, digest, summary) in [(0, "807d", base), (1, "d61f", near)] {
-            f.member_joined(id, 0);
-            f.status_reply(id, &status(id, digest, Some(summary)), now, 0);
-        }
-        let c = &f.snapshot(now, 0)["convergence"];
-        assert_eq!(c["same_projection"], json!(true), "{c}");
-        assert_eq!(c["projection_classes"], json!([[0, 1]]));
-        assert_eq!(
-            c["projection_digests"].as_object().map(|d| d.len()),
-            Some(2)
-        );
-        // A difference of 1e-6 is another q(W).
-        f.status_reply(1, &status(1, "d61f", Some(far)), now, 0);
-        let c = &f.snapshot(now, 0)["convergence"];
-        assert_eq!(c["same_projection"], json!(false), "{c}");
-        assert_eq!(c["projection_classes"], json!([[0], [1]]));
-        // A node without a summary (an older node) is compared by digest.
-        f.status_reply(1, &status(1, "807d", None), now, 0);
-        let c = &f.snapshot(now, 0)["convergence"];
-        assert_eq!(c["same_projection"], json!(true), "{c}");
-        f.status_reply(1, &status(1, "d61f", None), now, 0);
-        let c = &f.snapshot(now, 0)["convergence"];
-        assert_eq!(c["same_projection"], json!(false), "{c}");
-    }
-
-    #[test]
-    fn a_node_that_leaves_takes_its_edges_and_its_points() {
-        let (mut f, now) = path_of_three();
-        f.member_left(2, 1);
-        let s = f.snapshot(now, 1);
-        assert_eq!(s["members"], json!([0, 1]));
-        assert_eq!(s["edges"], json!([[0, 1]]));
-        // Node 1 still counts 30 points of which only 20 are alive now.
-        assert_eq!(s["convergence"]["total_points"], json!(20));
-        assert_eq!(s["convergence"]["all_represent_all"], json!(false));
-        let p = s["problems"].to_string();
-        assert!(p.contains("lists neighbour 2, which is not alive"), "{p}");
-    }
-
-    #[test]
-    fn malformed_and_foreign_statuses_are_reported_not_shown() {
-        let (mut f, now) = path_of_three();
-        f.member_joined(7, 0);
-        f.status_reply(7, b"{not json", now, 0);
-        f.member_joined(8, 0);
-        f.status_reply(8, br#"{"fleet": "f", "id": 8}"#, now, 0);
-        f.member_joined(9, 0);
-        f.status_reply(9, &status_json("other", 9, 1, 1.0, &[]), now, 0);
-        let s = f.snapshot(now, 0);
-        assert_eq!(s["nodes"].as_array().map(Vec::len), Some(3));
-        let bad = s["unreadable"].to_string();
-        assert!(bad.contains("status is not JSON"), "{bad}");
-        assert!(bad.contains("not a coolgp status document"), "{bad}");
-        assert!(bad.contains("says fleet 'other' id 9"), "{bad}");
-        assert_eq!(s["convergence"]["all_represent_all"], json!(false));
-        // Logged once per distinct message, not once per poll.
-        let n = f.notices.len();
-        f.status_reply(7, b"{not json", now, 0);
-        assert_eq!(f.notices.len(), n);
-    }
-
-    #[test]
-    fn no_peer_and_unknown_fleet_are_explained() {
-        let mut f = FleetState::new("nope", &["tcp/127.0.0.1:9".into()], Duration::from_secs(5));
-        let now = Instant::now();
-        f.set_peers(0, 0);
-        let p = f.problems(now);
-        assert!(
-            p[0].message.contains("nothing answers at tcp/127.0.0.1:9"),
-            "{p:?}"
-        );
-        f.set_peers(2, 0);
-        assert!(f.problems(now).is_empty());
-        f.set_fleets_seen(Some(vec!["demo".into()]), 0);
-        let p = f.problems(now);
-        assert!(p[0].message.contains("fleet 'nope'"), "{p:?}");
-        assert!(p[0].message.contains("fleets seen: demo"), "{p:?}");
-    }
-
-    #[test]
-    fn stale_nodes_and_rates() {
-        let (mut f, t0) = path_of_three();
-        let later = t0 + Duration::from_secs(2);
-        f.status_reply(0, &status_json("f", 0, 12, 30.0, &[1]), later, 0);
-        let s = f.snapshot(later + Duration::from_secs(4), 0);
-        // Node 0: uptime 10 s → 12 s, received 13 → 15 messages: 1 per second.
-        assert_eq!(s["node_meta"]["0"]["rates"]["msgs_in_per_s"], json!(1.0));
-        assert_eq!(s["node_meta"]["0"]["stale"], json!(false));
-        assert_eq!(s["node_meta"]["1"]["stale"], json!(true));
-        assert!(s["problems"].to_string().contains("no status for 6.0 s"));
-    }
-}
+mod tests;

@@ -1,5 +1,7 @@
 //! Bounded time series of the fleet, aligned on the poll ticks (the layout uPlot draws:
-//! one time column, one value column per node and quantity, `null` where a node was absent).
+//! one time column, then value columns, `null` where a value was absent): one column per
+//! node and quantity ([`History`], full mode), or a few fleet-level columns whatever the
+//! fleet's size ([`FleetSeries`], brief mode).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -121,6 +123,88 @@ impl History {
     }
 }
 
+/// The fleet's values at one tick of brief mode (aggregates over the agents' briefs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FleetPoint {
+    /// The least `fleet_points` of any agent.
+    pub fleet_points_min: f64,
+    /// The median `fleet_points` over the agents.
+    pub fleet_points_median: f64,
+    /// The most `fleet_points` of any agent.
+    pub fleet_points_max: f64,
+    /// Mean holdout RMSE over the agents that have a holdout.
+    pub rmse_holdout_mean: Option<f64>,
+    /// Messages per second, received plus sent, summed over the agents.
+    pub msgs_per_s: Option<f64>,
+}
+
+/// The last `capacity` ticks of the fleet-level series of brief mode: a handful of columns
+/// whatever the fleet's size, where [`History`] keeps three per node.
+#[derive(Clone, Debug)]
+pub struct FleetSeries {
+    capacity: usize,
+    t_unix_s: VecDeque<f64>,
+    points: VecDeque<Option<FleetPoint>>,
+}
+
+impl FleetSeries {
+    /// An empty series keeping at most `capacity` ticks (at least 1).
+    pub fn new(capacity: usize) -> Self {
+        FleetSeries {
+            capacity: capacity.max(1),
+            t_unix_s: VecDeque::new(),
+            points: VecDeque::new(),
+        }
+    }
+
+    /// Number of ticks held.
+    pub fn len(&self) -> usize {
+        self.t_unix_s.len()
+    }
+
+    /// True before the first tick.
+    pub fn is_empty(&self) -> bool {
+        self.t_unix_s.is_empty()
+    }
+
+    /// Forgets every tick (the dashboard left brief mode).
+    pub fn clear(&mut self) {
+        self.t_unix_s.clear();
+        self.points.clear();
+    }
+
+    /// Appends one tick at `unix_ms` (`None`: no brief to aggregate); the oldest tick is
+    /// dropped past capacity.
+    pub fn record(&mut self, unix_ms: u64, point: Option<FleetPoint>) {
+        self.t_unix_s.push_back(unix_ms as f64 / 1000.0);
+        self.points.push_back(point);
+        while self.t_unix_s.len() > self.capacity {
+            self.t_unix_s.pop_front();
+            self.points.pop_front();
+        }
+    }
+
+    /// `{"mode": "brief", "t": [unix s], "fleet": {"fleet_points_min": [..],
+    /// "fleet_points_median": [..], "fleet_points_max": [..], "rmse_holdout_mean": [..],
+    /// "msgs_per_s": [..]}}`, every array as long as `t`.
+    pub fn to_json(&self) -> Value {
+        let col = |f: fn(&FleetPoint) -> Option<f64>| -> Vec<Option<f64>> {
+            self.points.iter().map(|p| p.as_ref().and_then(f)).collect()
+        };
+        json!({
+            "mode": "brief",
+            "t": self.t_unix_s,
+            "fleet": {
+                "fleet_points_min": col(|p| Some(p.fleet_points_min)),
+                "fleet_points_median": col(|p| Some(p.fleet_points_median)),
+                "fleet_points_max": col(|p| Some(p.fleet_points_max)),
+                "rmse_holdout_mean": col(|p| p.rmse_holdout_mean),
+                "msgs_per_s": col(|p| p.msgs_per_s),
+            },
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,5 +235,27 @@ mod tests {
         assert_eq!(j["series"]["0"]["fleet_points"], json!([3.0, 4.0, 5.0]));
         // Node 1 has no value left in the window: its series is gone.
         assert!(j["series"].get("1").is_none());
+    }
+
+    #[test]
+    fn fleet_series_stay_aligned_and_bounded() {
+        let mut f = FleetSeries::new(2);
+        let p = FleetPoint {
+            fleet_points_min: 1.0,
+            fleet_points_median: 2.0,
+            fleet_points_max: 3.0,
+            rmse_holdout_mean: None,
+            msgs_per_s: Some(4.0),
+        };
+        f.record(1000, None);
+        f.record(2000, Some(p));
+        f.record(3000, Some(p));
+        let j = f.to_json();
+        assert_eq!(f.len(), 2);
+        assert_eq!(j["t"], json!([2.0, 3.0]));
+        assert_eq!(j["fleet"]["fleet_points_median"], json!([2.0, 2.0]));
+        assert_eq!(j["fleet"]["rmse_holdout_mean"], json!([null, null]));
+        f.clear();
+        assert!(f.is_empty());
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! `coolgp dashboard --connect ENDPOINT --fleet F` joins the fleet's zenoh network as a
 //! client that never listens, learns the membership from the nodes' liveliness tokens
-//! (`coolgp/F/<id>/alive`) and asks each member for its `status` once per poll period; it
-//! asks nothing else. It serves, on a loopback address unless told otherwise:
+//! (`coolgp/F/<id>/alive`) and asks each member for its `status` once per poll period; above
+//! `--full-status-limit` members (default 64) it asks instead, once per poll period, for every
+//! agent's brief status in one request (brief mode: aggregates, a grid of agents, fleet-level
+//! series). It asks nothing else. It serves, on a loopback address unless told otherwise:
 //!
 //! | path            | what                                                             |
 //! |-----------------|------------------------------------------------------------------|
@@ -18,7 +20,8 @@
 //!
 //! ## Pieces
 //! - [`args`]: the flags; [`fleet`]: the sans-IO picture of the fleet (membership, rates,
-//!   edges, convergence, problems) and the API document; [`history`]: the time series;
+//!   edges, convergence, problems) and the API document; [`brief`]: its brief mode for large
+//!   fleets; [`problem`]: what the page lists at the top; [`history`]: the time series;
 //! - [`watch`]: the zenoh side; [`http`]: the HTTP server; [`page`]: the embedded files.
 //!
 //! ## Example (the CLI does exactly this)
@@ -40,11 +43,13 @@
 #![warn(missing_docs)]
 
 pub mod args;
+pub mod brief;
 pub mod error;
 pub mod fleet;
 pub mod history;
 pub mod http;
 pub mod page;
+pub mod problem;
 pub mod watch;
 
 use std::sync::{Arc, Mutex};
@@ -93,11 +98,10 @@ async fn serve(s: Settings) -> Result<()> {
         tracing::warn!(%addr, "serving on a non-loopback address: whoever reaches it sees the fleet's status");
     }
     let session = client::open(&s.zenoh).await?;
-    let state = Arc::new(Mutex::new(FleetState::new(
-        &s.fleet,
-        &s.zenoh.connect,
-        s.stale,
-    )));
+    let state = Arc::new(Mutex::new(
+        FleetState::new(&s.fleet, &s.zenoh.connect, s.stale)
+            .with_full_status_limit(s.full_status_limit),
+    ));
     let (fleet_tx, fleet_rx) = tokio::sync::watch::channel::<Arc<str>>(Arc::from(""));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     // The first document exists before the first poll, so /api/fleet always answers JSON.

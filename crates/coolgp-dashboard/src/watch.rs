@@ -1,17 +1,19 @@
 //! The zenoh side: membership from the fleet's liveliness tokens, and one `status` query per
-//! member per poll period. Nothing else is asked of the nodes.
+//! member per poll period, or above `--full-status-limit` members one brief request for the
+//! whole fleet ([`coolgp_node::routing::briefs`]). Nothing else is asked of the nodes.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use coolgp_node::{client, keys, NodeError};
+use coolgp_node::{client, keys, routing, NodeError};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 use zenoh::sample::{Sample, SampleKind};
 
 use crate::args::Settings;
+use crate::brief::Mode;
 use crate::fleet::FleetState;
 
 /// How long after start (and between looks) the dashboard looks for other fleets when its
@@ -58,8 +60,9 @@ async fn fleets_seen(session: &zenoh::Session, timeout: Duration) -> Vec<String>
     out.into_iter().collect()
 }
 
-/// One poll: connectivity, the members' statuses (concurrently, each bounded by `timeout`),
-/// other fleets if this one has no member, then the history tick and a new snapshot.
+/// One poll: connectivity, the members' statuses (concurrently, each bounded by `timeout`) or
+/// in brief mode every agent's brief from one request, other fleets if this one has no
+/// member, then the history tick and a new snapshot.
 async fn poll_once(
     session: &zenoh::Session,
     s: &Settings,
@@ -68,11 +71,36 @@ async fn poll_once(
 ) {
     let timeout = s.poll.mul_f64(0.8);
     let peers = session.info().peers_zid().await.count();
-    let members: Vec<u64> = {
+    let (members, mode): (Vec<u64>, Mode) = {
         let mut st = lock(state);
         st.set_peers(peers, unix_ms());
-        st.members().collect()
+        (st.members().collect(), st.choose_mode(unix_ms()))
     };
+    match mode {
+        Mode::Full => poll_statuses(session, s, state, &members, timeout).await,
+        Mode::Brief => match routing::briefs(session, &s.fleet, timeout).await {
+            Ok((briefs, refused)) => {
+                lock(state).brief_replies(briefs, refused, Instant::now(), unix_ms());
+            }
+            Err(e) => lock(state).briefs_failed(e.to_string(), unix_ms()),
+        },
+    }
+    if members.is_empty() && peers > 0 && last_discovery.elapsed() >= DISCOVERY_EVERY {
+        *last_discovery = Instant::now();
+        let seen = fleets_seen(session, timeout).await;
+        lock(state).set_fleets_seen(Some(seen), unix_ms());
+    }
+    lock(state).record_history(Instant::now(), unix_ms());
+}
+
+/// Full mode: one `status` get per member, concurrently, each bounded by `timeout`.
+async fn poll_statuses(
+    session: &zenoh::Session,
+    s: &Settings,
+    state: &Mutex<FleetState>,
+    members: &[u64],
+    timeout: Duration,
+) {
     let mut asks = JoinSet::new();
     for id in members.iter().copied() {
         let (session, key) = (session.clone(), keys::status(&s.fleet, id));
@@ -90,12 +118,6 @@ async fn poll_once(
             Err(e) => st.status_failed(id, e.to_string(), unix_ms()),
         }
     }
-    if members.is_empty() && peers > 0 && last_discovery.elapsed() >= DISCOVERY_EVERY {
-        *last_discovery = Instant::now();
-        let seen = fleets_seen(session, timeout).await;
-        lock(state).set_fleets_seen(Some(seen), unix_ms());
-    }
-    lock(state).record_history(Instant::now(), unix_ms());
 }
 
 /// Watches the fleet until `stop` turns true: keeps `state` current and sends each new

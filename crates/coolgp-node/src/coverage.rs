@@ -192,10 +192,16 @@ pub struct FleetBrief {
     pub rmse_holdout_mean: Option<f64>,
 }
 
+/// The sum of a counter over `briefs`, saturating: the counts are the nodes' own claims, and a
+/// hostile one near `u64::MAX` must not wrap the fleet's total.
+fn total(briefs: &[Brief], count: impl Fn(&Brief) -> u64) -> u64 {
+    briefs.iter().map(count).fold(0, u64::saturating_add)
+}
+
 impl FleetBrief {
     /// The aggregates of `briefs` (any order).
     pub fn of(briefs: &[Brief]) -> Self {
-        let points: u64 = briefs.iter().map(|b| b.points).sum();
+        let points = total(briefs, |b| b.points);
         let fp = briefs.iter().map(|b| b.fleet_points);
         let holdout: Vec<f64> = briefs.iter().filter_map(|b| b.rmse_holdout).collect();
         let mut ids: Vec<u64> = briefs.iter().map(|b| b.id).collect();
@@ -216,10 +222,10 @@ impl FleetBrief {
             round_min: briefs.iter().map(|b| b.round).min().unwrap_or(0),
             round_max: briefs.iter().map(|b| b.round).max().unwrap_or(0),
             withheld,
-            messages_sent: briefs.iter().map(|b| b.messages_sent).sum(),
-            bytes_sent: briefs.iter().map(|b| b.bytes_sent).sum(),
-            rejected: briefs.iter().map(|b| b.rejected).sum(),
-            inbound_dropped: briefs.iter().map(|b| b.inbound_dropped).sum(),
+            messages_sent: total(briefs, |b| b.messages_sent),
+            bytes_sent: total(briefs, |b| b.bytes_sent),
+            rejected: total(briefs, |b| b.rejected),
+            inbound_dropped: total(briefs, |b| b.inbound_dropped),
             with_coverage: briefs.iter().filter(|b| b.coverage.is_some()).count(),
             rmse_holdout_mean: (!holdout.is_empty())
                 .then(|| holdout.iter().sum::<f64>() / holdout.len() as f64),
@@ -230,6 +236,17 @@ impl FleetBrief {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fleet_s_counts_saturate_rather_than_wrap() {
+        use crate::routing::tests::brief;
+        let mut hostile = brief(1, Some(0.0));
+        (hostile.points, hostile.messages_sent) = (u64::MAX - 1, u64::MAX);
+        let mut honest = brief(2, Some(1.0));
+        (honest.points, honest.messages_sent) = (5, 7);
+        let f = FleetBrief::of(&[hostile, honest]);
+        assert_eq!((f.points, f.messages_sent), (u64::MAX, u64::MAX));
+    }
 
     fn coverage() -> Coverage {
         Coverage::from_parts(

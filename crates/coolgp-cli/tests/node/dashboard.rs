@@ -401,3 +401,68 @@ fn a_tls_dashboard_connects_as_reader_and_a_plain_one_sees_nothing() {
     );
     assert_eq!(doc["nodes"].as_array().map_or(0, Vec::len), 0, "{doc}");
 }
+
+#[test]
+fn above_the_full_status_limit_the_dashboard_reads_briefs() {
+    // Issue 31: with more members than --full-status-limit, one brief request per poll for
+    // the whole fleet; the document carries the briefs and the fleet's aggregates.
+    let _g = serial();
+    let (n, batch) = (3, 10);
+    let shares: Vec<_> = (0..n).map(|i| make_rows(700 + i as u64, 30)).collect();
+    let total: usize = shares.iter().map(Vec::len).sum();
+    let mut fleet = Fleet::new("dashbrief", n);
+    start_path(&mut fleet, &shares, batch, 40, false, &[]);
+    let dash = Dashboard::start(
+        &fleet.dir,
+        "brief",
+        &[
+            "--fleet".into(),
+            fleet.name.clone(),
+            "--connect".into(),
+            endpoint(fleet.ports[0]),
+            "--full-status-limit".into(),
+            "1".into(),
+        ],
+    );
+    let doc = dash.wait(
+        "brief mode with 3 converged agents",
+        Duration::from_secs(60),
+        |d| {
+            d["mode"] == json!("brief")
+                && ids(&d["agents"]["id"]) == vec![0, 1, 2]
+                && d["convergence"]["all_represent_all"] == json!(true)
+        },
+    );
+    let fp = doc["agents"]["fleet_points"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(fp.iter().all(|v| v.as_f64() == Some(total as f64)), "{doc}");
+    let agg = &doc["aggregates"];
+    assert_eq!(agg["agents"], json!(n), "{doc}");
+    assert_eq!(ids(&agg["ids"]), vec![0, 1, 2]);
+    assert_eq!(agg["points"], json!(total));
+    assert_eq!(agg["fleet_points_min"], json!(total as f64));
+    assert_eq!(agg["agents_with_every_point"], json!(n));
+    assert_eq!(agg["withheld"], json!([]));
+    assert_eq!(doc["convergence"]["total_points"], json!(total));
+    assert_eq!(
+        doc["convergence"]["median_fleet_points"],
+        json!(total as f64)
+    );
+    assert_eq!(doc["edges_known"], json!(false));
+    assert_eq!(doc["silent"], json!([]));
+    assert_eq!(doc["full_status_limit"], json!(1));
+    assert!(doc.get("nodes").is_none(), "{doc}");
+    assert!(doc["notices"].to_string().contains("brief mode"), "{doc}");
+    // The history is fleet-level: least, median and most fleet_points, not one per node.
+    let (_, hist) = get(dash.port, "/api/history").expect("history");
+    let hist: Value = serde_json::from_str(&hist).expect("history is JSON");
+    assert_eq!(hist["mode"], json!("brief"), "{hist}");
+    let med = hist["fleet"]["fleet_points_median"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(med.last(), Some(&json!(total as f64)), "{hist}");
+    assert!(hist.get("series").is_none(), "{hist}");
+}
