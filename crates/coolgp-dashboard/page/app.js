@@ -138,7 +138,7 @@
       width, height: 200,
       legend: { live: false },
       scales: { x: { time: true } },
-      axes: [{}, { size: 56 }],
+      axes: [{}, { size: 72 }], // room for "100,000"
       series: [{}, ...ids.map((label, i) => ({ label, stroke: colours[i], width: 1.6 }))],
     }, data, el);
     charts[key] = { plot, ids, width };
