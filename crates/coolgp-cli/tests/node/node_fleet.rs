@@ -207,6 +207,53 @@ fn a_node_killed_mid_stream_resumes_from_its_checkpoint() {
 }
 
 #[test]
+fn an_idle_node_skips_lease_checkpoints_and_resumes_past_its_rounds() {
+    // Issue 31: a settled node with nothing new writes no lease checkpoint (in a fleet of
+    // 1,000 they were a fifth of the idle CPU), and a node killed after skipping them still
+    // resumes past every round it sent (the clock bounds them).
+    let _g = serial();
+    let shares = vec![make_rows(21, 30), make_rows(22, 30)];
+    let total = shares.iter().map(Vec::len).sum::<usize>() as f64;
+    let mut fleet = Fleet::new("lease", 2);
+    let extra = ["--checkpoint-every", "3", "--local-memory", "0"];
+    let args = start_path(&mut fleet, &shares, 10, 40, true, &extra);
+    fleet.wait_all("the streams to end", Duration::from_secs(60), |_, s| {
+        s.stream_ended && s.fleet_points == total
+    });
+    // Settled: the fused model holds everything and stops moving.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = fleet.status(0, false).expect("status");
+    std::thread::sleep(Duration::from_millis(1500));
+    let after = fleet.status(0, false).expect("status");
+    assert!(
+        after.round >= before.round + 20,
+        "rounds ran: {} -> {}",
+        before.round,
+        after.round
+    );
+    assert_eq!(
+        after.checkpoints,
+        before.checkpoints,
+        "lease checkpoints written while nothing changed ({} rounds of 3-round leases)",
+        after.round - before.round
+    );
+    fleet.nodes[0].kill9();
+    std::thread::sleep(Duration::from_millis(200));
+    fleet.nodes[0] = NodeProc::start(args[0].clone(), fleet.dir.join("node0.log"));
+    let resumed = fleet.wait_all("node 0 to resume", Duration::from_secs(30), |i, s| {
+        i != 0 || s.fleet_points == total
+    });
+    assert!(
+        resumed[0].round > after.round,
+        "resumed at round {} after sending round {}",
+        resumed[0].round,
+        after.round
+    );
+    let log = std::fs::read_to_string(fleet.dir.join("node0.log")).unwrap_or_default();
+    assert!(log.contains("resumed from checkpoint"), "{log}");
+}
+
+#[test]
 fn a_hostile_peer_is_rejected_counted_and_harmless() {
     let _g = serial();
     let t0 = Instant::now();

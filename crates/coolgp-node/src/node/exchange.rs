@@ -69,7 +69,7 @@ impl Node {
                 .durability
                 .last_ckpt_round
                 .saturating_add(self.s.checkpoint_every);
-        if absorbed > 0 || (durable && lease_due) {
+        if absorbed > 0 || (durable && lease_due && self.lease_needed()) {
             self.checkpoint()?;
         }
         self.agent.handle_tick();

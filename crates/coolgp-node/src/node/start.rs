@@ -10,7 +10,7 @@ use coolgp::{Agent, AgentConfig, Vocabulary};
 use coolgp_data::Standardizer;
 use tokio::sync::mpsc;
 
-use super::{unix_ms, Holdout, Inputs, VocabLoader};
+use super::{Holdout, Inputs, VocabLoader};
 use crate::checkpoint::{self, Checkpoint, StreamPos};
 use crate::config::{DataSource, NodeSettings, VocabSource};
 use crate::error::{NodeError, Result};
@@ -242,9 +242,13 @@ fn resume(
     snap.config.local.fit = s.agent.local.fit;
     // Nor the influence cap (a receiver's policy): `--influence-cap` decides.
     snap.config.influence_cap = s.agent.influence_cap;
-    // Round lease: at most `checkpoint_every` rounds were sent after the checkpoint,
-    // so neighbours never see a round number twice.
-    snap.round = snap.round.saturating_add(s.checkpoint_every);
+    // Round lease: at most `checkpoint_every` rounds were sent after the checkpoint, or, when
+    // lease checkpoints were skipped (nothing new, `Node::lease_needed`), no more than the
+    // clock's round: resuming past both, neighbours never see a round number twice.
+    snap.round = snap
+        .round
+        .saturating_add(s.checkpoint_every)
+        .max(super::clock_round(s.round) + super::CLOCK_MARGIN);
     let mut agent = Agent::restore(vocab.clone(), snap)?;
     agent.set_neighbors(s.neighbors.iter().copied())?;
     committed.offset = cp.meta.stream.offset;
@@ -273,7 +277,7 @@ fn fresh(s: &NodeSettings, vocab: &Arc<Vocabulary>, d: usize) -> Result<Agent> {
     let mut snap = Agent::new(s.id, vocab.clone(), d, s.agent.clone())?.snapshot();
     // A fresh agent (new, or whose state was lost) starts its rounds from the clock, so that
     // neighbours which remember an earlier incarnation do not take it for a replay.
-    snap.round = unix_ms() / (s.round.as_millis().max(1) as u64);
+    snap.round = super::clock_round(s.round);
     let mut a = Agent::restore(vocab.clone(), snap)?;
     a.set_neighbors(s.neighbors.iter().copied())?;
     Ok(a)
