@@ -122,6 +122,10 @@ pub struct Status {
     pub heard_ms_ago: BTreeMap<u64, u64>,
     /// Fleet members whose liveliness token is visible.
     pub members_alive: Vec<u64>,
+    /// Times the routes to and from a live but silent neighbour were declared again
+    /// (lost zenoh routes, issue 31).
+    #[serde(default)]
+    pub routes_redeclared: u64,
     /// Rejected messages by reason label.
     pub rejected: BTreeMap<String, u64>,
     /// Messages accepted.

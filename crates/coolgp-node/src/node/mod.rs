@@ -12,6 +12,7 @@
 //! and queries are answered ([`report`]).
 
 mod exchange;
+mod heal;
 mod intake;
 mod members;
 mod pooled;
@@ -239,6 +240,8 @@ struct Node {
     pooled: Option<pooled::Pooled>,
     /// The member check (issue 29, [`members`]).
     watch: members::Watch,
+    /// Routes declared again to silent live neighbours ([`heal`]).
+    heal: heal::Heal,
     /// The coverage advertised in the status, and the (data version, kernel fits) it was
     /// computed at ([`Node::refresh_coverage`]).
     advertised: Option<((u64, u64), Option<crate::coverage::CoverageJson>)>,
@@ -263,7 +266,7 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
         ),
         None => None,
     };
-    let (endpoints, peers) = session::open_transport(&s, &data.vocab, d).await?;
+    let (mut endpoints, peers) = session::open_transport(&s, &data.vocab, d).await?;
     let ros2 = match &s.ros2 {
         Some(r) => {
             let tx = r.live.as_ref().map(|_| {
@@ -279,7 +282,7 @@ pub async fn run(s: NodeSettings, loader: VocabLoader<'_>) -> Result<()> {
     session::log_started(&s, &data.vocab, d, peers.auth.as_ref());
     let mut node = Node::new(s, resumed, data.inputs, rx, peers);
     node.ros2 = ros2;
-    let result = node.serve(&endpoints).await;
+    let result = node.serve(&mut endpoints).await;
     if let Some(side) = node.ros2.take() {
         side.link.close().await;
     }
@@ -331,12 +334,12 @@ pub async fn run_many(host: crate::host::Host, loader: VocabLoader<'_>) -> Resul
         let id = s.id;
         let rx = start::start_stream(&s, data.opened, &resumed).map_err(named(id))?;
         let d = data.inputs.layout.inputs.len();
-        let (endpoints, peers) =
+        let (mut endpoints, peers) =
             session::declare(session.clone(), false, &s, &data.vocab, d, auth).await?;
         session::log_started(&s, &data.vocab, d, peers.auth.as_ref());
         let mut node = Node::new(s, resumed, data.inputs, rx, peers);
         let task = async move {
-            let r = node.serve(&endpoints).await;
+            let r = node.serve(&mut endpoints).await;
             endpoints.close().await;
             (id, r)
         };
@@ -375,6 +378,7 @@ impl Node {
         Node {
             pooled,
             watch: members::Watch::default(),
+            heal: heal::Heal::new(),
             advertised: None,
             ros2: None,
             agent: resumed.agent,
@@ -414,7 +418,7 @@ impl Node {
     /// The node's life on an open transport: the first checkpoint (the round lease starts
     /// now: a crash before the first periodic checkpoint must not reuse round numbers), the
     /// loop, and the final checkpoint after a clean shutdown.
-    async fn serve(&mut self, endpoints: &session::Endpoints) -> Result<()> {
+    async fn serve(&mut self, endpoints: &mut session::Endpoints) -> Result<()> {
         self.note_fused_change();
         self.checkpoint()?;
         self.event_loop(endpoints).await?;
@@ -493,7 +497,7 @@ impl Node {
         !(tree && unchanged && self.agent.round() < clock_round(self.s.round) + CLOCK_MARGIN)
     }
 
-    async fn event_loop(&mut self, endpoints: &session::Endpoints) -> Result<()> {
+    async fn event_loop(&mut self, endpoints: &mut session::Endpoints) -> Result<()> {
         let inbound = Arc::clone(&self.peers.inbound);
         let mut ticker = tokio::time::interval(self.s.round);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -505,6 +509,7 @@ impl Node {
                 () = &mut shutdown => return Ok(()),
                 _ = ticker.tick() => {
                     self.on_round().await?;
+                    self.heal_routes(endpoints).await;
                     self.pooled_fit_step(endpoints.session());
                     self.ros2_step(endpoints.session()).await;
                 }

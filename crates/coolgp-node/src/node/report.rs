@@ -117,6 +117,7 @@ impl Node {
                 .lock()
                 .map(|m| m.iter().copied().collect())
                 .unwrap_or_default(),
+            routes_redeclared: self.heal.count,
             rejected,
             ros2: self.ros2.as_ref().map(|r| r.link.status()),
             messages_accepted: t.messages_accepted,

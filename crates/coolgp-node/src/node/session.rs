@@ -9,7 +9,7 @@ use coolgp::protocol::codec;
 use coolgp::Vocabulary;
 use zenoh::handlers::{RingChannel, RingChannelHandler};
 use zenoh::liveliness::LivelinessToken;
-use zenoh::pubsub::Subscriber;
+use zenoh::pubsub::{Publisher, Subscriber};
 use zenoh::qos::CongestionControl;
 use zenoh::query::{Query, Queryable};
 use zenoh::sample::SampleKind;
@@ -50,7 +50,8 @@ pub(super) struct Endpoints {
     owns_session: bool,
     pub(super) status: Queryable<RingChannelHandler<Query>>,
     pub(super) predict: Queryable<RingChannelHandler<Query>>,
-    _messages: Subscriber<()>,
+    /// The inbox subscriber (kept alive here; replaced by `redeclare_inbox`).
+    _inbox: Subscriber<()>,
     _alive: Subscriber<()>,
     token: LivelinessToken,
 }
@@ -59,6 +60,40 @@ impl Endpoints {
     /// The node's zenoh session (for the gets of the pooled fit).
     pub(super) fn session(&self) -> &Session {
         &self.session
+    }
+
+    /// Declares this node's inbox subscriber again (the new one before the old one goes, so
+    /// no message falls between), so that zenoh propagates it to the peers anew
+    /// ([`super::heal`]).
+    ///
+    /// # Errors
+    /// zenoh refusing the declaration (the old subscriber is kept).
+    pub(super) async fn redeclare_inbox(
+        &mut self,
+        fleet: &str,
+        id: u64,
+        inbound: Arc<Inbound>,
+    ) -> Result<()> {
+        self._inbox = inbox(&self.session, fleet, id, inbound).await?;
+        Ok(())
+    }
+
+    /// A new publisher to neighbour `to` ([`super::heal`]), with this node's congestion
+    /// control.
+    ///
+    /// # Errors
+    /// zenoh refusing the declaration.
+    pub(super) async fn publisher(
+        &self,
+        fleet: &str,
+        (from, to): (u64, u64),
+    ) -> Result<Publisher<'static>> {
+        publisher(
+            &self.session,
+            (fleet, from, to),
+            congestion(self.owns_session),
+        )
+        .await
     }
 
     /// Withdraws the liveliness token and undeclares the rest; closes the session if it is
@@ -107,34 +142,15 @@ pub(super) async fn declare(
 ) -> Result<(Endpoints, Peers)> {
     let max_len = inbound_max_len(vocab.m(), vocab.d_latent() * d, auth.is_some());
     let inbound = Arc::new(Inbound::new(&s.neighbors, s.queue, max_len));
-    // A node of its own waits for a congested link (backpressure on its own loop); a hosted
-    // agent drops the message instead (issue 31: one blocked put stalled a host's runtime, and
-    // with it a hundred agents; a tree message goes out again at its next turn and push-sum's
-    // running totals absorb a lost one).
-    let congestion = if owns {
-        CongestionControl::Block
-    } else {
-        CongestionControl::Drop
-    };
+    let congestion = congestion(owns);
     let mut publishers = BTreeMap::new();
     for &j in &s.neighbors {
-        let p = session
-            .declare_publisher(keys::message(&s.fleet, s.id, j))
-            .congestion_control(congestion)
-            .await
-            .map_err(|e| NodeError::zenoh("declaring publisher", e))?;
-        publishers.insert(j, p);
+        publishers.insert(
+            j,
+            publisher(&session, (&s.fleet, s.id, j), congestion).await?,
+        );
     }
-    let inb = inbound.clone();
-    let messages = session
-        .declare_subscriber(keys::inbox(&s.fleet, s.id))
-        .callback(move |sample| {
-            let key_from = keys::parse_message(sample.key_expr().as_str()).map(|(f, _)| f);
-            let payload = sample.payload();
-            inb.push(key_from, payload.len(), || payload.to_bytes().into_owned());
-        })
-        .await
-        .map_err(|e| NodeError::zenoh("declaring subscriber", e))?;
+    let messages = inbox(&session, &s.fleet, s.id, Arc::clone(&inbound)).await?;
     // Ring channels: when the loop falls behind, the oldest queries are dropped (their
     // queriers time out and retry) rather than blocking zenoh's receive path, which a full
     // FIFO does (issue 31: with a hundred agents in a host that stalled every link).
@@ -160,7 +176,7 @@ pub(super) async fn declare(
         owns_session: owns,
         status,
         predict,
-        _messages: messages,
+        _inbox: messages,
         _alive: alive,
         token,
     };
@@ -177,6 +193,51 @@ pub(super) async fn declare(
         rows_seen: Arc::default(),
     };
     Ok((endpoints, peers))
+}
+
+/// The congestion control of a node's publishers: a node of its own waits for a congested
+/// link (backpressure on its own loop); a hosted agent (`owns` false) drops the message
+/// instead (issue 31: one blocked put stalled a host's runtime, and with it a hundred agents;
+/// a tree message goes out again at its next turn and push-sum's running totals absorb a
+/// lost one).
+fn congestion(owns: bool) -> CongestionControl {
+    if owns {
+        CongestionControl::Block
+    } else {
+        CongestionControl::Drop
+    }
+}
+
+/// The publisher of `from`'s messages to `to` in `fleet`.
+async fn publisher(
+    session: &Session,
+    (fleet, from, to): (&str, u64, u64),
+    congestion: CongestionControl,
+) -> Result<Publisher<'static>> {
+    session
+        .declare_publisher(keys::message(fleet, from, to))
+        .congestion_control(congestion)
+        .await
+        .map_err(|e| NodeError::zenoh("declaring publisher", e))
+}
+
+/// The subscriber of everything addressed to `id`: the callback only copies each payload
+/// into the sender's queue of `inbound`.
+async fn inbox(
+    session: &Session,
+    fleet: &str,
+    id: u64,
+    inbound: Arc<Inbound>,
+) -> Result<Subscriber<()>> {
+    session
+        .declare_subscriber(keys::inbox(fleet, id))
+        .callback(move |sample| {
+            let key_from = keys::parse_message(sample.key_expr().as_str()).map(|(f, _)| f);
+            let payload = sample.payload();
+            inbound.push(key_from, payload.len(), || payload.to_bytes().into_owned());
+        })
+        .await
+        .map_err(|e| NodeError::zenoh("declaring subscriber", e))
 }
 
 /// Keeps `members` equal to the fleet's ids with a liveliness token (history included).
