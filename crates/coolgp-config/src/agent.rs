@@ -1,7 +1,7 @@
 //! [`AgentArgs`]: the options of one agent, as flags, TOML keys and Python keywords, and their
 //! validation into a [`coolgp::AgentConfig`].
 
-use coolgp::learn::{group_id, SiteConfig, SiteMemory, SiteOptions};
+use coolgp::learn::{group_id, Likelihood, SiteConfig, SiteMemory, SiteOptions};
 use coolgp::local::LocalFit;
 use coolgp::{AgentConfig, LocalConfig, MemoryPolicy, ProjectionMode, ResidualKind, UpdateMode};
 use serde::{Deserialize, Serialize};
@@ -121,6 +121,20 @@ pub struct AgentArgs {
         arg(long, allow_negative_numbers = true, value_name = "R")
     )]
     pub influence_cap: Option<f64>,
+    /// How a block's rows enter the model (issue 29, docs/ROBUST.md): gaussian (default) or
+    /// robust (each row's likelihood term tempered by w = (1 + r²/c²)^(−1/2), r its
+    /// standardized residual against the agent's predictive before the block: gross outliers
+    /// barely move the model; the messages keep their size). Frozen mode; not with the
+    /// fleet projection.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "gaussian|robust"))]
+    pub likelihood: Option<String>,
+    /// The robust likelihood's threshold c on the standardized residual (finite, > 0;
+    /// default 3).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, allow_negative_numbers = true, value_name = "C")
+    )]
+    pub robust_c: Option<f64>,
     /// Do not learn q(W), σ_s, σ_n (keep the shared initial values).
     #[cfg_attr(feature = "clap", arg(long))]
     #[serde(default)]
@@ -215,7 +229,7 @@ pub struct Validated {
 
 impl AgentArgs {
     /// The keys of a configuration file (the flags' names), in the order of `--help`.
-    pub const KEYS: [&'static str; 18] = [
+    pub const KEYS: [&'static str; 20] = [
         "mode",
         "samples",
         "normalization",
@@ -233,6 +247,8 @@ impl AgentArgs {
         "local-kernel",
         "local-fit",
         "influence-cap",
+        "likelihood",
+        "robust-c",
         "no-learn",
     ];
 
@@ -257,6 +273,8 @@ impl AgentArgs {
             local_kernel: self.local_kernel.or(file.local_kernel),
             local_fit: self.local_fit.or(file.local_fit),
             influence_cap: self.influence_cap.or(file.influence_cap),
+            likelihood: self.likelihood.or(file.likelihood),
+            robust_c: self.robust_c.or(file.robust_c),
             no_learn: self.no_learn || file.no_learn,
         }
     }
@@ -323,6 +341,55 @@ impl AgentArgs {
                 "--influence-cap must be 0 (off) or at least 1, got {r}"
             ))),
         }
+    }
+
+    /// `--likelihood`, `--robust-c` (default gaussian; c [`coolgp::learn::DEFAULT_ROBUST_C`]).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for an unknown name (naming the known ones), a threshold
+    /// that is not finite and > 0, or a threshold without `robust`.
+    pub fn likelihood(&self, driver: Driver) -> Result<Likelihood, ConfigError> {
+        if let Some(name) = self.likelihood.as_deref() {
+            if !Likelihood::NAMES.contains(&name) {
+                return Err(unknown(driver, "likelihood", name, &Likelihood::NAMES));
+            }
+        }
+        Likelihood::parse(self.likelihood.as_deref(), self.robust_c).map_err(|e| {
+            ConfigError::Invalid(match driver {
+                Driver::Python => e
+                    .replace("--robust-c", "robust_c")
+                    .replace("--likelihood", "likelihood"),
+                _ => e,
+            })
+        })
+    }
+
+    /// [`AgentArgs::likelihood`], refused where the agent cannot keep its weights: outside the
+    /// frozen mode or with the fleet projection.
+    fn robust_fits(
+        &self,
+        driver: Driver,
+        mode: UpdateMode,
+        projection: ProjectionMode,
+    ) -> Result<Likelihood, ConfigError> {
+        let likelihood = self.likelihood(driver)?;
+        if likelihood == Likelihood::Gaussian {
+            return Ok(likelihood);
+        }
+        if mode != UpdateMode::Frozen {
+            return Err(ConfigError::Invalid(format!(
+                "--likelihood robust needs --mode frozen, not {}",
+                mode.name()
+            )));
+        }
+        if projection == ProjectionMode::Fleet {
+            return Err(ConfigError::Invalid(
+                "--likelihood robust does not support --projection fleet yet: use per-agent or \
+                 shared"
+                    .into(),
+            ));
+        }
+        Ok(likelihood)
     }
 
     /// The fleet projection's site update (defaults: [`SiteConfig::default`]).
@@ -469,6 +536,7 @@ impl AgentArgs {
                 group: group.as_deref().map(group_id),
                 local,
                 influence_cap: self.influence_cap()?,
+                likelihood: self.robust_fits(driver, mode, projection)?,
                 ..AgentConfig::default()
             },
             group,
@@ -500,6 +568,53 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn the_likelihood_is_gaussian_by_default_and_refuses_bad_values() {
+        let lik = |name: Option<&str>, c: Option<f64>| AgentArgs {
+            likelihood: name.map(str::to_string),
+            robust_c: c,
+            ..AgentArgs::default()
+        };
+        let ok = |a: AgentArgs| {
+            a.validate(Driver::Simulate)
+                .expect("valid")
+                .config
+                .likelihood
+        };
+        assert_eq!(ok(lik(None, None)), Likelihood::Gaussian);
+        assert_eq!(
+            ok(lik(Some("robust"), None)),
+            Likelihood::Robust {
+                c: coolgp::learn::DEFAULT_ROBUST_C
+            }
+        );
+        assert_eq!(
+            ok(lik(Some("robust"), Some(3.0))),
+            Likelihood::Robust { c: 3.0 }
+        );
+        let err = |a: AgentArgs, d| a.validate(d).map(|_| ()).expect_err("refused").to_string();
+        assert_eq!(
+            err(lik(Some("student-t"), None), Driver::Simulate),
+            "unknown --likelihood 'student-t': use gaussian, robust"
+        );
+        assert!(err(lik(Some("cauchy"), None), Driver::Python).contains("unknown likelihood"));
+        for bad in [0.0, -2.0, f64::NAN, f64::INFINITY] {
+            let e = err(lik(Some("robust"), Some(bad)), Driver::Simulate);
+            assert!(e.contains("--robust-c must be finite and > 0"), "{e}");
+        }
+        assert!(err(lik(None, Some(2.0)), Driver::Node).contains("needs --likelihood robust"));
+        let exact = AgentArgs {
+            mode: Some("exact".into()),
+            ..lik(Some("robust"), None)
+        };
+        assert!(err(exact, Driver::Simulate).contains("needs --mode frozen"));
+        let fleet = AgentArgs {
+            projection: Some("fleet".into()),
+            ..lik(Some("robust"), None)
+        };
+        assert!(err(fleet, Driver::Node).contains("--projection fleet"));
     }
 
     #[test]

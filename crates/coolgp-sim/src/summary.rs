@@ -7,7 +7,7 @@ use crate::args::SimArgs;
 use crate::config::SimConfig;
 
 /// The run's settings as a JSON object: `dataset`, `mode`, `projection`, `fuse_every`,
-/// `stream_order`, and for the fleet projection `site` (its update's settings and the
+/// `stream_order`, `likelihood` when robust, and for the fleet projection `site` (its update's settings and the
 /// projection groups), so that two runs that differ in them are told apart (the report's
 /// fingerprint covers the vocabulary, not the update).
 pub fn run_fields(args: &SimArgs, cfg: &SimConfig, projection_groups: &[String]) -> Value {
@@ -24,6 +24,10 @@ pub fn run_fields(args: &SimArgs, cfg: &SimConfig, projection_groups: &[String])
         "fuse_every": cfg.fuse_every,
         "stream_order": if cfg.shuffle { "random" } else { "file" },
     });
+    if let coolgp::learn::Likelihood::Robust { c } = cfg.likelihood {
+        // Only when robust: a Gaussian run's summary is as before.
+        v["likelihood"] = json!({ "name": "robust", "c": c });
+    }
     if cfg.projection == coolgp::ProjectionMode::Fleet {
         v["site"] = json!({
             "damping": cfg.site.damping,

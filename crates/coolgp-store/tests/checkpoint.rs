@@ -141,6 +141,40 @@ fn frozen_tree() {
 }
 
 #[test]
+fn robust_frozen_tree_keeps_its_likelihood_and_old_files_read_gaussian() {
+    // Issue 29 item 4: the likelihood is part of the agent's settings in the metadata.
+    let robust = coolgp::learn::Likelihood::Robust { c: 2.5 };
+    round_trip(AgentConfig {
+        likelihood: robust,
+        ..AgentConfig::default()
+    });
+    let vocab = Arc::new(Vocabulary::default_design(8, 2, 3).expect("vocab"));
+    let agent = trained(
+        AgentConfig {
+            likelihood: robust,
+            ..AgentConfig::default()
+        },
+        &vocab,
+    );
+    let mut m = meta(&vocab, agent.id());
+    let bytes = checkpoint::to_bytes(&agent, &mut m).expect("serialize");
+    let cp = checkpoint::from_bytes("mem".as_ref(), &bytes, &vocab, 3).expect("load");
+    assert_eq!(cp.snapshot.config.likelihood, robust);
+    assert_eq!(
+        (cp.meta.agent.likelihood.as_deref(), cp.meta.agent.robust_c),
+        (Some("robust"), Some(2.5))
+    );
+    // A checkpoint written before the choice existed restores Gaussian.
+    let old = include_bytes!("data/checkpoint_v1.safetensors");
+    let v1 = Arc::new(Vocabulary::default_design(4, 2, 0).expect("vocab"));
+    let cp = checkpoint::from_bytes("v1".as_ref(), old, &v1, 2).expect("a v1 file reads");
+    assert_eq!(
+        cp.snapshot.config.likelihood,
+        coolgp::learn::Likelihood::Gaussian
+    );
+}
+
+#[test]
 fn importance_tree() {
     round_trip(AgentConfig {
         mode: UpdateMode::Importance {

@@ -9,8 +9,8 @@ use std::path::Path;
 use coolgp::faer::Mat;
 use coolgp::fuse::Mass;
 use coolgp::learn::{
-    Adam, AdamConfig, HyperStats, ImportanceCache, IsNormalization, Learner, Site, SiteConfig,
-    SiteMemory, Sites, UNGROUPED,
+    Adam, AdamConfig, HyperStats, ImportanceCache, IsNormalization, Learner, Likelihood, Site,
+    SiteConfig, SiteMemory, Sites, UNGROUPED,
 };
 use coolgp::local::{LocalConfig, LocalSnapshot, MemoryPolicy, ResidualKind};
 use coolgp::model::psi::UnitStats;
@@ -281,6 +281,8 @@ impl Reader<'_> {
             local: self.local_config(a.local.as_ref())?,
             // A receiver's policy, like its neighbours: the driver sets it on restore.
             influence_cap: None,
+            likelihood: Likelihood::parse(a.likelihood.as_deref(), a.robust_c)
+                .map_err(|e| self.err(format!("likelihood: {e}")))?,
         })
     }
 

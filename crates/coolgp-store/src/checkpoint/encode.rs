@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use coolgp::faer::Mat;
 use coolgp::fuse::Mass;
-use coolgp::learn::{Learner, Site, SiteMemory, Sites, UNGROUPED};
+use coolgp::learn::{Learner, Likelihood, Site, SiteMemory, Sites, UNGROUPED};
 use coolgp::protocol::{AgentSnapshot, InboundSnapshot};
 use coolgp::{Agent, Excess, FusionRule, ProjectionMode, UpdateMode, View, Vocabulary};
 use safetensors::tensor::{Dtype, TensorView};
@@ -296,6 +296,14 @@ fn agent_meta(s: &AgentSnapshot, w: Written) -> AgentMeta {
         group: s.config.group,
         site_groups: w.site_groups,
         local: w.local,
+        likelihood: match s.config.likelihood {
+            Likelihood::Gaussian => None,
+            Likelihood::Robust { .. } => Some(s.config.likelihood.name().into()),
+        },
+        robust_c: match s.config.likelihood {
+            Likelihood::Gaussian => None,
+            Likelihood::Robust { c } => Some(c),
+        },
     }
 }
 

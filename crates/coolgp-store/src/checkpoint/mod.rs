@@ -213,6 +213,13 @@ pub struct AgentMeta {
     /// was written before it existed); its rows are the `local/*` tensors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<LocalMeta>,
+    /// The likelihood, `robust` (issue 29, docs/ROBUST.md); `None`: Gaussian (absent in
+    /// checkpoints of Gaussian agents and in those written before the choice existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likelihood: Option<String>,
+    /// The robust likelihood's threshold c.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub robust_c: Option<f64>,
 }
 
 /// The local memory in a checkpoint's metadata (issue 19): its settings (`--local-memory`,

@@ -170,6 +170,44 @@ impl BlockPsi {
         self.a.len() / self.dz.max(1)
     }
 
+    /// As [`BlockPsi::accumulate_into`] with row weights `w [n]` (the robust likelihood,
+    /// [`crate::learn::robust`]): adds `Σ_n w_n ψ̄2(x_n)`, `Σ_n w_n y_n ψ̄1(x_n)`, n (the rows,
+    /// unweighted) and `Σ_n w_n y_n²`.
+    ///
+    /// # Panics
+    /// If `w` is shorter than `y` (our own misuse).
+    #[track_caller]
+    pub fn accumulate_weighted_into(&self, y: &[f64], w: &[f64], stats: &mut UnitStats) {
+        assert!(w.len() >= y.len(), "one weight per row");
+        let m = self.m;
+        let mut sum = vec![0.0; m * m];
+        let n = self.n();
+        for (r, (&yn, &wn)) in y.iter().zip(w).enumerate().take(n) {
+            let p = &self.psi2[r * m * m..(r + 1) * m * m];
+            for j in 0..m {
+                let row = j * m + j..(j + 1) * m;
+                for (acc, v) in sum[row.clone()].iter_mut().zip(&p[row]) {
+                    *acc += wn * v;
+                }
+            }
+            let wy = wn * yn;
+            for (acc, p) in stats.psi1_y.iter_mut().zip(&self.psi1[r * m..(r + 1) * m]) {
+                *acc += p * wy;
+            }
+            stats.yty += wy * yn;
+        }
+        stats.n += y.len().min(n);
+        for j in 0..m {
+            for k in j..m {
+                let v = sum[j * m + k];
+                stats.psi2[(j, k)] += v;
+                if k != j {
+                    stats.psi2[(k, j)] += v;
+                }
+            }
+        }
+    }
+
     /// Adds `Σ_n ψ̄2(x_n)`, `Ψ̄1ᵀy`, n and yᵀy to `stats` (frozen mode, spec §4c).
     pub fn accumulate_into(&self, y: &[f64], stats: &mut UnitStats) {
         let m = self.m;
@@ -222,7 +260,33 @@ pub fn block_loglik_grad_with(
     y: &[f64],
     bp: &BlockPsi,
 ) -> BlockElbo {
-    loglik_grad_rows(vocab, proj, post, x, y, bp, None)
+    loglik_grad_rows(vocab, proj, post, x, y, bp, None, None)
+}
+
+/// As [`block_loglik_grad_with`] with each row's term of `L_D` tempered by its weight
+/// `w [n]` (the robust likelihood, [`crate::learn::robust`]; the weights are constants):
+///
+/// ```text
+/// L_D^w = −(Σw/2) log(2π σ_n²) − Q_w/(2σ_n²),
+/// Q_w = Σ_n w_n (y_n² − 2y_n ψ1(x_n)α + tr(Gψ2(x_n)) + σ_s²)
+/// ```
+/// and its gradient `Σ_n w_n ∇ℓ_n`; the statistics `(A, B, YY, n)` are the weighted sums
+/// (`n = Σw`). All weights 1 give [`block_loglik_grad_with`] bit for bit.
+///
+/// # Panics
+/// If `w` is shorter than `y` (our own misuse).
+#[track_caller]
+pub fn block_loglik_grad_weighted(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    post: &Posterior,
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    bp: &BlockPsi,
+    w: &[f64],
+) -> BlockElbo {
+    assert!(w.len() >= y.len(), "one weight per row");
+    loglik_grad_rows(vocab, proj, post, x, y, bp, None, Some(w))
 }
 
 /// The ψ of one point, computed on the fly by [`crate::learn::window::window_loglik_grad`].
@@ -280,7 +344,9 @@ impl OnePoint {
 
 /// [`block_loglik_grad_with`] over the rows of `x`; with `fresh = Some((head, ws))` the first
 /// `head` rows' ψ are computed point by point with `ws` and row `r ≥ head` is `bp`'s row
-/// `r − head`.
+/// `r − head`. With `weights = Some(w)` row `r`'s term is tempered by `w[r]`
+/// ([`block_loglik_grad_weighted`]); `None` is the Gaussian likelihood.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn loglik_grad_rows(
     vocab: &Vocabulary,
     proj: &Projection,
@@ -289,6 +355,7 @@ pub(crate) fn loglik_grad_rows(
     y: &[f64],
     bp: &BlockPsi,
     mut fresh: Option<(usize, &mut PsiWorkspace)>,
+    weights: Option<&[f64]>,
 ) -> BlockElbo {
     let (m, dz, d) = (vocab.m(), vocab.d_latent(), proj.d());
     let mut one = OnePoint::new(m, d, fresh.as_ref().map_or(0, |f| f.0));
@@ -321,20 +388,22 @@ pub(crate) fn loglik_grad_rows(
     for r in 0..n {
         let (psi1, psi2, a, s) = one.row(vocab, proj, x, r, bp, fresh.as_mut());
         let yn = y[r];
-        yty += yn * yn;
+        // The robust likelihood's weight of this row (1: Gaussian; × 1 is exact).
+        let wr = weights.map_or(1.0, |w| w[r]);
+        yty += wr * yn * yn;
         // ψ1 = σ_s ψ̄1; w1_j = c1_nj ψ1_nj with c1_nj = y_n α_j / σ_n².
         let mut w1_tot = 0.0;
         for j in 0..m {
             w1[j] = yn * alpha[j] / sn2 * ss * psi1[j];
             w1_tot += w1[j];
         }
-        let a_unit = yn * dot4(psi1, alpha);
+        let a_unit = wr * (yn * dot4(psi1, alpha));
         y_psi_alpha += ss * a_unit;
         hyper.a += a_unit;
         g_psi2_contractions(psi2, &g, &zl, m, &mut ct);
         let (trg, h, q) = (ct.total, &ct.h, &ct.q);
-        tr_g_psi2 += ss * ss * trg;
-        hyper.b += trg;
+        tr_g_psi2 += ss * ss * (wr * trg);
+        hyper.b += wr * trg;
         let htot = c * trg;
         z_sums(&w1, h, &zl.groups, m, &mut zs);
         for i in 0..dz {
@@ -353,11 +422,12 @@ pub(crate) fn loglik_grad_rows(
             gai += -2.0 / c2 * (ai * htot - hz1);
             gsi += -htot / c2
                 + 2.0 / (c2 * c2) * (ai * ai * htot - 2.0 * ai * hz1 + 0.5 * hz2 + 0.5 * zhz);
-            ga[(r, i)] = gai;
-            gs[(r, i)] = gsi;
+            ga[(r, i)] = wr * gai;
+            gs[(r, i)] = wr * gsi;
         }
     }
-    let nf = n as f64;
+    // Σ_n w_n: the rows' count under the Gaussian likelihood.
+    let nf = weights.map_or(n as f64, |w| w[..n].iter().sum());
     hyper.b += nf;
     hyper.yy = yty;
     hyper.n = nf;

@@ -9,6 +9,7 @@ pub mod fleet_site;
 pub mod hyper;
 pub mod importance;
 pub mod recent;
+pub mod robust;
 pub mod site;
 pub mod sites;
 pub(crate) mod state;
@@ -17,11 +18,12 @@ pub mod window;
 use faer::{Mat, MatRef};
 
 pub use adam::{Adam, AdamConfig};
-pub use elbo::{block_loglik_grad, stochastic_objective, BlockElbo};
+pub use elbo::{block_loglik_grad, block_loglik_grad_weighted, stochastic_objective, BlockElbo};
 pub use fleet_site::{FleetSite, StepCounts, StepData};
 pub use hyper::HyperStats;
 pub use importance::{ImportanceCache, IsDiagnostics, IsNormalization};
 pub use recent::RecentBlocks;
+pub use robust::{imq_weight, Likelihood, DEFAULT_ROBUST_C};
 pub use site::{Site, SiteConfig, SiteMemory, SiteOptions};
 pub use sites::{group_id, GroupId, Sites, MAX_GROUPS, UNGROUPED};
 

@@ -8,8 +8,9 @@ use faer::MatRef;
 
 use crate::error::Result;
 use crate::learn::adam::{Adam, AdamConfig};
-use crate::learn::elbo::{block_loglik_grad_with, BlockElbo, BlockPsi};
+use crate::learn::elbo::{block_loglik_grad_weighted, block_loglik_grad_with, BlockElbo, BlockPsi};
 use crate::learn::importance::IsDiagnostics;
+use crate::learn::robust::row_weights;
 use crate::learn::window::window_loglik_grad;
 use crate::learn::{Learner, UpdateMode};
 use crate::model::natural::Posterior;
@@ -216,7 +217,45 @@ impl LearnState {
                 other => other.absorb(vocab, &self.proj, xs, ys, &mut self.ws),
             }
         }
-        self.n_own += y.len();
+        self.count_block(y.len());
+    }
+
+    /// As [`LearnState::absorb`] under the robust likelihood (frozen mode only, checked by
+    /// the agent): each row's weight against the predictive of q(u) `post` before the block
+    /// ([`row_weights`], threshold `c`), from the ψ the absorption computes anyway, then the
+    /// weighted statistics. Returns the weights `[n]`, constants for the gradient step.
+    ///
+    /// # Panics
+    /// Outside the frozen mode (our own misuse).
+    #[track_caller]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn absorb_weighted(
+        &mut self,
+        vocab: &Vocabulary,
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        bp: &mut BlockPsi,
+        rows: usize,
+        post: &Posterior,
+        c: f64,
+    ) -> Vec<f64> {
+        let Learner::Frozen(stats) = &mut self.learner else {
+            panic!("the robust likelihood needs the frozen mode");
+        };
+        let mut weights = Vec::with_capacity(y.len());
+        for (xs, ys) in row_chunks(x, y, rows) {
+            bp.recompute(vocab, &self.proj, xs);
+            let w = row_weights(vocab, &self.proj, post, bp, ys, c);
+            bp.accumulate_weighted_into(ys, &w, stats);
+            weights.extend_from_slice(&w);
+        }
+        self.count_block(y.len());
+        weights
+    }
+
+    /// Counts a block of `n` rows: `N_i`, blocks, data version.
+    fn count_block(&mut self, n: usize) {
+        self.n_own += n;
         self.blocks += 1;
         self.version += 1;
     }
@@ -237,8 +276,10 @@ impl LearnState {
     }
 
     /// The data term `L_D` of `(x [n, d], y [n])` and its gradient under q(u) `post`, summed
-    /// chunk by chunk for more than `rows` rows. `bp` holds the ψ of the last chunk (all of
-    /// it for a one-chunk block). `None` only for an empty block.
+    /// chunk by chunk for more than `rows` rows, each row's term tempered by its weight
+    /// `w [n]` when `weights` is given (the robust likelihood). `bp` holds the ψ of the last
+    /// chunk (all of it for a one-chunk block). `None` only for an empty block.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn data_term(
         &self,
         vocab: &Vocabulary,
@@ -247,15 +288,28 @@ impl LearnState {
         y: &[f64],
         bp: &mut BlockPsi,
         rows: usize,
+        weights: Option<&[f64]>,
     ) -> Option<BlockElbo> {
+        let term = |xs: MatRef<'_, f64>, ys: &[f64], bp: &BlockPsi, start: usize| match weights {
+            None => block_loglik_grad_with(vocab, &self.proj, post, xs, ys, bp),
+            Some(w) => block_loglik_grad_weighted(
+                vocab,
+                &self.proj,
+                post,
+                xs,
+                ys,
+                bp,
+                &w[start..start + ys.len()],
+            ),
+        };
         if y.len() <= rows {
-            return Some(block_loglik_grad_with(vocab, &self.proj, post, x, y, bp));
+            return Some(term(x, y, bp, 0));
         }
         // L_D and its gradient are sums over points: summed chunk by chunk.
         let mut acc: Option<BlockElbo> = None;
-        for (xs, ys) in row_chunks(x, y, rows) {
+        for (k, (xs, ys)) in row_chunks(x, y, rows).enumerate() {
             bp.recompute(vocab, &self.proj, xs);
-            let g = block_loglik_grad_with(vocab, &self.proj, post, xs, ys, bp);
+            let g = term(xs, ys, bp, k * rows.max(1));
             match &mut acc {
                 None => acc = Some(g),
                 Some(a) => a.add_in_place(&g),
@@ -281,7 +335,7 @@ impl LearnState {
         if y.len() <= rows {
             return Some(window_loglik_grad(vocab, &self.proj, post, x, y, bp, tail));
         }
-        self.data_term(vocab, post, x, y, bp, rows)
+        self.data_term(vocab, post, x, y, bp, rows, None)
     }
 
     /// One Adam step on the per-datum gradient `∇L_D/n − ∇KL_W/kl_den` (spec §6) of a block

@@ -29,10 +29,10 @@ pub fn window_loglik_grad(
     let fits = tail <= n && bp.holds(m, dz, tail);
     if !fits {
         bp.recompute(vocab, proj, x);
-        return loglik_grad_rows(vocab, proj, post, x, y, bp, None);
+        return loglik_grad_rows(vocab, proj, post, x, y, bp, None, None);
     }
     let mut ws = bp.take_workspace();
-    let out = loglik_grad_rows(vocab, proj, post, x, y, bp, Some((n - tail, &mut ws)));
+    let out = loglik_grad_rows(vocab, proj, post, x, y, bp, Some((n - tail, &mut ws)), None);
     bp.set_workspace(ws);
     out
 }

@@ -29,7 +29,7 @@ use crate::error::{ensure_finite, Error, Result};
 use crate::fuse::Mass;
 use crate::learn::elbo::{BlockElbo, BlockPsi};
 use crate::learn::state::{block_rows, keep_block_psi, take_block_psi, LearnState};
-use crate::learn::{FleetSite, IsDiagnostics, Learner, StepCounts, UpdateMode};
+use crate::learn::{FleetSite, IsDiagnostics, Learner, Likelihood, StepCounts, UpdateMode};
 use crate::local::LocalModel;
 use crate::model::predict::predict;
 use crate::model::{Excess, NaturalParams, Posterior, Prediction, Projection, Vocabulary};
@@ -45,8 +45,9 @@ const MAX_EVENTS: usize = 4096;
 /// What [`Agent::data_term_of`] is given: a block whose ψ `bp` holds, or a site window whose
 /// newest block's ψ it holds.
 #[derive(Clone, Copy, Debug)]
-enum Rows {
-    Block,
+enum Rows<'a> {
+    /// A block, with its rows' weights under the robust likelihood.
+    Block(Option<&'a [f64]>),
     /// The window's newest block's rows.
     Window(usize),
 }
@@ -74,7 +75,9 @@ impl Agent {
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for `d = 0`, zero importance samples, the shared projection
-    /// with push-sum, the fleet projection with the importance mode, or bad site settings.
+    /// with push-sum, the fleet projection with the importance mode, bad site settings, or
+    /// the robust likelihood with a threshold that is not finite and > 0, outside the frozen
+    /// mode or with the fleet projection.
     pub fn new(id: AgentId, vocab: Arc<Vocabulary>, d: usize, config: AgentConfig) -> Result<Self> {
         if d == 0 {
             return Err(Error::InvalidConfig("input dimension d must be > 0".into()));
@@ -90,6 +93,7 @@ impl Agent {
             ));
         }
         let fleet = config.projection == ProjectionMode::Fleet;
+        config.check_likelihood()?;
         if fleet {
             if let UpdateMode::Importance { .. } = config.mode {
                 return Err(Error::InvalidConfig(
@@ -347,7 +351,7 @@ impl Agent {
         let rows = block_rows(self.vocab.m());
         let mut bp = take_block_psi();
         // Spec §4: the block enters the caches under the current q(W); E_i follows.
-        self.learning.absorb(&self.vocab, x, y, &mut bp, rows);
+        let weights = self.absorb(x, y, &mut bp, rows);
         self.refresh_own(y.len() as f64);
         if self.config.learn {
             if self.is_fleet() {
@@ -355,7 +359,7 @@ impl Agent {
                 self.site_step(x, y, &mut bp, rows);
             } else {
                 // Spec §6: one Adam step on θ against the fused q(u); E_i under the new θ.
-                self.optimizer_step(x, y, &mut bp, rows);
+                self.optimizer_step(x, y, &mut bp, rows, weights.as_deref());
                 self.refresh_own(0.0);
             }
         }
@@ -365,42 +369,51 @@ impl Agent {
         Ok(())
     }
 
-    /// The data term `L_D` of `(x [n, d], y [n])` and its gradient against the fused q(u)
-    /// (the own q(u) if the fused one cannot be factored), summed chunk by chunk for more than
-    /// `rows` rows. `bp` holds the ψ of the last chunk (all of it for a one-chunk block).
-    /// `None` if no q(u) can be factored.
-    fn data_term(
+    /// Absorbs the block under the current q(W) (spec §4) in the configured likelihood;
+    /// robust: weighted against the q(u) before the block ([`Agent::current_posterior`];
+    /// Gaussian if none factors), the weights returned for the gradient step.
+    fn absorb(
         &mut self,
         x: MatRef<'_, f64>,
         y: &[f64],
         bp: &mut BlockPsi,
         rows: usize,
-    ) -> Option<BlockElbo> {
-        self.data_term_of(x, y, bp, rows, Rows::Block)
+    ) -> Option<Vec<f64>> {
+        if let Likelihood::Robust { c } = self.config.likelihood {
+            if let Some(post) = self.current_posterior() {
+                let l = &mut self.learning;
+                return Some(l.absorb_weighted(&self.vocab, x, y, bp, rows, &post, c));
+            }
+        }
+        self.learning.absorb(&self.vocab, x, y, bp, rows);
+        None
     }
 
-    /// [`Agent::data_term`] of a block (`bp` holds its ψ) or of a site window (`bp` holds
-    /// its newest block's ψ: [`LearnState::window_data_term`]).
+    /// The fused q(u), or the own one if the fused one cannot be factored; `None` (and a
+    /// [`Event::StepSkipped`] "posterior") if neither can.
+    fn current_posterior(&mut self) -> Option<Posterior> {
+        let post = (self.posterior(View::Fused)).or_else(|_| self.posterior(View::Own));
+        if post.is_err() {
+            self.push_event(Event::StepSkipped {
+                reason: "posterior",
+            });
+        }
+        post.ok()
+    }
+
+    /// The data term `L_D` and its gradient against the fused q(u) (the own q(u) if the
+    /// fused one cannot be factored; `None` if neither can) of a block (`bp` holds its ψ, or
+    /// its last chunk's; rows tempered by their weights if given) or of a site window (`bp`
+    /// holds its newest block's ψ: [`LearnState::window_data_term`]).
     fn data_term_of(
         &mut self,
         x: MatRef<'_, f64>,
         y: &[f64],
         bp: &mut BlockPsi,
         rows: usize,
-        what: Rows,
+        what: Rows<'_>,
     ) -> Option<BlockElbo> {
-        let post = match self.posterior(View::Fused) {
-            Ok(p) => p,
-            Err(_) => match self.posterior(View::Own) {
-                Ok(p) => p,
-                Err(_) => {
-                    self.push_event(Event::StepSkipped {
-                        reason: "posterior",
-                    });
-                    return None;
-                }
-            },
-        };
+        let post = self.current_posterior()?;
         if post.jitter() > 0.0 {
             self.push_event(Event::Jitter {
                 what: "T1",
@@ -408,7 +421,9 @@ impl Agent {
             });
         }
         match what {
-            Rows::Block => self.learning.data_term(&self.vocab, &post, x, y, bp, rows),
+            Rows::Block(w) => self
+                .learning
+                .data_term(&self.vocab, &post, x, y, bp, rows, w),
             Rows::Window(tail) => {
                 self.learning
                     .window_data_term(&self.vocab, &post, x, y, bp, tail)
@@ -418,8 +433,15 @@ impl Agent {
 
     /// One Adam step on the per-datum gradient `∇L_D/n − w·∇KL_W/N_own` (spec §6), against
     /// the fused q(u). In shared mode the KL weight is `N_own/N_fleet` (spec §13).
-    fn optimizer_step(&mut self, x: MatRef<'_, f64>, y: &[f64], bp: &mut BlockPsi, rows: usize) {
-        let Some(elbo) = self.data_term(x, y, bp, rows) else {
+    fn optimizer_step(
+        &mut self,
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        bp: &mut BlockPsi,
+        rows: usize,
+        weights: Option<&[f64]>,
+    ) {
+        let Some(elbo) = self.data_term_of(x, y, bp, rows, Rows::Block(weights)) else {
             return;
         };
         let n_own = self.learning.n_own() as f64;
@@ -449,7 +471,7 @@ impl Agent {
             // `bp` holds the newest block's ψ (a one-chunk block, absorbed under the same
             // q(W)): a one-chunk window computes only its older rows, point by point.
             Some((xs, ys)) => self.data_term_of(xs, ys, bp, rows, Rows::Window(y.len())),
-            None => self.data_term(x, y, bp, rows),
+            None => self.data_term_of(x, y, bp, rows, Rows::Block(None)),
         };
         let Some(elbo) = elbo else {
             return;

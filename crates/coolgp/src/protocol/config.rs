@@ -1,7 +1,8 @@
 //! An agent's settings: the fusion rule (spec §7), the projection mode (spec §13, §14), the
-//! online mode and the optimizer, and which q(u) a caller asks for.
+//! online mode, the likelihood and the optimizer, and which q(u) a caller asks for.
 
-use crate::learn::{AdamConfig, GroupId, SiteConfig, UpdateMode};
+use crate::error::{Error, Result};
+use crate::learn::{AdamConfig, GroupId, Likelihood, SiteConfig, UpdateMode};
 use crate::local::LocalConfig;
 
 /// How an agent combines its neighbours' knowledge (spec §7).
@@ -110,6 +111,10 @@ pub struct AgentConfig {
     /// this multiple of the rest's is scaled down to it ([`crate::members::bound`]); `None`
     /// accepts any plausible message (spec §9 only).
     pub influence_cap: Option<f64>,
+    /// How a block's rows enter q(u) and `L_D` (issue 29 item 4, docs/ROBUST.md): Gaussian
+    /// (default) or robust (each row tempered by its weight against the predictive before
+    /// the block; frozen online mode, not the fleet projection).
+    pub likelihood: Likelihood,
 }
 
 impl Default for AgentConfig {
@@ -125,7 +130,33 @@ impl Default for AgentConfig {
             group: None,
             local: LocalConfig::default(),
             influence_cap: None,
+            likelihood: Likelihood::Gaussian,
         }
+    }
+}
+
+impl AgentConfig {
+    /// Refuses a robust likelihood with a threshold that is not finite and > 0, outside the
+    /// frozen online mode (the importance and exact caches would have to keep the weights) or
+    /// with the fleet projection (its site window re-evaluates older rows, whose weights it does
+    /// not keep).
+    pub(crate) fn check_likelihood(&self) -> Result<()> {
+        if self.likelihood == Likelihood::Gaussian {
+            return Ok(());
+        }
+        self.likelihood.validate().map_err(Error::InvalidConfig)?;
+        if self.mode != UpdateMode::Frozen {
+            return Err(Error::InvalidConfig(format!(
+                "the robust likelihood needs the frozen online mode, not {}",
+                self.mode.name()
+            )));
+        }
+        if self.projection == ProjectionMode::Fleet {
+            return Err(Error::InvalidConfig(
+                "the robust likelihood does not support the fleet projection yet (use per-agent or shared)".into(),
+            ));
+        }
+        Ok(())
     }
 }
 
