@@ -104,9 +104,17 @@ pub fn combined(rule: FleetRule, per_agent: &[Vec<LocalAnswer>]) -> PyResult<Vec
     (0..n)
         .map(|p| {
             let at: Vec<LocalAnswer> = per_agent.iter().map(|a| a[p]).collect();
-            combine(rule, &at).ok_or_else(|| PyValueError::new_err("answers: no agent answered"))
+            combined_at(rule, &at)
         })
         .collect()
+}
+
+/// The answers at one point (`at`: one per agent asked) combined by `rule`.
+///
+/// # Errors
+/// `ValueError` if no agent answered.
+pub fn combined_at(rule: FleetRule, at: &[LocalAnswer]) -> PyResult<LocalAnswer> {
+    combine(rule, at).ok_or_else(|| PyValueError::new_err("answers: no agent answered"))
 }
 
 /// Combines several agents' answers at the same points (a list of `Agent.local_answers`

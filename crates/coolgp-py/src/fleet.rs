@@ -6,13 +6,15 @@
 //! q(W) and its fused q(u), in the original units.
 
 use std::str::FromStr;
+use std::sync::Mutex;
 
 use coolgp::faer::Mat;
 use coolgp::local::{FleetRule, LocalAnswer};
 use coolgp::rng::Rng;
 use coolgp::{Agent, View};
 use coolgp_data::Standardizer;
-use coolgp_sim::fleet::calibrate;
+use coolgp_sim::config::DEFAULT_ROUTE;
+use coolgp_sim::fleet::{calibrate, routed_answers};
 use coolgp_sim::{Batch, Fleet, FusionChoice, SimConfig, SimError, TopologyKind, Workload};
 use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
@@ -34,6 +36,10 @@ struct Fitted {
     weight: f64,
     /// The fleet rule predict combines with: `fleet_rule`, or the one `"auto"` chose.
     rule: FleetRule,
+    /// The K predict and the calibration route with (issue 31): each row asks the K agents
+    /// nearest it by coverage; `None` when every agent is asked (`route=0`, K at least the
+    /// agents that answer, or no local memory).
+    route: Option<usize>,
 }
 
 /// The settings of a fleet.
@@ -56,6 +62,8 @@ struct Settings {
     fleet_rule: Option<FleetRule>,
     learn: bool,
     seed: u64,
+    /// `route=K` (0: every agent answers every row).
+    route: usize,
 }
 
 /// A fleet of COOL-GP agents as one scikit-learn style regressor.
@@ -63,7 +71,7 @@ struct Settings {
 /// FleetRegressor(agents=4, inducing=30, *, latent_dim=None, batch=20, fuse_every=10,
 ///                topology="path", mode="frozen", projection="per-agent", site_memory=None,
 ///                local_memory=None, local_policy=None, local_kernel=None,
-///                local_fit=None, fleet_rule="rbcm", learn=True, seed=0)
+///                local_fit=None, fleet_rule="rbcm", learn=True, seed=0, route=16)
 ///
 /// site_memory: with projection="fleet", "stream" (the default: a site sums every block's
 /// term, right in random and in time order) or "recent" (extrapolates from the newest
@@ -92,10 +100,21 @@ struct Settings {
 /// simulate` does (issue 29, docs/MEMBERS.md): an agent whose rows even its best-agreeing
 /// peer predicts far worse than the median agent's is a suspect; its data leave the others'
 /// fused models and its answers leave predict's combination (`suspects_`).
+///
+/// route=K (issue 31; 16, the default of `coolgp simulate --route` and `coolgp query --all
+/// --route`; 0: every agent): with local memory, predict asks each row only the K agents
+/// whose coverage (where their memory rows lie, docs/LOCAL.md §13) is nearest it and
+/// combines their answers, so a query costs rows × K answers instead of rows × agents; the
+/// calibration at fit asks each held-out row its owner and the K − 1 others nearest, as the
+/// simulator does. With K at least the number of agents the answers are those of asking
+/// all, bit for bit. `route_` is the K used (0: every agent asked), `answers_asked_` the
+/// answers (agent × row) the last predict combined.
 #[pyclass(module = "coolgp._coolgp")]
 pub struct FleetRegressor {
     s: Settings,
     fitted: Option<Fitted>,
+    /// Answers (agent × row) the last predict asked for.
+    asked: Mutex<Option<usize>>,
 }
 
 impl FleetRegressor {
@@ -205,6 +224,7 @@ impl Settings {
             site: agent.site,
             local: agent.local,
             fleet_rule: self.fleet_rule,
+            route: (self.route > 0).then_some(self.route),
             // The sites fuse with q(u) only (the simulator's default fuses them far more
             // often, with warm-ups); FleetRegressor keeps the cadence it was tuned with.
             site_every: Some(self.fuse_every.saturating_mul(agents)),
@@ -255,34 +275,60 @@ fn stream(x: &Mat<f64>, y: &[f64], rows: &[Vec<usize>], batch: usize) -> Workloa
     }
 }
 
-/// The mean and variance (of f, or of y with `noise`) at the rows of `x` (standardized): one
-/// agent's fused prediction (its local answers if it has a memory), or several agents'
-/// local answers combined by `rule` point by point.
+/// Who answers a prediction.
+enum Asking<'a> {
+    /// These agents, each about every row.
+    Every(Vec<&'a Agent>),
+    /// Each row the `k` agents nearest it by coverage among the `fleet`'s not `withheld`
+    /// ([`routed_answers`]).
+    Routed {
+        fleet: &'a [Agent],
+        withheld: Vec<bool>,
+        k: usize,
+    },
+}
+
+/// The mean and variance (of f, or of y with `noise`) at the rows of `x` (standardized), and
+/// the answers asked for (agent × row): one agent's fused prediction (its local answers if it
+/// has a memory), or several agents' local answers combined by `rule` point by point.
 fn moments(
-    agents: &[&Agent],
+    asking: &Asking<'_>,
     x: coolgp::faer::MatRef<'_, f64>,
     (rule, weight): (FleetRule, f64),
     noise: bool,
-) -> PyResult<(Vec<f64>, Vec<f64>)> {
-    if let [a] = agents {
-        if a.local_points() == 0 {
-            // Today's answer, bit for bit.
-            let p = a.predict(x, View::Fused).map_err(core_err)?;
-            return Ok((p.mean, if noise { p.var_y } else { p.var_f }));
+) -> PyResult<(Vec<f64>, Vec<f64>, usize)> {
+    let (combined, asked) = match asking {
+        Asking::Every(agents) => {
+            if let [a] = agents.as_slice() {
+                if a.local_points() == 0 {
+                    // Today's answer, bit for bit.
+                    let p = a.predict(x, View::Fused).map_err(core_err)?;
+                    return Ok((p.mean, if noise { p.var_y } else { p.var_f }, x.nrows()));
+                }
+            }
+            let per_agent = agents
+                .iter()
+                .map(|a| a.local_answers(x, View::Fused).map_err(core_err))
+                .collect::<PyResult<Vec<_>>>()?;
+            let asked = per_agent.iter().map(Vec::len).sum();
+            (answers::combined(rule, &per_agent)?, asked)
         }
-    }
-    let per_agent = agents
-        .iter()
-        .map(|a| a.local_answers(x, View::Fused).map_err(core_err))
-        .collect::<PyResult<Vec<_>>>()?;
-    let combined: Vec<LocalAnswer> = answers::combined(rule, &per_agent)?
-        .iter()
-        .map(|a| a.shrunk(weight))
-        .collect();
+        Asking::Routed { fleet, withheld, k } => {
+            let per_row = routed_answers(fleet, withheld, x, *k);
+            let asked = per_row.iter().map(Vec::len).sum();
+            let combined = per_row
+                .iter()
+                .map(|at| answers::combined_at(rule, at))
+                .collect::<PyResult<Vec<_>>>()?;
+            (combined, asked)
+        }
+    };
+    let combined: Vec<LocalAnswer> = combined.iter().map(|a| a.shrunk(weight)).collect();
     let var = |a: &LocalAnswer| if noise { a.var_y() } else { a.var_f() };
     Ok((
         combined.iter().map(LocalAnswer::mean).collect(),
         combined.iter().map(var).collect(),
+        asked,
     ))
 }
 
@@ -318,7 +364,7 @@ impl FleetRegressor {
     #[pyo3(signature = (agents=4, inducing=30, *, latent_dim=None, batch=20, fuse_every=10,
         topology="path", mode="frozen", projection="per-agent", site_memory=None,
         local_memory=None, local_policy=None, local_kernel=None, local_fit=None,
-        fleet_rule="rbcm", learn=true, seed=0))]
+        fleet_rule="rbcm", learn=true, seed=0, route=DEFAULT_ROUTE as i64))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         agents: i64,
@@ -337,11 +383,13 @@ impl FleetRegressor {
         fleet_rule: &str,
         learn: bool,
         seed: u64,
+        route: i64,
     ) -> PyResult<Self> {
         let (agents, inducing) = (count("agents", agents)?, count("inducing", inducing)?);
         let (batch, fuse_every) = (count("batch", batch)?, count("fuse_every", fuse_every)?);
         let latent_dim = count_opt("latent_dim", latent_dim)?;
         let local_memory = count_opt("local_memory", local_memory)?;
+        let route = count("route", route)?;
         if agents == 0 || inducing == 0 || batch == 0 || fuse_every == 0 {
             return Err(PyValueError::new_err(
                 "agents, inducing, batch and fuse_every must be > 0",
@@ -373,11 +421,16 @@ impl FleetRegressor {
             },
             learn,
             seed,
+            route,
         };
         s.memory()?;
         s.sim_config(1)?;
         tree_topology(&s.topology)?;
-        Ok(Self { s, fitted: None })
+        Ok(Self {
+            s,
+            fitted: None,
+            asked: Mutex::new(None),
+        })
     }
 
     /// Fits the fleet on X (n, d) and y (n,); `groups` (n labels) routes the rows, one agent
@@ -399,6 +452,7 @@ impl FleetRegressor {
         }
         let groups = groups.map(|g| group_indices(g, x.nrows())).transpose()?;
         let s = slf.s.clone();
+        let fleet_answers = slf.fleet_answers();
         let fitted = py.detach(|| {
             fenced("fit", || {
                 let scaler = Standardizer::fit_xy(&x, &y)
@@ -413,7 +467,12 @@ impl FleetRegressor {
                 let rules = s.fleet_rule.map_or(FleetRule::ALL.to_vec(), |r| vec![r]);
                 // Contained suspects (issue 29) neither offer rows nor answer.
                 let withheld: Vec<bool> = agents.iter().map(Agent::is_withheld).collect();
-                let c = calibrate(&agents, &rules, &withheld, None);
+                // Routing (issue 31) only where it asks fewer than all: with K at least the
+                // agents that answer, every agent is asked, bit for bit as without it.
+                let answering = withheld.iter().filter(|&&w| !w).count();
+                let route =
+                    (fleet_answers && s.route > 0 && s.route < answering).then_some(s.route);
+                let c = calibrate(&agents, &rules, &withheld, route);
                 let rule = s.fleet_rule.or_else(|| c.best()).unwrap_or(FleetRule::Rbcm);
                 let cal = c.of(rule);
                 Ok(Fitted {
@@ -422,10 +481,12 @@ impl FleetRegressor {
                     var_scale: cal.scale,
                     weight: cal.weight,
                     rule,
+                    route,
                 })
             })
         })?;
         slf.fitted = Some(fitted);
+        *slf.asked.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(slf)
     }
 
@@ -449,15 +510,22 @@ impl FleetRegressor {
         let f = self.fitted.as_ref().ok_or_else(|| {
             PyValueError::new_err("FleetRegressor is not fitted: call fit(X, y) first")
         })?;
-        let chosen = match agent {
-            Some(i) => vec![f.agents.get(i).ok_or_else(|| {
+        let asking = match agent {
+            Some(i) => Asking::Every(vec![f.agents.get(i).ok_or_else(|| {
                 PyValueError::new_err(format!(
                     "agent {i}: the fleet has {} agents",
                     f.agents.len()
                 ))
-            })?],
-            None if self.fleet_answers() => f.agents.iter().filter(|a| !a.is_withheld()).collect(),
-            None => f.agents.iter().take(1).collect(),
+            })?]),
+            None if self.fleet_answers() => match f.route {
+                Some(k) => Asking::Routed {
+                    fleet: &f.agents,
+                    withheld: f.agents.iter().map(Agent::is_withheld).collect(),
+                    k,
+                },
+                None => Asking::Every(f.agents.iter().filter(|a| !a.is_withheld()).collect()),
+            },
+            None => Asking::Every(f.agents.iter().take(1).collect()),
         };
         let mut xs = convert::matrix(x, "X", Some(f.scaler.dim()))?;
         f.scaler
@@ -468,11 +536,12 @@ impl FleetRegressor {
             None if self.fleet_answers() => f.weight,
             _ => 1.0,
         };
-        let (mean, mut var) = py.detach(|| {
+        let (mean, mut var, asked) = py.detach(|| {
             fenced("predict", || {
-                moments(&chosen, xs.as_ref(), (rule, weight), include_noise)
+                moments(&asking, xs.as_ref(), (rule, weight), include_noise)
             })
         })?;
+        *self.asked.lock().unwrap_or_else(|e| e.into_inner()) = Some(asked);
         if agent.is_none() && self.fleet_answers() {
             var.iter_mut().for_each(|v| *v *= f.var_scale);
         }
@@ -527,6 +596,7 @@ impl FleetRegressor {
         d.set_item("fleet_rule", s.fleet_rule.map_or("auto", FleetRule::name))?;
         d.set_item("learn", s.learn)?;
         d.set_item("seed", s.seed)?;
+        d.set_item("route", s.route)?;
         Ok(d)
     }
 
@@ -586,6 +656,21 @@ impl FleetRegressor {
                 .filter(|&i| f.agents[i].is_withheld())
                 .collect()
         })
+    }
+
+    /// The K predict routes each row to (issue 31): the K agents nearest it by coverage; 0
+    /// when every agent answers every row (route=0, K at least the agents that answer, or no
+    /// local memory); None before fit.
+    #[getter]
+    fn route_(&self) -> Option<usize> {
+        self.fitted.as_ref().map(|f| f.route.unwrap_or(0))
+    }
+
+    /// Answers (agent × row) the last predict combined: rows × agents asking all, about rows
+    /// × K routed (None before a predict since the last fit).
+    #[getter]
+    fn answers_asked_(&self) -> Option<usize> {
+        *self.asked.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Points represented in each agent's fused model (all equal to n after fit on a tree).

@@ -124,7 +124,13 @@ class Agent:
     def load(path: _Path, vocab: Optional[Vocabulary] = None) -> "Agent": ...
 
 class FleetRegressor:
-    """A fleet of agents as one scikit-learn style regressor."""
+    """A fleet of agents as one scikit-learn style regressor.
+
+    route=K (default 16, as `coolgp simulate --route` and `coolgp query --all --route`; 0:
+    every agent): with local memory, predict asks each row only the K agents whose coverage
+    is nearest it, and fit's calibration asks each held-out row its owner and the K - 1
+    others nearest; K >= the number of agents gives the answers of asking all, bit for bit.
+    """
 
     def __init__(
         self,
@@ -145,6 +151,7 @@ class FleetRegressor:
         fleet_rule: str = "rbcm",
         learn: bool = True,
         seed: int = 0,
+        route: int = 16,
     ) -> None: ...
     def fit(
         self, x: npt.ArrayLike, y: npt.ArrayLike, groups: Optional[Sequence[Any]] = None
@@ -167,6 +174,22 @@ class FleetRegressor:
     def local_points_(self) -> Optional[List[int]]: ...
     @property
     def fleet_points_(self) -> Optional[List[float]]: ...
+    @property
+    def var_scale_(self) -> Optional[float]: ...
+    @property
+    def residual_weight_(self) -> Optional[float]: ...
+    @property
+    def fleet_rule_(self) -> Optional[str]: ...
+    @property
+    def suspects_(self) -> List[int]: ...
+    @property
+    def route_(self) -> Optional[int]:
+        """The K predict routes each row to; 0 when every agent answers every row."""
+        ...
+    @property
+    def answers_asked_(self) -> Optional[int]:
+        """Answers (agent x row) the last predict combined."""
+        ...
 
 def message_info(payload: bytes) -> Dict[str, Any]:
     """Header fields of a wire message: sender, receiver, round, version, fingerprint, kind

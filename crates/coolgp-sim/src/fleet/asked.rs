@@ -110,6 +110,21 @@ impl Asked {
     }
 }
 
+/// The answers at each row of `x [q, d]` of the `k` agents not `excluded` nearest it by
+/// coverage ([`routes`]), per row in ascending agent order: the routed fleet query
+/// (`--route k`, issue 31) for a driver that combines them itself (the Python
+/// `FleetRegressor.predict`). An agent that cannot answer gives no answers.
+pub fn routed_answers(
+    agents: &[Agent],
+    excluded: &[bool],
+    x: MatRef<'_, f64>,
+    k: usize,
+) -> Vec<Vec<LocalAnswer>> {
+    let who = routes(agents, excluded, x, k, None);
+    let asked = Asked::ask(agents, excluded, x, Some(who));
+    (0..x.nrows()).map(|i| asked.answers_at(i)).collect()
+}
+
 /// The agents [`Asked::ask`] asks about each row of `x [q, d]` under `--route k`: among the
 /// agents not `excluded`, the `k` nearest by coverage ([`route`]); where `owners` gives the
 /// row's owner (a calibration row), the owner and the `k − 1` others nearest.

@@ -43,6 +43,7 @@ use crate::report::{CurvePoint, Phases};
 use crate::workload::{TestSet, Workload};
 use crate::SimError;
 
+pub use asked::routed_answers;
 pub use calibrate::{calibrate, Calibration, RuleCalibration};
 use fuse::Fusion;
 pub use members::{MemberReport, MembersReport};
