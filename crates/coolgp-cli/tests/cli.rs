@@ -804,6 +804,12 @@ fn zero_batches_and_agents_are_refused_before_the_data_is_read() {
             "0.5",
             "--influence-cap must be 0 (off) or at least 1",
         ),
+        // The likelihood (issue 29, item 4).
+        (
+            "--likelihood",
+            "huber",
+            "unknown --likelihood 'huber': use gaussian, robust",
+        ),
     ] {
         let out = coolgp(&["simulate", "--dataset", "wind", flag, value]);
         let err = String::from_utf8_lossy(&out.stderr);

@@ -39,9 +39,9 @@ fn builtin_table(args: &SimArgs, name: &str) -> Result<Dataset, SimError> {
     Ok(load_csv(&data_dir().join(file), &opts)?.0)
 }
 
-/// Counts that must be positive, and the member check's settings, refused before any data is
-/// read (a batch of 0 rows used to become 1 without a word, a fleet of 0 agents failed only
-/// after loading).
+/// Counts that must be positive, the member check's settings and the likelihood's, refused
+/// before any data is read (a batch of 0 rows used to become 1 without a word, a fleet of 0
+/// agents failed only after loading).
 pub(crate) fn check_counts(args: &SimArgs) -> Result<(), SimError> {
     for (flag, v) in [("--batch", args.batch), ("--agents", args.agents)] {
         if v == Some(0) {
@@ -53,6 +53,9 @@ pub(crate) fn check_counts(args: &SimArgs) -> Result<(), SimError> {
     }
     args.agent
         .influence_cap()
+        .map_err(|e| SimError::Config(e.to_string()))?;
+    args.agent
+        .likelihood(coolgp_config::Driver::Simulate)
         .map_err(|e| SimError::Config(e.to_string()))?;
     Ok(())
 }
