@@ -374,12 +374,20 @@ async fn gather(
         parts: true,
         ..req.clone()
     };
-    let body = serde_json::to_vec(&req).map_err(|e| NodeError::Config(e.to_string()))?;
+    let mut body = serde_json::to_vec(&req).map_err(|e| NodeError::Config(e.to_string()))?;
     // Answers expected of agent `id`: its routed rows, every row, or (held out) its offer.
     let n = |id: u64| match (&req.route, req.held_out) {
         (_, Some(_)) => None,
         (Some(route), None) => Some(route.get(&id).map_or(0, Vec::len)),
         (None, None) => Some(req.x.len()),
+    };
+    // Who must answer: in a routed query only the agents with rows (issue 31: with 1,000
+    // agents, waiting for every one of them, and asking all of them again when one was late,
+    // made a routed query take 2–5 s); otherwise every live member.
+    let awaited = |id: &u64| {
+        req.route
+            .as_ref()
+            .is_none_or(|r| r.get(id).is_some_and(|v| !v.is_empty()))
     };
     let deadline = Instant::now() + timeout;
     let mut got = FleetAnswers::default();
@@ -398,16 +406,32 @@ async fn gather(
         got.dropped = round.dropped;
         // Until a member is seen alive, one more round: a fresh session may see neither all
         // routes nor all tokens at first.
-        let everyone = alive.iter().all(|id| got.answers.contains_key(id));
+        let everyone = alive
+            .iter()
+            .filter(|id| awaited(id))
+            .all(|id| got.answers.contains_key(id));
         let sure = !alive.is_empty() || rounds >= 2;
         if (!got.answers.is_empty() && everyone && sure) || Instant::now() >= deadline {
             break;
+        }
+        // A routed query asks again only the agents whose answers are missing.
+        if let Some(route) = &req.route {
+            let missing = route
+                .iter()
+                .filter(|(id, rows)| !rows.is_empty() && !got.answers.contains_key(id))
+                .map(|(id, rows)| (*id, rows.clone()))
+                .collect();
+            let again = PredictRequest {
+                route: Some(missing),
+                ..req.clone()
+            };
+            body = serde_json::to_vec(&again).map_err(|e| NodeError::Config(e.to_string()))?;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     got.silent = alive
         .into_iter()
-        .filter(|id| !got.answers.contains_key(id))
+        .filter(|id| awaited(id) && !got.answers.contains_key(id))
         .collect();
     if let Some(route) = &req.route {
         got.rows = got

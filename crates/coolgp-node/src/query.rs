@@ -224,9 +224,12 @@ pub fn predict(
     };
     // A routed request for rows names the agents asked and, for rows near given ones, which
     // of those rows each answers; the others stay silent.
+    // A routed query's agent with no row to answer stays silent too (issue 31: a thousand
+    // empty replies per routed query).
     let routed = req.route.as_ref().map(|r| r.get(&model.id));
     let for_rows = req.held_out.is_some() || req.fit_sample.is_some() || req.near.is_some();
-    if for_rows && matches!(routed, Some(None)) {
+    let no_rows = !for_rows && matches!(routed, Some(Some(rows)) if rows.is_empty());
+    if matches!(routed, Some(None)) || no_rows {
         return Ok(None);
     }
     if for_rows {

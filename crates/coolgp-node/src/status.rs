@@ -379,10 +379,10 @@ pub struct PredictRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub near: Option<NearRequest>,
     /// A routed query (`coolgp query --all --route K`, issue 31): per agent id, the rows of
-    /// `x` it answers (in that order); an agent not named answers none. On a request for
-    /// rows (`held_out`, `fit_sample`, `near`: a pooled fit asking a bounded set of members)
-    /// an agent not named does not reply at all, and `near` is answered at the listed rows
-    /// only.
+    /// `x` it answers (in that order); an agent not named, or named with no row, does not
+    /// reply. On a request for rows (`held_out`, `fit_sample`, `near`: a pooled fit asking a
+    /// bounded set of members) an agent not named does not reply, one named answers (`near`:
+    /// at the listed rows only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route: Option<std::collections::BTreeMap<u64, Vec<usize>>>,
 }
