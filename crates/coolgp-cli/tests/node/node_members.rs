@@ -23,6 +23,7 @@ fn shares(offset_at_2: f64) -> Vec<Vec<(Vec<f64>, f64)>> {
 
 #[test]
 fn a_faulty_node_is_marked_contained_and_readmitted_after_a_clean_restart() {
+    let _g = serial();
     let mut fleet = Fleet::new("members", 3);
     let args = start_path(
         &mut fleet,

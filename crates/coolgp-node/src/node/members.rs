@@ -68,7 +68,8 @@ pub(super) struct Watch {
     next_round: u64,
     /// Rounds between readings now ([`CHECK_ROUNDS`] .. [`MAX_CHECK_ROUNDS`]).
     interval: u64,
-    /// The agent's data version at the last reading.
+    /// The agent's data version and pooled kernels taken at the last reading
+    /// ([`Node::data_stamp`]).
     seen_version: u64,
     /// A digest of each peer's own excess as last read (whatever subset a reading reads).
     seen: BTreeMap<u64, u64>,
@@ -126,6 +127,15 @@ impl Node {
         })
     }
 
+    /// What the evidence depends on besides the peers: the agent's data version plus the
+    /// pooled residual kernels taken (a new kernel re-measures every member).
+    fn data_stamp(&self) -> u64 {
+        let kernels = self.pooled.as_ref().map_or(0, |p| p.fits);
+        self.agent
+            .version()
+            .wrapping_add(kernels.wrapping_mul(1 << 40))
+    }
+
     /// One step of the member check (module doc): apply a finished reading; start the next
     /// every [`CHECK_ROUNDS`] rounds, as the fitter (`fitter == self`) or a follower.
     pub(super) fn member_check_step(&mut self, session: &zenoh::Session, fitter: u64) {
@@ -144,8 +154,9 @@ impl Node {
                         same_peers &= self.watch.seen.insert(*id, d).is_none_or(|was| was == d);
                     }
                     let same_verdict = verdict.as_ref().is_none_or(|v| v.0 == self.watch.suspects);
-                    let same_data = self.agent.version() == self.watch.seen_version;
-                    self.watch.seen_version = self.agent.version();
+                    // A new pooled kernel changes every member's evidence, as new data does.
+                    let same_data = self.data_stamp() == self.watch.seen_version;
+                    self.watch.seen_version = self.data_stamp();
                     self.watch.interval = if same_peers && same_verdict && same_data {
                         (2 * self.watch.interval).clamp(CHECK_ROUNDS, MAX_CHECK_ROUNDS)
                     } else {
@@ -184,7 +195,7 @@ impl Node {
         let idle = self.watch.suspects.is_empty()
             && self.watch.interval >= MAX_CHECK_ROUNDS
             && fused_at < self.watch.read_at_ms
-            && self.agent.version() == self.watch.seen_version;
+            && self.data_stamp() == self.watch.seen_version;
         if idle && fitter == me {
             return;
         }
