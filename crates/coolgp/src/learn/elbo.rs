@@ -179,10 +179,22 @@ impl BlockPsi {
     #[track_caller]
     pub fn accumulate_weighted_into(&self, y: &[f64], w: &[f64], stats: &mut UnitStats) {
         assert!(w.len() >= y.len(), "one weight per row");
+        self.accumulate(y, Some(w), stats);
+    }
+
+    /// Adds `Σ_n ψ̄2(x_n)`, `Ψ̄1ᵀy`, n and yᵀy to `stats` (frozen mode, spec §4c).
+    pub fn accumulate_into(&self, y: &[f64], stats: &mut UnitStats) {
+        self.accumulate(y, None, stats);
+    }
+
+    /// The sums of [`BlockPsi::accumulate_into`], each row's terms times its weight `w_n`
+    /// (1 without weights: the same numbers bit for bit), n unweighted.
+    fn accumulate(&self, y: &[f64], w: Option<&[f64]>, stats: &mut UnitStats) {
         let m = self.m;
         let mut sum = vec![0.0; m * m];
         let n = self.n();
-        for (r, (&yn, &wn)) in y.iter().zip(w).enumerate().take(n) {
+        for (r, &yn) in y.iter().enumerate().take(n) {
+            let wn = w.map_or(1.0, |w| w[r]);
             let p = &self.psi2[r * m * m..(r + 1) * m * m];
             for j in 0..m {
                 let row = j * m + j..(j + 1) * m;
@@ -195,36 +207,6 @@ impl BlockPsi {
                 *acc += p * wy;
             }
             stats.yty += wy * yn;
-        }
-        stats.n += y.len().min(n);
-        for j in 0..m {
-            for k in j..m {
-                let v = sum[j * m + k];
-                stats.psi2[(j, k)] += v;
-                if k != j {
-                    stats.psi2[(k, j)] += v;
-                }
-            }
-        }
-    }
-
-    /// Adds `Σ_n ψ̄2(x_n)`, `Ψ̄1ᵀy`, n and yᵀy to `stats` (frozen mode, spec §4c).
-    pub fn accumulate_into(&self, y: &[f64], stats: &mut UnitStats) {
-        let m = self.m;
-        let mut sum = vec![0.0; m * m];
-        let n = self.n();
-        for (r, &yn) in y.iter().enumerate().take(n) {
-            let p = &self.psi2[r * m * m..(r + 1) * m * m];
-            for j in 0..m {
-                let row = j * m + j..(j + 1) * m;
-                for (acc, v) in sum[row.clone()].iter_mut().zip(&p[row]) {
-                    *acc += v;
-                }
-            }
-            for (acc, p) in stats.psi1_y.iter_mut().zip(&self.psi1[r * m..(r + 1) * m]) {
-                *acc += p * yn;
-            }
-            stats.yty += yn * yn;
         }
         stats.n += y.len().min(n);
         for j in 0..m {
