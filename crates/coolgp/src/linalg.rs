@@ -36,16 +36,18 @@ pub fn fill_lower_from_upper(a: &mut Mat<f64>) {
     }
 }
 
-/// `C = A B` (sequential).
+/// `C = A B` (sequential; the vector registers' upper halves cleaned after, [`crate::simd::clean_upper`]).
 pub fn mul(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> Mat<f64> {
     let mut c = Mat::zeros(a.nrows(), b.ncols());
     matmul(c.as_mut(), Accum::Replace, a, b, 1.0, Par::Seq);
+    crate::simd::clean_upper();
     c
 }
 
-/// `C += alpha · A B` (sequential).
+/// `C += alpha · A B` (sequential; cleaned after, as [`mul`]).
 pub fn mul_add(c: MatMut<'_, f64>, a: MatRef<'_, f64>, b: MatRef<'_, f64>, alpha: f64) {
     matmul(c, Accum::Add, a, b, alpha, Par::Seq);
+    crate::simd::clean_upper();
 }
 
 /// `y = A x`.
@@ -260,5 +262,59 @@ mod tests {
     fn min_eigenvalue_of_diag() {
         let a = Mat::from_fn(3, 3, |i, j| if i == j { [3.0, -2.0, 5.0][i] } else { 0.0 });
         assert!((min_eigenvalue(a.as_ref()).expect("evd") + 2.0).abs() < 1e-14);
+    }
+
+    /// The processor's XINUSE bits (`xgetbv(1)`): bit 2 the upper halves of ymm0–15, bit 6
+    /// those of zmm0–15; `None` where the CPU cannot report them.
+    #[cfg(target_arch = "x86_64")]
+    fn upper_in_use() -> Option<u64> {
+        #[target_feature(enable = "xsave")]
+        unsafe fn xinuse() -> u64 {
+            std::arch::x86_64::_xgetbv(1)
+        }
+        if !std::arch::is_x86_feature_detected!("xsave") {
+            return None;
+        }
+        // CPUID.(EAX=0DH, ECX=1):EAX[2]: XGETBV with ECX = 1 is supported.
+        let leaf = std::arch::x86_64::__cpuid_count(0xD, 1);
+        if leaf.eax & 4 == 0 {
+            return None;
+        }
+        // SAFETY: xsave and xgetbv(1) are supported (checked just above).
+        Some(unsafe { xinuse() } & 0b100_0100)
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn products_leave_the_upper_halves_of_the_vector_registers_clean() {
+        // faer's products of this size leave them dirty, which slows every later glibc
+        // `exp`/`log` call ~25× (simd::clean_upper); ours must not.
+        let a = Mat::from_fn(64, 64, |i, j| ((i * 7 + j) % 13) as f64);
+        crate::simd::clean_upper();
+        let Some(before) = upper_in_use() else {
+            eprintln!("this CPU does not report XINUSE: nothing to check");
+            return;
+        };
+        assert_eq!(before, 0, "clean_upper left the upper halves in use");
+        let mut raw = Mat::zeros(64, 64);
+        matmul(
+            raw.as_mut(),
+            Accum::Replace,
+            a.as_ref(),
+            a.as_ref(),
+            1.0,
+            Par::Seq,
+        );
+        let dirty = upper_in_use().unwrap_or(0);
+        let c = mul(a.as_ref(), a.as_ref());
+        assert_eq!(upper_in_use(), Some(0), "mul left them in use");
+        let mut d = Mat::zeros(64, 64);
+        mul_add(d.as_mut(), a.as_ref(), a.as_ref(), 1.0);
+        assert_eq!(upper_in_use(), Some(0), "mul_add left them in use");
+        assert_eq!(c, raw, "cleaning changed a value");
+        assert_eq!(d, raw);
+        // Where faer's kernel dirtied them (it does on AVX-512 machines) the check above had
+        // something to catch.
+        eprintln!("faer's own product left XINUSE bits {dirty:#b}");
     }
 }

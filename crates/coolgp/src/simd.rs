@@ -163,6 +163,28 @@ pub fn has_avx512() -> bool {
     }
 }
 
+/// Clears the upper halves of the vector registers (`vzeroupper`) where the CPU has AVX.
+///
+/// faer's matrix products (from about 32 × 32 on, its hand-written AVX-512 kernels) return
+/// with the upper halves dirty, and every later call into glibc's `exp`, `log`, `sin` and the
+/// like then pays an AVX–SSE transition: 4–5 ns became 120–140 ns a call on this project's
+/// machine (BENCHMARKS.md §18), until the next `vzeroupper`. [`crate::linalg::mul`] and
+/// [`crate::linalg::mul_add`] call this after each product. It changes no value.
+#[inline]
+pub fn clean_upper() {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU supports AVX (checked just above).
+        unsafe { zero_upper() }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn zero_upper() {
+    std::arch::x86_64::_mm256_zeroupper();
+}
+
 /// Defines `$name(args)` that runs `$body` compiled for AVX-512 (F, DQ, VL) when available, else
 /// for AVX2+FMA when available, else for the baseline target. The body must be
 /// `#[inline(always)]`-friendly code whose float operations are written out in a fixed order
