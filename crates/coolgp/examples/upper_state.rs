@@ -16,8 +16,11 @@ use std::time::Instant;
 use coolgp::faer::linalg::matmul::matmul;
 use coolgp::faer::{Accum, Mat, Par};
 
+/// A glibc maths function.
+type MathFn = fn(f64) -> f64;
+
 /// Nanoseconds per call of `f` over `xs`, best of 5.
-fn ns_per_call(xs: &[f64], f: fn(f64) -> f64) -> f64 {
+fn ns_per_call(xs: &[f64], f: MathFn) -> f64 {
     (0..5)
         .map(|_| {
             let t = Instant::now();
@@ -29,7 +32,7 @@ fn ns_per_call(xs: &[f64], f: fn(f64) -> f64) -> f64 {
 }
 
 fn row(label: &str, xs: &[f64], before: impl Fn()) {
-    let fns: [(&str, fn(f64) -> f64); 3] = [("exp", f64::exp), ("ln", f64::ln), ("sin", f64::sin)];
+    let fns: [(&str, MathFn); 3] = [("exp", f64::exp), ("ln", f64::ln), ("sin", f64::sin)];
     let cells: Vec<String> = fns
         .iter()
         .map(|(name, f)| {
@@ -41,12 +44,21 @@ fn row(label: &str, xs: &[f64], before: impl Fn()) {
 }
 
 fn main() {
-    let xs: Vec<f64> = (0..200_000).map(|i| 0.1 + (i % 1000) as f64 / 300.0).collect();
+    let xs: Vec<f64> = (0..200_000)
+        .map(|i| 0.1 + (i % 1000) as f64 / 300.0)
+        .collect();
     let n = 64;
     let a = Mat::from_fn(n, n, |i, j| ((i * 7 + j) % 13) as f64);
     let faer_product = || {
         let mut c = Mat::zeros(n, n);
-        matmul(c.as_mut(), Accum::Replace, a.as_ref(), a.as_ref(), 1.0, Par::Seq);
+        matmul(
+            c.as_mut(),
+            Accum::Replace,
+            a.as_ref(),
+            a.as_ref(),
+            1.0,
+            Par::Seq,
+        );
         black_box(c);
     };
     let our_product = || {
