@@ -121,6 +121,17 @@ pub struct AgentArgs {
         arg(long, allow_negative_numbers = true, value_name = "R")
     )]
     pub influence_cap: Option<f64>,
+    /// Bounded influence (issue 29, docs/MEMBERS.md §6): a neighbour's tree message may claim
+    /// at most N rows per round (of this agent's own clock) more than its last accepted
+    /// message; above it, its claimed rows and its sums are scaled down to the bound before
+    /// they are fused, and counted. Under tree fusion a message speaks for the sender's whole
+    /// side of the edge: set N to what that side can gather in a round (e.g. the fleet's
+    /// members times their rows per round). Off by default (0).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, allow_negative_numbers = true, value_name = "N")
+    )]
+    pub row_rate: Option<f64>,
     /// How a block's rows enter the model (issue 29, docs/ROBUST.md): gaussian (default) or
     /// robust (each row's likelihood term tempered by w = (1 + r²/c²)^(−1/2), r its
     /// standardized residual against the agent's predictive before the block: gross outliers
@@ -229,7 +240,7 @@ pub struct Validated {
 
 impl AgentArgs {
     /// The keys of a configuration file (the flags' names), in the order of `--help`.
-    pub const KEYS: [&'static str; 20] = [
+    pub const KEYS: [&'static str; 21] = [
         "mode",
         "samples",
         "normalization",
@@ -247,6 +258,7 @@ impl AgentArgs {
         "local-kernel",
         "local-fit",
         "influence-cap",
+        "row-rate",
         "likelihood",
         "robust-c",
         "no-learn",
@@ -273,6 +285,7 @@ impl AgentArgs {
             local_kernel: self.local_kernel.or(file.local_kernel),
             local_fit: self.local_fit.or(file.local_fit),
             influence_cap: self.influence_cap.or(file.influence_cap),
+            row_rate: self.row_rate.or(file.row_rate),
             likelihood: self.likelihood.or(file.likelihood),
             robust_c: self.robust_c.or(file.robust_c),
             no_learn: self.no_learn || file.no_learn,
@@ -339,6 +352,20 @@ impl AgentArgs {
             r if r.is_finite() && r >= 1.0 => Ok(Some(r)),
             r => Err(ConfigError::Invalid(format!(
                 "--influence-cap must be 0 (off) or at least 1, got {r}"
+            ))),
+        }
+    }
+
+    /// `--row-rate`: `None` for 0 or when not given.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for a negative or non-finite rate.
+    pub fn row_rate(&self) -> Result<Option<f64>, ConfigError> {
+        match self.row_rate.unwrap_or(0.0) {
+            0.0 => Ok(None),
+            r if r.is_finite() && r > 0.0 => Ok(Some(r)),
+            r => Err(ConfigError::Invalid(format!(
+                "--row-rate must be 0 (off) or a positive number of rows per round, got {r}"
             ))),
         }
     }
@@ -536,6 +563,7 @@ impl AgentArgs {
                 group: group.as_deref().map(group_id),
                 local,
                 influence_cap: self.influence_cap()?,
+                row_rate: self.row_rate()?,
                 likelihood: self.robust_fits(driver, mode, projection)?,
                 ..AgentConfig::default()
             },
@@ -548,6 +576,27 @@ impl AgentArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_row_rate_is_off_by_default_and_refuses_bad_rates() {
+        let rate = |v: Option<f64>| {
+            AgentArgs {
+                row_rate: v,
+                ..AgentArgs::default()
+            }
+            .row_rate()
+        };
+        assert_eq!(rate(None).expect("default"), None);
+        assert_eq!(rate(Some(0.0)).expect("off"), None);
+        assert_eq!(rate(Some(40.0)).expect("on"), Some(40.0));
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            let e = rate(Some(bad)).expect_err("refused").to_string();
+            assert!(
+                e.contains("--row-rate must be 0 (off) or a positive"),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn the_influence_cap_is_off_by_default_and_refuses_ratios_below_one() {

@@ -101,6 +101,7 @@ pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
         local_kernel: kw.local.kernel.map(str::to_string),
         local_fit: kw.local.fit.map(str::to_string),
         influence_cap: None,
+        row_rate: None,
         likelihood: None,
         robust_c: None,
         no_learn: !kw.learn,

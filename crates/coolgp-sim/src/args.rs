@@ -472,6 +472,7 @@ pub fn sim_config(
         local: agent.config.local,
         site: agent.config.site,
         influence_cap: agent.config.influence_cap,
+        row_rate: agent.config.row_rate,
         likelihood: agent.config.likelihood,
         suspects: a
             .suspects

@@ -262,6 +262,9 @@ pub struct SimConfig {
     /// Bounded influence (`--influence-cap`; `None`: off, the default here; the command
     /// line's default is 4): [`coolgp::AgentConfig::influence_cap`].
     pub influence_cap: Option<f64>,
+    /// Bounded influence (`--row-rate`; `None`: off, the default):
+    /// [`coolgp::AgentConfig::row_rate`].
+    pub row_rate: Option<f64>,
     /// How the agents' rows enter their models (`--likelihood`, `--robust-c`; default
     /// Gaussian): [`coolgp::AgentConfig::likelihood`], the central reference's too.
     pub likelihood: coolgp::learn::Likelihood,
@@ -306,6 +309,7 @@ impl Default for SimConfig {
             pool: PoolOptions::default(),
             suspects: coolgp::members::Policy::default(),
             influence_cap: None,
+            row_rate: None,
             likelihood: coolgp::learn::Likelihood::Gaussian,
         }
     }

@@ -281,7 +281,10 @@ fn deliver(
             // Events are consumed by the driver; the simulator counts rejects and caps.
             let mut c = 0;
             while let Some(e) = a.poll_event() {
-                c += u64::from(matches!(e, coolgp::Event::Capped { .. }));
+                c += u64::from(matches!(
+                    e,
+                    coolgp::Event::Capped { .. } | coolgp::Event::RateCapped { .. }
+                ));
             }
             (r, c)
         })

@@ -55,6 +55,9 @@ pub(crate) fn check_counts(args: &SimArgs) -> Result<(), SimError> {
         .influence_cap()
         .map_err(|e| SimError::Config(e.to_string()))?;
     args.agent
+        .row_rate()
+        .map_err(|e| SimError::Config(e.to_string()))?;
+    args.agent
         .likelihood(coolgp_config::Driver::Simulate)
         .map_err(|e| SimError::Config(e.to_string()))?;
     Ok(())

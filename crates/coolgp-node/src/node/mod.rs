@@ -191,6 +191,22 @@ impl Progress {
                         self.degenerate_logged = Some(Instant::now());
                     }
                 }
+                Event::RateCapped {
+                    from,
+                    claimed,
+                    allowed,
+                } => {
+                    let n = self.capped.entry(from).or_insert(0);
+                    if *n == 0 {
+                        tracing::warn!(
+                            from,
+                            claimed,
+                            allowed,
+                            "a neighbour's message claimed more new rows than --row-rate allows; scaled down"
+                        );
+                    }
+                    *n += 1;
+                }
                 Event::Capped { from, factor } => {
                     let n = self.capped.entry(from).or_insert(0);
                     if *n == 0 {

@@ -208,7 +208,7 @@ fn check_checkpoint(s: &NodeSettings, cp: &Checkpoint, layout: &Layout) -> Resul
 
 /// `c` with its local memory's settings as they take effect ([`coolgp::LocalConfig::in_effect`]):
 /// `--local-memory 0` resumes a memory-less checkpoint whatever the (default) policy was when
-/// it was written. Who fits the residual kernel (`--local-fit`) and the influence cap are not
+/// it was written. Who fits the residual kernel (`--local-fit`), the influence cap and the row rate are not
 /// compared: a checkpoint does not record them (the driver sets it up anew, [`resume`]), so any fit resumes any
 /// checkpoint, the fitted kernel included.
 fn without_off_memory(c: &AgentConfig) -> AgentConfig {
@@ -217,6 +217,7 @@ fn without_off_memory(c: &AgentConfig) -> AgentConfig {
     AgentConfig {
         local,
         influence_cap: None,
+        row_rate: None,
         ..c.clone()
     }
 }
@@ -242,6 +243,7 @@ fn resume(
     snap.config.local.fit = s.agent.local.fit;
     // Nor the influence cap (a receiver's policy): `--influence-cap` decides.
     snap.config.influence_cap = s.agent.influence_cap;
+    snap.config.row_rate = s.agent.row_rate;
     // Round lease: at most `checkpoint_every` rounds were sent after the checkpoint, or, when
     // lease checkpoints were skipped (nothing new, `Node::lease_needed`), no more than the
     // clock's round: resuming past both, neighbours never see a round number twice.

@@ -100,6 +100,7 @@ fn agent_config(cfg: &SimConfig, rule: FusionRule, plan: &GroupPlan, i: usize) -
         site: cfg.site.clone(),
         local: cfg.local,
         influence_cap: cfg.influence_cap,
+        row_rate: cfg.row_rate,
         likelihood: cfg.likelihood,
     }
 }

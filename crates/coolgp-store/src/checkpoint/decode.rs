@@ -279,8 +279,9 @@ impl Reader<'_> {
             site: self.site_config(a)?,
             group: a.group,
             local: self.local_config(a.local.as_ref())?,
-            // A receiver's policy, like its neighbours: the driver sets it on restore.
+            // A receiver's policies, like its neighbours: the driver sets them on restore.
             influence_cap: None,
+            row_rate: None,
             likelihood: Likelihood::parse(a.likelihood.as_deref(), a.robust_c)
                 .map_err(|e| self.err(format!("likelihood: {e}")))?,
         })

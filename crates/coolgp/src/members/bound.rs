@@ -10,6 +10,11 @@
 //! claimed rows of typical rows) and the sender is counted. A member that claims more rows
 //! with matching precision cannot be told from a member with more rows by its messages; the
 //! member check (its evidence against its peers) is what judges its data.
+//!
+//! The row rate ([`rate_factor`]) bounds how fast a neighbour's claimed rows may grow: at most
+//! `rate` rows per round of the receiver's own clock since its last accepted message. Under
+//! the tree rule the claim is a subtree's, so the rate is the user's bound on a whole side of
+//! the edge (for example the fleet's members times their rows per round).
 
 use crate::model::Excess;
 
@@ -36,9 +41,41 @@ pub fn cap_factor(msg: (f64, f64), reference: (f64, f64), ratio: f64) -> Option<
     (tr > limit).then(|| limit / tr)
 }
 
+/// The rows a tree message may claim under a row rate of `rate` rows per round (`--row-rate`):
+/// `base + rate · max(elapsed, 1)`, with `base` the rows of the last message accepted from the
+/// sender (0 before any) and `elapsed` the receiver's rounds since it was accepted. Before any
+/// accepted message since this agent started (or was restored) the receiver's clock says
+/// nothing about the sender's history, and `elapsed` is the sender's own round (its header).
+/// Returns the factor `allowed / claimed` in (0, 1) by which a message above the bound is
+/// scaled (its claimed rows and its excess, D1 and D2 alike: the mean it implies is kept),
+/// and `None` within the bound or for a rate that is not finite and > 0.
+pub fn rate_factor(claimed: f64, base: f64, elapsed: u64, rate: f64) -> Option<(f64, f64)> {
+    if !(rate.is_finite() && rate > 0.0 && claimed.is_finite()) {
+        return None;
+    }
+    let allowed = base.max(0.0) + rate * elapsed.max(1) as f64;
+    (claimed > allowed).then(|| (allowed / claimed, allowed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claimed_rows_may_grow_by_the_rate_per_round_and_no_more() {
+        // 100 rows last time, 3 rounds ago, 20 rows a round: up to 160.
+        assert_eq!(rate_factor(160.0, 100.0, 3, 20.0), None);
+        let (f, allowed) = rate_factor(320.0, 100.0, 3, 20.0).expect("capped");
+        assert_eq!(allowed, 160.0);
+        assert!((f - 0.5).abs() < 1e-15, "{f}");
+        // The same round counts as one; fewer rows than before are always allowed.
+        assert_eq!(rate_factor(120.0, 100.0, 0, 20.0), None);
+        assert!(rate_factor(121.0, 100.0, 0, 20.0).is_some());
+        assert_eq!(rate_factor(10.0, 100.0, 5, 20.0), None);
+        // No rate, or a bad one: no limit.
+        assert_eq!(rate_factor(1e9, 0.0, 1, 0.0), None);
+        assert_eq!(rate_factor(1e9, 0.0, 1, f64::NAN), None);
+    }
 
     #[test]
     fn a_message_above_the_ratio_is_scaled_to_it_and_others_are_not() {

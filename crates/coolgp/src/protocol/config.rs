@@ -111,6 +111,11 @@ pub struct AgentConfig {
     /// this multiple of the rest's is scaled down to it ([`crate::members::bound`]); `None`
     /// accepts any plausible message (spec §9 only).
     pub influence_cap: Option<f64>,
+    /// Bounded influence (issue 29): a tree message may claim at most this many rows per
+    /// round more than the last message accepted from its sender, by this agent's own round
+    /// clock; above it, its claimed rows and its excess are scaled down to the bound
+    /// ([`crate::members::bound::rate_factor`]). `None`: no limit.
+    pub row_rate: Option<f64>,
     /// How a block's rows enter q(u) and `L_D` (issue 29 item 4, docs/ROBUST.md): Gaussian
     /// (default) or robust (each row tempered by its weight against the predictive before
     /// the block; frozen online mode, not the fleet projection).
@@ -130,6 +135,7 @@ impl Default for AgentConfig {
             group: None,
             local: LocalConfig::default(),
             influence_cap: None,
+            row_rate: None,
             likelihood: Likelihood::Gaussian,
         }
     }

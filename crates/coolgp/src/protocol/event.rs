@@ -41,6 +41,17 @@ pub enum Event {
         /// The factor in (0, 1) its excess was scaled by.
         factor: f64,
     },
+    /// A neighbour's message claimed more new rows than [`crate::AgentConfig::row_rate`]
+    /// allows since its last accepted one; its claimed rows and its excess were scaled down
+    /// to `allowed` before it was absorbed (issue 29).
+    RateCapped {
+        /// The sender.
+        from: AgentId,
+        /// The rows it claimed.
+        claimed: f64,
+        /// The rows it was scaled down to.
+        allowed: f64,
+    },
     /// The fused view changed after an accepted message.
     FusedUpdated {
         /// Data points represented in the fused model.

@@ -58,6 +58,10 @@ pub(crate) struct Fusion {
     /// Tree messages of the last tick, reused while neither E_i nor the inbox changed
     /// (derived state: not in snapshots).
     sent_cache: BTreeMap<AgentId, TreeMessage>,
+    /// Tree rule: this agent's round when it last accepted each neighbour's q(u) message (the
+    /// row rate's clock, [`crate::members::bound::rate_factor`]; derived state: not in
+    /// snapshots, so a restored agent times each neighbour's next message by its header).
+    accepted_at: BTreeMap<AgentId, u64>,
     /// Withheld (issue 29): messages carry none of `E_i` and none of the own points; under
     /// push-sum the mass holds none of them (in snapshots: the mass depends on it).
     withheld: bool,
@@ -84,6 +88,7 @@ impl Fusion {
             pushsum,
             last_round: BTreeMap::new(),
             sent_cache: BTreeMap::new(),
+            accepted_at: BTreeMap::new(),
             withheld: false,
         }
     }
@@ -165,6 +170,12 @@ impl Fusion {
     /// Rounds ticked.
     pub(crate) fn round(&self) -> u64 {
         self.round
+    }
+
+    /// This agent's round when it last accepted `from`'s q(u) message (tree rule; `None`
+    /// before the first since this agent started or was restored).
+    pub(crate) fn accepted_at(&self, from: AgentId) -> Option<u64> {
+        self.accepted_at.get(&from).copied()
     }
 
     /// Counts one more round (one tick, or one message sent on its own).
@@ -398,6 +409,7 @@ impl Fusion {
         self.last_round.insert(from, msg.header.round);
         match msg.body {
             Body::Tree { mut excess, points } => {
+                self.accepted_at.insert(from, self.round);
                 // Validation allows asymmetry up to 1e-9·scale; stored state is exactly symmetric.
                 if !excess.is_exactly_symmetric() {
                     Arc::make_mut(&mut excess).symmetrize_in_place();

@@ -1,7 +1,7 @@
 //! A neighbour's message arriving at an agent: validation (spec §9) and absorption. A rejected
 //! message leaves the agent unchanged.
 
-use crate::members::bound::{cap_factor, precision};
+use crate::members::bound::{cap_factor, precision, rate_factor};
 use crate::protocol::agent::Agent;
 use crate::protocol::event::Event;
 use crate::protocol::fusion::Verdict;
@@ -44,10 +44,12 @@ impl Agent {
     /// times the precision per row of the rest of what this agent holds (its own excess and
     /// every other neighbour's message; [`crate::members::bound::cap_factor`]), reported as
     /// [`Event::Capped`]; any other message as it is.
-    fn bounded(&mut self, mut msg: Message) -> Message {
+    fn bounded(&mut self, msg: Message) -> Message {
+        let msg = self.rate_limited(msg);
         let Some(ratio) = self.config().influence_cap else {
             return msg;
         };
+        let mut msg = msg;
         let from = msg.header.sender;
         let Body::Tree { excess, points } = &mut msg.body else {
             return msg;
@@ -62,6 +64,38 @@ impl Agent {
         if let Some(factor) = cap_factor((precision(excess), *points), rest, ratio) {
             *excess = std::sync::Arc::new(excess.scaled(factor));
             self.push_event(Event::Capped { from, factor });
+        }
+        msg
+    }
+
+    /// A tree message with its claimed rows and excess scaled down to what
+    /// [`crate::AgentConfig::row_rate`] allows since the sender's last accepted message
+    /// ([`crate::members::bound::rate_factor`]), reported as [`Event::RateCapped`]; any other
+    /// message as it is.
+    fn rate_limited(&mut self, mut msg: Message) -> Message {
+        let Some(rate) = self.config().row_rate else {
+            return msg;
+        };
+        let from = msg.header.sender;
+        let (base, elapsed) = match self.fusion().accepted_at(from) {
+            Some(at) => (
+                self.fusion().inbox().get(&from).map_or(0.0, |ib| ib.points),
+                self.fusion().round().saturating_sub(at),
+            ),
+            None => (0.0, msg.header.round),
+        };
+        let Body::Tree { excess, points } = &mut msg.body else {
+            return msg;
+        };
+        if let Some((factor, allowed)) = rate_factor(*points, base, elapsed, rate) {
+            let claimed = *points;
+            *excess = std::sync::Arc::new(excess.scaled(factor));
+            *points = allowed;
+            self.push_event(Event::RateCapped {
+                from,
+                claimed,
+                allowed,
+            });
         }
         msg
     }

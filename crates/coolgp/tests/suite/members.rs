@@ -299,3 +299,101 @@ fn an_inflating_member_adds_no_more_than_its_rows_times_the_cap() {
     assert!(sc <= 1.1 * s2, "capped {sc} against 2x rows {s2}");
     assert!(su > 2.0 * s2, "uncapped {su} against 2x rows {s2}");
 }
+
+/// A path 0 – 1 – 2 streaming 20 rows a round each for `rounds` rounds (agent 2's read 1 too
+/// high, and it absorbs `copies` copies of each block); every message agent 2 sends claims
+/// `claim` times its rows and carries `claim` times its sums (a member that claims more rows
+/// with matching precision). Agent 0's fused mean at a few places, its fleet points, and the
+/// row-rate events agent 1 raised about agent 2.
+fn streamed(copies: usize, claim: f64, rate: Option<f64>, rounds: usize) -> (Vec<f64>, f64, usize) {
+    let v = Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"));
+    let cfg = AgentConfig {
+        learn: false,
+        row_rate: rate,
+        ..AgentConfig::default()
+    };
+    let topo = Topology::path(3);
+    let mut rng = Rng::new(7, 31);
+    let mut agents: Vec<Agent> = (0..3)
+        .map(|i| {
+            let mut a = Agent::new(i as u64, v.clone(), D, cfg.clone()).expect("agent");
+            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))
+                .expect("neighbours");
+            a
+        })
+        .collect();
+    let mut rate_capped = 0;
+    for _ in 0..rounds {
+        for (i, a) in agents.iter_mut().enumerate() {
+            let x = Mat::from_fn(20, D, |_, _| rng.normal());
+            let y: Vec<f64> = (0..20)
+                .map(|r| x[(r, 0)].sin() + 0.1 * rng.normal() + if i == 2 { 1.0 } else { 0.0 })
+                .collect();
+            for _ in 0..if i == 2 { copies } else { 1 } {
+                a.handle_block(x.as_ref(), &y).expect("block");
+            }
+        }
+        for a in agents.iter_mut() {
+            a.handle_tick();
+        }
+        let msgs: Vec<coolgp::Message> = agents
+            .iter_mut()
+            .flat_map(|a| std::iter::from_fn(|| a.poll_transmit()).collect::<Vec<_>>())
+            .collect();
+        for mut msg in msgs {
+            if msg.header.sender == 2 {
+                if let coolgp::protocol::Body::Tree { excess, points } = &mut msg.body {
+                    *excess = Arc::new(excess.scaled(claim));
+                    *points *= claim;
+                }
+            }
+            let to = msg.header.receiver as usize;
+            agents[to].handle_message(msg).expect("valid");
+        }
+        rate_capped += std::iter::from_fn(|| agents[1].poll_event())
+            .filter(|e| matches!(e, coolgp::Event::RateCapped { from: 2, .. }))
+            .count();
+    }
+    let x = Mat::from_fn(8, D, |i, j| 0.4 * i as f64 - 1.2 + 0.1 * j as f64);
+    let p = agents[0]
+        .predict(x.as_ref(), View::Fused)
+        .expect("prediction");
+    (p.mean, agents[0].fleet_points(), rate_capped)
+}
+
+#[test]
+fn a_member_claiming_rows_faster_than_the_row_rate_adds_no_more_than_the_rate() {
+    // Issue 29 item 3: claimed rows may grow by at most `--row-rate` a round. Agent 2 gathers
+    // 20 rows a round; under a rate of 40 an honest stream is never touched (bit for bit the
+    // run without a rate), while claiming 100x its rows (with their precision) it adds no
+    // more than the rate allows, and moves agent 0's answers no more than honestly holding
+    // its rows twice would (10% slack, as for the influence cap).
+    let rounds = 10;
+    let (honest, honest_points, n0) = streamed(1, 1.0, Some(40.0), rounds);
+    let (free, free_points, _) = streamed(1, 1.0, None, rounds);
+    assert_eq!(n0, 0, "an honest stream is not rate-capped");
+    assert_eq!(honest, free, "the rate changed an honest run");
+    // 600 rows, less agent 2's last block still on its way (two hops).
+    assert_eq!(honest_points, free_points);
+    assert!(honest_points >= 580.0, "{honest_points}");
+    let (twice, _, _) = streamed(2, 1.0, None, rounds);
+    let (capped, capped_points, n) = streamed(1, 100.0, Some(40.0), rounds);
+    let (uncapped, uncapped_points, _) = streamed(1, 100.0, None, rounds);
+    assert!(n > 0, "the inflated claims were capped");
+    // Agent 0 holds its own 200 rows, agent 1's 200 and agent 2's side at most 40 a round.
+    assert!(
+        capped_points <= 400.0 + 40.0 * rounds as f64 + 1e-9,
+        "capped {capped_points}"
+    );
+    assert!(uncapped_points > 10_000.0, "uncapped {uncapped_points}");
+    let shift = |m: &[f64]| {
+        m.iter()
+            .zip(&honest)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max)
+    };
+    let (s2, sc, su) = (shift(&twice), shift(&capped), shift(&uncapped));
+    eprintln!("max shift of agent 0's mean: 2x rows {s2:.4}, 100x claimed under the rate {sc:.4}, uncapped {su:.4}");
+    assert!(sc <= 1.1 * s2, "rate-capped {sc} against 2x rows {s2}");
+    assert!(su > 2.0 * s2, "uncapped {su} against 2x rows {s2}");
+}
