@@ -5,10 +5,56 @@
 //! hand the fleet a kernel. Open fleets send and take kernels unsigned (as every message).
 //!
 //! The signed bytes: [`KERNEL_TAG`] | fleet | `0` | node id (u64 LE) | pooled fits (u64 LE) |
-//! each parameter (f64 LE).
+//! each word of the kernel (f64 LE).
+//!
+//! The kernel's words (`local_kernel` in the status, [`kernel_words`]): a learned kernel's
+//! parameters `[ln σ_r, ln σ_rn, ln ℓ_1..d]` followed, for a Matérn family, by its smoothness
+//! ν (1.5 or 2.5; docs/LOCAL.md §12a); the squared exponential (ν → ∞) has no word more, as
+//! before the families, so its words are the parameters alone. The family is signed with
+//! the parameters. A follower reads them back with [`kernel_of_words`] and refuses a family
+//! it does not know.
+
+use coolgp::local::ResidualFamily;
 
 use crate::auth::{statement, verifies, PublicKey, Signer};
 use crate::status::Status;
+
+/// A learned kernel of `family` with `params` as a status reports it (module doc): the
+/// parameters, then ν for a Matérn family.
+pub fn kernel_words(family: ResidualFamily, params: &[f64]) -> Vec<f64> {
+    let mut words = params.to_vec();
+    words.extend(family.smoothness());
+    words
+}
+
+/// The family and parameters of a status's kernel words (module doc), for a learned kernel
+/// of `len` parameters: `len` words are a squared exponential, `len + 1` a Matérn kernel
+/// whose last word is its smoothness ν.
+///
+/// # Errors
+/// The reason, for a log line: another number of words, or a ν of no family this build
+/// knows (a fitter of a newer build).
+pub fn kernel_of_words(words: &[f64], len: usize) -> Result<(ResidualFamily, &[f64]), String> {
+    match words.len() {
+        n if n == len => Ok((ResidualFamily::SquaredExponential, words)),
+        n if n == len + 1 => {
+            let nu = words[len];
+            let family = ResidualFamily::from_smoothness(nu).ok_or_else(|| {
+                let known: Vec<&str> = ResidualFamily::ALL.iter().map(|f| f.name()).collect();
+                format!(
+                    "unknown kernel family (Matérn smoothness ν = {nu}); this node knows {}",
+                    known.join(", ")
+                )
+            })?;
+            Ok((family, &words[..len]))
+        }
+        n => Err(format!(
+            "{n} kernel words, expected {len} parameters (squared exponential) or {} \
+             (Matérn: the parameters and ν)",
+            len + 1
+        )),
+    }
+}
 
 /// Domain tag of a kernel signature (no other signed bytes of the node start with it).
 pub const KERNEL_TAG: &[u8] = b"coolgp kernel v1\0";
@@ -68,7 +114,7 @@ pub struct KernelClaim<'a> {
     pub node: u64,
     /// Its `local_pooled_fits`.
     pub fits: u64,
-    /// Its `local_kernel`.
+    /// Its `local_kernel`: the kernel's words, family included ([`kernel_words`]).
     pub params: &'a [f64],
 }
 
@@ -132,8 +178,9 @@ impl Claim for SuspectsClaim<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Claim, KernelClaim, SuspectsClaim};
+    use super::{kernel_of_words, kernel_words, Claim, KernelClaim, SuspectsClaim};
     use crate::auth::Signer;
+    use coolgp::local::ResidualFamily;
     use ring::rand::SystemRandom;
     use ring::signature::Ed25519KeyPair;
     use std::path::Path;
@@ -213,5 +260,41 @@ mod tests {
             params: &[],
         };
         assert!(!claim.verifies(&fitter.public_key(), &kernel.sign(&fitter)));
+    }
+
+    #[test]
+    fn a_kernel_and_its_family_travel_as_words_and_an_unknown_family_is_refused() {
+        let p = [0.1, -1.2, 0.7, 0.3];
+        for family in ResidualFamily::ALL {
+            let words = kernel_words(family, &p);
+            // The squared exponential's words are its parameters alone, as before.
+            let extra = usize::from(family != ResidualFamily::SquaredExponential);
+            assert_eq!(words.len(), p.len() + extra);
+            assert_eq!(kernel_of_words(&words, 4), Ok((family, &p[..])));
+        }
+        let why = kernel_of_words(&[0.1, -1.2, 0.7, 0.3, 0.5], 4).expect_err("ν = 1/2");
+        assert!(
+            why.contains("unknown kernel family") && why.contains("0.5"),
+            "{why}"
+        );
+        assert!(kernel_of_words(&[0.1, f64::NAN, 0.7, 0.3, f64::NAN], 4).is_err());
+        assert!(kernel_of_words(&p[..2], 4).is_err());
+        // The family is signed: the same parameters in another family do not verify.
+        let s = signer();
+        let words = kernel_words(ResidualFamily::Matern32, &p);
+        let claim = KernelClaim {
+            fleet: "lab",
+            node: 1,
+            fits: 2,
+            params: &words,
+        };
+        let sig = claim.sign(&s);
+        let other = kernel_words(ResidualFamily::Matern52, &p);
+        let swapped = KernelClaim {
+            params: &other,
+            ..claim
+        };
+        assert!(claim.verifies(&s.public_key(), &sig));
+        assert!(!swapped.verifies(&s.public_key(), &sig));
     }
 }

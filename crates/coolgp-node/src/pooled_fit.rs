@@ -13,8 +13,8 @@ use std::time::Duration;
 use coolgp::local::composite::Groups;
 use coolgp::local::groups::GroupOptions;
 use coolgp::local::pool::{fit_pooled_selected, halves, shares};
-use coolgp::local::select::fit_grouped_selected;
-use coolgp::local::{FitSample, PoolOptions, ResidualKernel};
+use coolgp::local::select::{fit_grouped_selected, FAMILIES};
+use coolgp::local::{FitSample, PoolOptions, ResidualFamily, ResidualKernel};
 use coolgp::Vocabulary;
 use coolgp_data::Standardizer;
 
@@ -312,28 +312,35 @@ fn per_anchor<'a>(
         .collect()
 }
 
-/// The fit on neighbourhood groups (docs/LOCAL.md §11) as the simulator makes it
-/// ([`fit_grouped_selected`]: every start at the first fit and when a cold candidate is due,
-/// else the warm chain unless its held-out errors are off). `None`: no fit (no groups).
-pub fn fit_near(start: &Start, (fit, held): (&Groups, &Groups)) -> Option<Vec<f64>> {
-    let warm = start.warm.as_ref().map(|w| w.params().to_vec());
+/// The fit on neighbourhood groups (docs/LOCAL.md §11, §12a) as the simulator makes it
+/// ([`fit_grouped_selected`]: every start of every family of [`FAMILIES`], the squared
+/// exponential by default, at the first fit and when a cold candidate is due, else the warm
+/// chain in its own family unless its held-out errors are off). The chosen family and
+/// parameters; `None`: no fit (no groups).
+pub fn fit_near(
+    start: &Start,
+    (fit, held): (&Groups, &Groups),
+) -> Option<(ResidualFamily, Vec<f64>)> {
+    let warm = start.warm.as_ref().map(|w| (w.family(), w.params()));
     let explore = start.cold || warm.is_none();
     fit_grouped_selected(
-        warm.as_deref(),
+        warm,
         start.initial.params(),
         (fit, held),
         explore,
+        &FAMILIES,
     )
     .map(|s| {
         tracing::info!(
             groups = fit.len() + held.len(),
             rows = fit.rows() + held.rows(),
+            family = s.family.name(),
             chosen = ?s.chosen,
             scores = ?s.scores,
             params = ?s.params,
             "pooled fit on neighbourhood groups: chosen"
         );
-        s.params
+        (s.family, s.params)
     })
 }
 
@@ -446,9 +453,13 @@ pub struct Start {
 
 /// The pooled fit on `samples` (agent-id order) as the simulator makes it: each sample's even
 /// rows fit, its odd rows validate ([`halves`], [`fit_pooled_selected`] with the default
-/// [`PoolOptions`]; the choice and the candidates' held-out scores are logged). `None`: no
-/// fit (too few rows).
-pub fn fit(start: &Start, vocab: &Vocabulary, samples: &[FitSample]) -> Option<Vec<f64>> {
+/// [`PoolOptions`]; the choice and the candidates' held-out scores are logged; each candidate
+/// in its start's family). `None`: no fit (too few rows).
+pub fn fit(
+    start: &Start,
+    vocab: &Vocabulary,
+    samples: &[FitSample],
+) -> Option<(ResidualFamily, Vec<f64>)> {
     let (fit, validation): (Vec<FitSample>, Vec<FitSample>) = samples.iter().map(halves).unzip();
     fit_pooled_selected(
         start.warm.as_ref(),
@@ -461,8 +472,8 @@ pub fn fit(start: &Start, vocab: &Vocabulary, samples: &[FitSample]) -> Option<V
     )
     .map(|s| {
         let rows: usize = samples.iter().map(FitSample::len).sum();
-        tracing::info!(rows, chosen = ?s.chosen, scores = ?s.scores, params = ?s.params, "pooled fit: chosen");
-        s.params
+        tracing::info!(rows, family = s.family.name(), chosen = ?s.chosen, scores = ?s.scores, params = ?s.params, "pooled fit: chosen");
+        (s.family, s.params)
     })
 }
 

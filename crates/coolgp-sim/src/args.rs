@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{FuseGroups, FusionChoice, SimConfig, TopologyKind};
 use crate::SimError;
-use coolgp::local::{FleetRule, PoolOptions, PoolSample, UnionRule};
+use coolgp::local::{FleetRule, PoolOptions, PoolSample, ResidualFamily, UnionRule};
 
 /// Every run option. All optional so that `--config FILE` can fill what the command line omits.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -84,6 +84,15 @@ pub struct SimArgs {
     /// issue 28). docs/LOCAL.md §11.
     #[cfg_attr(feature = "clap", arg(long, value_name = "NAME"))]
     pub local_sample: Option<String>,
+    /// The residual kernel families the fleet's fit on neighbourhood groups chooses among
+    /// (`--local-sample near`), by the same held-out score as its starts: se (squared
+    /// exponential), matern32, matern52. Default se alone (the fit before the families: on
+    /// the wind and air stations the others did not pay, docs/LOCAL.md §12a).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_delimiter = ',', value_name = "FAMILY")
+    )]
+    pub local_families: Option<Vec<String>>,
     /// The member check (docs/MEMBERS.md): after each fusion, each agent's memory rows against
     /// its nearest peers' own models; a member far worse than the median member, and outside
     /// the intervals, is a suspect. contain (default: a suspect's data leaves the fused model,
@@ -207,7 +216,7 @@ impl From<ConfigError> for SimError {
 
 impl SimArgs {
     /// The keys of a configuration file besides [`AgentArgs::KEYS`] (the flags' names).
-    pub const KEYS: [&'static str; 35] = [
+    pub const KEYS: [&'static str; 36] = [
         "dataset",
         "data",
         "target",
@@ -220,6 +229,7 @@ impl SimArgs {
         "union-k",
         "route",
         "local-sample",
+        "local-families",
         "suspects",
         "skip-bad-rows",
         "agents",
@@ -299,6 +309,7 @@ impl SimArgs {
             union_k,
             route,
             local_sample,
+            local_families,
             suspects,
             agents,
             inducing,
@@ -467,6 +478,7 @@ pub fn sim_config(
         },
         pool: PoolOptions {
             sample: local_sample(a.local_sample.as_deref())?,
+            families: local_families(a.local_families.as_deref())?,
             ..PoolOptions::default()
         },
         local: agent.config.local,
@@ -519,6 +531,34 @@ fn local_sample(name: Option<&str>) -> Result<PoolSample, SimError> {
             known.join(", ")
         ))
     })
+}
+
+/// The residual kernel families of `--local-families` (`None`: [`PoolOptions::default`]'s,
+/// the squared exponential alone), in the order given, each once.
+///
+/// # Errors
+/// [`SimError::Config`] for an unknown name (listing the known ones) or an empty list.
+fn local_families(names: Option<&[String]>) -> Result<Vec<ResidualFamily>, SimError> {
+    let Some(names) = names else {
+        return Ok(PoolOptions::default().families);
+    };
+    let mut out = Vec::new();
+    for name in names {
+        let f = ResidualFamily::from_name(name.trim()).ok_or_else(|| {
+            let known: Vec<&str> = ResidualFamily::ALL.iter().map(|f| f.name()).collect();
+            SimError::Config(format!(
+                "unknown --local-families '{name}': use {}",
+                known.join(", ")
+            ))
+        })?;
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    if out.is_empty() {
+        return Err(SimError::Config("--local-families needs a family".into()));
+    }
+    Ok(out)
 }
 
 /// The union rules of `--union-k` (ascending, each k once; none without the flag).

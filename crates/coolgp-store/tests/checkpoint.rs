@@ -332,18 +332,31 @@ fn local_memory_round_trips_and_answers_the_same() {
 /// `bytes` with tensor `name` replaced by `(shape, values)`, re-signed (the checksum of the
 /// module docs), as a writer that got the memory wrong would have written it.
 fn rewritten(bytes: &[u8], name: &str, shape: Vec<usize>, values: &[f64]) -> Vec<u8> {
+    rebuilt(bytes, |tensors, _| {
+        let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        tensors.insert(name.to_owned(), (shape, data));
+    })
+}
+
+/// A file's tensors by name, as [`rebuilt`] edits them: `(shape, data)`.
+type Tensors = std::collections::BTreeMap<String, (Vec<usize>, Vec<u8>)>;
+
+/// `bytes` with its tensors and its `coolgp` metadata JSON edited by `edit`, re-signed (the
+/// checksum of the module docs).
+fn rebuilt(bytes: &[u8], edit: impl FnOnce(&mut Tensors, &mut serde_json::Value)) -> Vec<u8> {
     use safetensors::tensor::{Dtype, TensorView};
     use sha2::{Digest, Sha256};
     let (_, md) = safetensors::SafeTensors::read_metadata(bytes).expect("metadata");
     let mut info = md.metadata().clone().expect("metadata map");
     let st = safetensors::SafeTensors::deserialize(bytes).expect("tensors");
-    let mut tensors: std::collections::BTreeMap<String, (Vec<usize>, Vec<u8>)> = st
+    let mut tensors: Tensors = st
         .tensors()
         .into_iter()
         .map(|(k, v)| (k, (v.shape().to_vec(), v.data().to_vec())))
         .collect();
-    let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    tensors.insert(name.to_owned(), (shape, data));
+    let mut json: serde_json::Value = serde_json::from_str(&info["coolgp"]).expect("json");
+    edit(&mut tensors, &mut json);
+    info.insert("coolgp".into(), json.to_string());
     let mut h = Sha256::new();
     for (k, (shape, data)) in &tensors {
         h.update(k.as_bytes());
@@ -366,6 +379,64 @@ fn rewritten(bytes: &[u8], name: &str, shape: Vec<usize>, values: &[f64]) -> Vec
         })
         .collect();
     safetensors::serialize(views, Some(info)).expect("serialize")
+}
+
+#[test]
+fn the_kernel_family_round_trips_and_older_checkpoints_restore_as_the_squared_exponential() {
+    // Issue 28, docs/LOCAL.md §12a: the learned kernel's family is node state (metadata
+    // `local.family`, absent for the squared exponential); a checkpoint without it (every
+    // one written before the families) restores as the squared exponential, and a family
+    // this build does not know is refused by name.
+    use coolgp::local::ResidualFamily;
+    let (x, _) = block(11, 5, 3);
+    for family in ResidualFamily::ALL {
+        let (vocab, mut agent) = with_memory(12, coolgp::local::MemoryPolicy::Recent);
+        let p = agent.local().kernel().params().to_vec();
+        agent.set_local_kernel(family, &p).expect("kernel");
+        let mut m = meta(&vocab, agent.id());
+        let bytes = checkpoint::to_bytes(&agent, &mut m).expect("serialize");
+        let written = m.agent.local.clone().expect("local metadata").family;
+        let se = family == ResidualFamily::SquaredExponential;
+        assert_eq!(written, (!se).then(|| family.name().to_owned()));
+        let cp = checkpoint::from_bytes("mem".as_ref(), &bytes, &vocab, 3).expect("load");
+        assert_eq!(cp.snapshot.local.as_ref().map(|l| l.family), Some(family));
+        let b = Agent::restore(vocab.clone(), cp.snapshot).expect("restore");
+        assert_eq!(b.local().kernel().family(), family);
+        let want = agent.local_answers(x.as_ref(), View::Fused).expect("a");
+        assert_eq!(
+            b.local_answers(x.as_ref(), View::Fused).expect("b"),
+            want,
+            "{family:?}"
+        );
+        if se {
+            continue;
+        }
+        // The same file as a build before the families wrote it: no `family`.
+        let local = |j: &mut serde_json::Value| j["agent"]["local"].take();
+        let old = rebuilt(&bytes, |_, j| {
+            let mut l = local(j);
+            assert!(l.as_object_mut().and_then(|o| o.remove("family")).is_some());
+            j["agent"]["local"] = l;
+        });
+        let cp = checkpoint::from_bytes("old".as_ref(), &old, &vocab, 3).expect("old file");
+        let b = Agent::restore(vocab.clone(), cp.snapshot).expect("restore");
+        assert_eq!(
+            b.local().kernel().family(),
+            ResidualFamily::SquaredExponential
+        );
+        assert_eq!(b.local().kernel().params(), &p[..]);
+        let unknown = rebuilt(&bytes, |_, j| {
+            j["agent"]["local"]["family"] = serde_json::json!("matern12");
+        });
+        let e = checkpoint::from_bytes("new".as_ref(), &unknown, &vocab, 3)
+            .map(|_| ())
+            .expect_err("unknown family")
+            .to_string();
+        assert!(
+            e.contains("unknown residual kernel family 'matern12'"),
+            "{e}"
+        );
+    }
 }
 
 #[test]

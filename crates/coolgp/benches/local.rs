@@ -15,10 +15,13 @@
 //! - `local_pooled_fit/P512_d{d}`: one warm pooled fit chosen by held-out evidence
 //!   (`pool::fit_pooled_selected`, 512 fit rows and 512 validation rows, the default
 //!   `PoolOptions`): what the fitter pays once per fusion for the whole fleet.
-//! - `local_grouped_fit/G128x16_d{d}`: the default fleet fit of issue 28
-//!   (`select::fit_grouped_selected`: five starts, 60 Adam steps each of the block composite
-//!   likelihood on 128 groups of 16 rows, scored on 128 held-out groups), warm; what the
-//!   simulator's fleet pays once per fusion, beside `local_pooled_fit`.
+//! - `local_grouped_fit/G128x16_d{d}`: the fleet fit of issue 28 with the squared
+//!   exponential alone (`select::fit_grouped_selected`: five starts, 60 Adam steps each of the
+//!   block composite likelihood on 128 groups of 16 rows, scored on 128 held-out groups),
+//!   warm, exploring (the default); `…_families`: every family's starts
+//!   (`--local-families se,matern32,matern52`; 13 fits: the warm one and four starts of each
+//!   of three families, docs/LOCAL.md §12a); what the simulator's fleet pays at a fusion
+//!   where it explores, beside `local_pooled_fit`.
 //! - `local_refit/B500_m100_n100_d{d}`: the same with a block that triggers the residual
 //!   kernel's refit (60 Adam steps on ≤ 256 rows; A is factored at the next answer), once per
 //!   B rows entered.
@@ -207,6 +210,7 @@ fn bench_pooled_fit(c: &mut Criterion) {
 fn bench_grouped_fit(c: &mut Criterion) {
     use coolgp::local::composite::Groups;
     use coolgp::local::select::fit_grouped_selected;
+    use coolgp::local::ResidualFamily;
     let mut g = c.benchmark_group("local_grouped_fit");
     g.sample_size(10);
     for &d in &DS {
@@ -226,12 +230,21 @@ fn bench_grouped_fit(c: &mut Criterion) {
         };
         let (fit, held) = (groups(11), groups(12));
         let initial = vec![0.0; d + 2];
-        let warm = fit_grouped_selected(None, &initial, (&fit, &held), true)
+        let se = [ResidualFamily::SquaredExponential];
+        let warm = fit_grouped_selected(None, &initial, (&fit, &held), true, &se)
             .expect("first fit")
             .params;
+        let w = Some((ResidualFamily::SquaredExponential, &warm[..]));
+        // The squared exponential's starts alone (the fit before the families), and every
+        // family's (docs/LOCAL.md §12a).
         g.bench_function(BenchmarkId::from_parameter(format!("G128x16_d{d}")), |b| {
-            b.iter(|| fit_grouped_selected(Some(&warm), &initial, (&fit, &held), true))
+            b.iter(|| fit_grouped_selected(w, &initial, (&fit, &held), true, &se))
         });
+        let all = ResidualFamily::ALL;
+        g.bench_function(
+            BenchmarkId::from_parameter(format!("G128x16_d{d}_families")),
+            |b| b.iter(|| fit_grouped_selected(w, &initial, (&fit, &held), true, &all)),
+        );
     }
     g.finish();
 }

@@ -115,7 +115,9 @@ pub(crate) mod simd;
 pub use error::{Error, Result};
 pub use fuse::Topology;
 pub use learn::UpdateMode;
-pub use local::{combine, FleetRule, LocalAnswer, LocalConfig, MemoryPolicy, ResidualKind};
+pub use local::{
+    combine, FleetRule, LocalAnswer, LocalConfig, MemoryPolicy, ResidualFamily, ResidualKind,
+};
 pub use model::{
     Excess, Fingerprint, NaturalParams, Posterior, Prediction, Projection, Vocabulary,
 };

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use coolgp::local::groups::GROUP_OPTIONS;
 use coolgp::local::pool::{cold_due, COLD_GROWTH};
-use coolgp::local::{FitSample, LocalFit, ResidualKernel, ResidualKind};
+use coolgp::local::{FitSample, LocalFit, ResidualFamily, ResidualKernel, ResidualKind};
 use coolgp::Vocabulary;
 use tokio::sync::oneshot;
 
@@ -21,7 +21,7 @@ use crate::auth::PublicKey;
 use crate::auth::Signer;
 use crate::client::fetch_status;
 use crate::fit_members::{near_routes, spread, FIT_MEMBERS, NEAR_MEMBERS};
-use crate::kernel_auth::{taken_from, KernelClaim};
+use crate::kernel_auth::{kernel_of_words, taken_from, KernelClaim};
 use crate::pooled_fit::{
     anchors, cap_samples, due, fetch_samples, fit, fit_near, inv_scale, near_groups, near_request,
     to_sample, SampleRequest, Start, MAX_SAMPLE_ROWS, NEAR_ROWS, SAMPLE_TIMEOUT,
@@ -42,9 +42,9 @@ pub const FOLLOW_SCALE: u32 = 64;
 /// were most of a converged fleet's idle cost).
 pub const MAX_FOLLOW_EVERY: Duration = Duration::from_secs(16);
 
-/// A finished job: the kernel's parameters and, when taken from a fitter, its id and fit
-/// count.
-type Outcome = Option<(Vec<f64>, Option<(u64, u64)>)>;
+/// A finished job: the kernel's family and parameters and, when taken from a fitter, its id
+/// and fit count.
+type Outcome = Option<(ResidualFamily, Vec<f64>, Option<(u64, u64)>)>;
 
 /// The pooled fit's state on a node.
 pub(super) struct Pooled {
@@ -133,14 +133,15 @@ impl Node {
             };
             p.follow_wait.0 = wait;
         }
-        if let Some((params, from)) = outcome {
-            match self.agent.set_local_kernel_params(&params) {
+        if let Some((family, params, from)) = outcome {
+            match self.agent.set_local_kernel(family, &params) {
                 Ok(()) => {
                     p.fits += 1;
                     if let Some(from) = from {
                         p.followed = from;
                     }
-                    tracing::info!(?params, from = ?from, "pooled residual kernel taken");
+                    let family = family.name();
+                    tracing::info!(family, ?params, from = ?from, "pooled residual kernel taken");
                 }
                 Err(e) => tracing::warn!(error = %e, "pooled residual kernel not applied"),
             }
@@ -195,7 +196,11 @@ impl Node {
         let (tx, rx) = oneshot::channel();
         p.pending = Some(rx);
         tokio::spawn(async move {
-            let _ = tx.send(job.run().await.map(|params| (params, None)));
+            let _ = tx.send(
+                job.run()
+                    .await
+                    .map(|(family, params)| (family, params, None)),
+            );
         });
     }
 
@@ -232,6 +237,7 @@ impl Node {
             _ => 0,
         };
         let (session, fleet) = (session.clone(), self.s.fleet.clone());
+        let len = self.agent.local().kernel().params().len();
         // With --tls, the fitter's roster key (None: not in the roster, nothing is taken; a
         // fitter added with `certs --add` since start-up is found by a reload).
         let key = self
@@ -247,7 +253,15 @@ impl Node {
                 .ok()
                 .filter(|s| s.local_pooled_fits > held && !s.local_kernel.is_empty())
                 .filter(|s| signed_by(key, &fleet, fitter, s))
-                .map(|s| (s.local_kernel, Some((fitter, s.local_pooled_fits))));
+                .and_then(|s| match kernel_of_words(&s.local_kernel, len) {
+                    Ok((family, p)) => {
+                        Some((family, p.to_vec(), Some((fitter, s.local_pooled_fits))))
+                    }
+                    Err(why) => {
+                        tracing::warn!(fitter, "pooled residual kernel refused: {why}");
+                        None
+                    }
+                });
             let _ = tx.send(taken);
         });
     }
@@ -293,7 +307,7 @@ impl Job {
     /// [`GROUP_OPTIONS`]`.anchors`, the even ones fit, the odd ones scored) come from at most
     /// [`FIT_MEMBERS`] members spread over the field, and each anchor's near rows from its own
     /// member and the members whose coverage is nearest it.
-    async fn run(self) -> Option<Vec<f64>> {
+    async fn run(self) -> Option<(ResidualFamily, Vec<f64>)> {
         let briefs = if self.members > NEAR_MEMBERS {
             match briefs(&self.session, &self.fleet, SAMPLE_TIMEOUT).await {
                 Ok((b, _)) => b,

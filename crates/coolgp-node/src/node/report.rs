@@ -59,8 +59,12 @@ impl Node {
         let proj = self.agent.projection();
         let unscale_std = |v: f64| self.inputs.scaler.as_ref().map_or(v, |s| s.unscale_std(v));
         let (t, d) = (&self.traffic, &self.durability);
+        // The kernel's words: its parameters, and its family's ν if Matérn (kernel_auth).
         let local_kernel = match self.s.agent.local.is_on() {
-            true => self.agent.local().kernel().params().to_vec(),
+            true => {
+                let k = self.agent.local().kernel();
+                crate::kernel_auth::kernel_words(k.family(), k.params())
+            }
             false => Vec::new(),
         };
         let local_pooled_fits = self.pooled.as_ref().map_or(0, |p| p.fits);

@@ -9,7 +9,9 @@ use coolgp::local::composite::Groups;
 use coolgp::local::groups::{GroupOptions, Neighbourhood, RowRef};
 use coolgp::local::pool::{cold_due, fit_pooled, fit_pooled_selected, halves, shares, Selected};
 use coolgp::local::select::{fit_grouped_selected, GroupedFit};
-use coolgp::local::{FitSample, LocalFit, PoolOptions, PoolSample, ResidualKernel, ResidualKind};
+use coolgp::local::{
+    FitSample, LocalFit, PoolOptions, PoolSample, ResidualFamily, ResidualKernel, ResidualKind,
+};
 use coolgp::{Agent, Vocabulary};
 use rayon::prelude::*;
 
@@ -50,17 +52,23 @@ impl Fleet<'_> {
         let cold = cold_due(before as u64, self.points as u64, opts.cold_growth);
         let (fitted, chosen) = if opts.sample == PoolSample::Near {
             let warm = (!first).then(|| start.params().to_vec());
-            let (warm, initial) = (warm.as_deref(), initial.params());
-            let near = fit_agents_near(&mut self.agents, &excluded, warm, initial, cold);
-            match near {
-                Some(s) => (Some(s.params), format!("{:?} {:?}", s.chosen, s.scores)),
+            let warm = warm.as_deref().map(|p| (start.family(), p));
+            let pick = (warm, initial.params(), cold, &opts.families[..]);
+            match fit_agents_near(&mut self.agents, &excluded, pick) {
+                Some(s) => {
+                    let log = format!("{} {:?} {:?}", s.family.name(), s.chosen, s.scores);
+                    (Some(s.params), log)
+                }
                 None => (None, String::new()),
             }
         } else if opts.validate {
             let (warm, initial) = ((!first).then_some(&start), initial.clone());
             let pick = (warm, &initial, cold);
             match fit_agents_selected(&mut self.agents, &excluded, &self.vocab, opts, pick) {
-                Some(s) => (Some(s.params), format!("{:?} {:?}", s.chosen, s.scores)),
+                Some(s) => {
+                    let log = format!("{} {:?} {:?}", s.family.name(), s.chosen, s.scores);
+                    (Some(s.params), log)
+                }
                 None => (None, String::new()),
             }
         } else {
@@ -86,6 +94,16 @@ impl Fleet<'_> {
 /// The environment variable that makes [`Fleet::fit_local_pooled`] log each pooled fit.
 const POOL_LOG: &str = "COOLGP_POOL_LOG";
 
+/// What [`fit_agents_near`] starts from: the warm chain's family and parameters (`None` at
+/// the first fit), the agents' initial parameters, whether every start is fitted, and the
+/// families whose starts are.
+pub type NearPick<'a> = (
+    Option<(ResidualFamily, &'a [f64])>,
+    &'a [f64],
+    bool,
+    &'a [ResidualFamily],
+);
+
 /// One fleet-wide fit of the learned residual kernel over `agents`: agent i offers
 /// `shares(opts.rows, agents)[i]` evenly spaced rows of its memory with their residuals
 /// against its global model ([`Agent::local_fit_sample`]; an agent that cannot offer one
@@ -103,7 +121,7 @@ pub fn fit_agents_pooled(
 ) -> Option<Vec<f64>> {
     let samples = offered(agents, &shares(opts.rows, agents.len()), excluded);
     let params = fit_pooled(start, &samples, first, opts)?;
-    take(agents, &params);
+    take(agents, start.family(), &params);
     Some(params)
 }
 
@@ -128,7 +146,7 @@ fn fit_agents_selected(
     let (fit, validation): (Vec<FitSample>, Vec<FitSample>) =
         offered(agents, &share, excluded).iter().map(halves).unzip();
     let selected = fit_pooled_selected(warm, initial, cold, vocab, &fit, &validation, opts)?;
-    take(agents, &selected.params);
+    take(agents, selected.family, &selected.params);
     Some(selected)
 }
 
@@ -136,17 +154,17 @@ fn fit_agents_selected(
 /// over every agent's memory ([`Neighbourhood`], [`GroupOptions::default`]), each group's rows
 /// with their residuals against their agent's global model ([`Agent::local_fit_rows`]), and
 /// the kernel chosen among the starts by the held-out groups' leave-one-out score
-/// ([`fit_grouped_selected`]; `warm`: the previous fleet kernel's parameters; every start at
-/// the fusions where `explore`, [`cold_due`], else the warm chain alone unless its held-out
-/// errors are off). Every agent takes
-/// it. Deterministic.
+/// ([`fit_grouped_selected`]; `pick = (warm, initial, explore, families)`: the previous
+/// fleet kernel's family and parameters, the agents' initial parameters, every start of every
+/// family of `families` at the fusions where `explore` ([`cold_due`]), else the warm chain
+/// alone unless its held-out errors are off). Every agent takes the chosen family and
+/// parameters. Deterministic.
 pub fn fit_agents_near(
     agents: &mut [Agent],
     excluded: &[bool],
-    warm: Option<&[f64]>,
-    initial: &[f64],
-    explore: bool,
+    pick: NearPick<'_>,
 ) -> Option<GroupedFit> {
+    let (warm, initial, explore, families) = pick;
     let opts = GroupOptions::default();
     let d = agents.first()?.local().memory().d();
     let (fit, held) = {
@@ -161,7 +179,8 @@ pub fn fit_agents_near(
         let hood = Neighbourhood::new(d, rows);
         let (fit_anchors, held_anchors) = hood.anchors(&opts);
         // The warm kernel's metric (its inverse lengthscales) adds the rows it claims.
-        let kernel: Option<Vec<f64>> = warm.map(|p| p[2..].iter().map(|l| (-l).exp()).collect());
+        let kernel: Option<Vec<f64>> =
+            warm.map(|(_, p)| p[2..].iter().map(|l| (-l).exp()).collect());
         let group = |anchors: &[RowRef]| -> Vec<Vec<RowRef>> {
             anchors
                 .par_iter()
@@ -201,8 +220,9 @@ pub fn fit_agents_near(
         }
         out
     };
-    let chosen = fit_grouped_selected(warm, initial, (&build(&fit), &build(&held)), explore)?;
-    take(agents, &chosen.params);
+    let groups = (&build(&fit), &build(&held));
+    let chosen = fit_grouped_selected(warm, initial, groups, explore, families)?;
+    take(agents, chosen.family, &chosen.params);
     Some(chosen)
 }
 
@@ -221,10 +241,10 @@ fn offered(agents: &[Agent], share: &[usize], excluded: &[bool]) -> Vec<FitSampl
         .collect()
 }
 
-/// Every agent takes `params` (one whose memory cannot be factored leaves it unused until the
-/// next fit).
-fn take(agents: &mut [Agent], params: &[f64]) {
+/// Every agent takes the kernel of `family` with `params` (one whose memory cannot be
+/// factored leaves it unused until the next fit).
+fn take(agents: &mut [Agent], family: ResidualFamily, params: &[f64]) {
     agents.par_iter_mut().for_each(|a| {
-        let _ = a.set_local_kernel_params(params);
+        let _ = a.set_local_kernel(family, params);
     });
 }

@@ -12,7 +12,7 @@ use coolgp::learn::{
     Adam, AdamConfig, HyperStats, ImportanceCache, IsNormalization, Learner, Likelihood, Site,
     SiteConfig, SiteMemory, Sites, UNGROUPED,
 };
-use coolgp::local::{LocalConfig, LocalSnapshot, MemoryPolicy, ResidualKind};
+use coolgp::local::{LocalConfig, LocalSnapshot, MemoryPolicy, ResidualFamily, ResidualKind};
 use coolgp::model::psi::UnitStats;
 use coolgp::protocol::{AgentSnapshot, InboundSnapshot, ProjectionShare};
 use coolgp::{AgentConfig, Excess, FusionRule, ProjectionMode, UpdateMode, Vocabulary};
@@ -344,11 +344,22 @@ impl Reader<'_> {
                 return Err(self.err(format!("local memory {name} {i} is not finite")));
             }
         }
+        let family = match l.family.as_deref() {
+            None => ResidualFamily::SquaredExponential,
+            Some(name) => ResidualFamily::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = ResidualFamily::ALL.iter().map(|f| f.name()).collect();
+                self.err(format!(
+                    "unknown residual kernel family '{name}' (this build knows {})",
+                    known.join(", ")
+                ))
+            })?,
+        };
         Ok(Some(LocalSnapshot {
             x,
             y,
             seen: l.seen,
             params,
+            family,
             last_fit: l.last_fit,
             since_fit: l.since_fit,
         }))

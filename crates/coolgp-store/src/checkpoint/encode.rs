@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use coolgp::faer::Mat;
 use coolgp::fuse::Mass;
 use coolgp::learn::{Learner, Likelihood, Site, SiteMemory, Sites, UNGROUPED};
+use coolgp::local::ResidualFamily;
 use coolgp::protocol::{AgentSnapshot, InboundSnapshot};
 use coolgp::{Agent, Excess, FusionRule, ProjectionMode, UpdateMode, View, Vocabulary};
 use safetensors::tensor::{Dtype, TensorView};
@@ -175,6 +176,8 @@ impl Tensors {
             seen: mem.seen,
             last_fit: mem.last_fit,
             since_fit: mem.since_fit,
+            family: (mem.family != ResidualFamily::SquaredExponential)
+                .then(|| mem.family.name().to_owned()),
         })
     }
 

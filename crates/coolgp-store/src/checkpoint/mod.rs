@@ -35,7 +35,7 @@
 //! | `inbox/<j>/site_prec`, `_shift`, `_stats` | … | site sums last received from neighbour j    |
 //! | `pushsum/{mass,sent,received/<j>}/site_prec`, `_shift`, `_stats` | … | fleet projection under push-sum: the site part of each push-sum mass (absent otherwise) |
 //! | `local/x`, `local/y`           | `[n, d]`, `[n]` | the local memory's rows and targets, in memory order (`--local-memory`; absent when off) |
-//! | `local/params`                 | `[p]`        | the residual kernel's parameters (`ResidualKernel::params`) |
+//! | `local/params`                 | `[p]`        | the residual kernel's parameters (`ResidualKernel::params`; its family in the metadata's `local.family`) |
 //!
 //! With projection groups (`--projection-group`) every site-sum prefix `P` above (`inbox/<j>/site_`,
 //! `pushsum/…/site_`) holds one site per group, `P<g>_prec`, `P<g>_shift`, `P<g>_stats` with `g`
@@ -240,6 +240,11 @@ pub struct LocalMeta {
     pub last_fit: u64,
     /// Rows inserted since that fit.
     pub since_fit: u64,
+    /// The learned residual kernel's family (`ResidualFamily::name`: `matern32`,
+    /// `matern52`); `None`: the squared exponential (absent for it, and in checkpoints
+    /// written before the families, which restore as the squared exponential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
 }
 
 fn per_agent() -> String {

@@ -2,14 +2,17 @@
 //! (issue 28; docs/LOCAL.md §11), and the groups' leave-one-out score.
 //!
 //! With groups `b = 1..G` of rows `x_b [g_b, d]`, residuals `r_b [g_b]` and
-//! `A_b = σ_r² E_b + σ_rn² I` (`E_b` the unit ARD squared-exponential kernel of the group):
+//! `A_b = σ_r² E_b + σ_rn² I` (`E_b` the group's unit ARD kernel of a [`ResidualFamily`],
+//! `E_ij = f(r_ij)`, `r_ij` the distance of the rows scaled by the lengthscales):
 //!
 //! ```text
 //! CL(p)      = Σ_b [ −½ r_bᵀ A_b⁻¹ r_b − ½ ln|A_b| − (g_b/2) ln 2π ]
 //! ∂CL/∂p     = Σ_b ½ tr((α_b α_bᵀ − A_b⁻¹) ∂A_b/∂p),   α_b = A_b⁻¹ r_b
 //! ```
 //!
-//! (the derivatives of [`super::kernel::ResidualKernel::log_marginal`], block by block): each
+//! with `∂A_b/∂ln σ_r = 2σ_r² E_b`, `∂A_b/∂ln σ_rn = 2σ_rn² I` and
+//! `∂A_b,ij/∂ln ℓ_k = σ_r² g(r_ij) (x_ik − x_jk)²/ℓ_k²` (`g = −f'/r`, [`super::family`]; the
+//! derivatives of [`super::kernel::ResidualKernel::log_marginal`], block by block): each
 //! block is exact, the blocks are treated as independent. It costs `O(Σ g_b³)` a step instead of
 //! the pooled fit's `O(n³)`, so a fit sees thousands of rows for the price of a few hundred.
 //!
@@ -19,6 +22,7 @@
 //! `ln N(r_i; μ_i, v_i) = −½ ln 2π + ½ ln [A⁻¹]_ii − ½ α_i²/[A⁻¹]_ii`.
 
 use super::pool::HeldOut;
+use super::ResidualFamily;
 use crate::error::{ensure_dim, ensure_finite, Result};
 
 /// Groups of rows: inputs `[n, d]` row-major, residuals `[n]`, and where each group starts.
@@ -90,18 +94,28 @@ impl Groups {
     }
 }
 
-/// `CL(p)` and its gradient over `groups` (module doc), `p = [ln σ_r, ln σ_rn, ln ℓ_1..d]`.
-/// `None` if a block cannot be factored or `p` has the wrong length.
-pub fn log_likelihood(p: &[f64], groups: &Groups) -> Option<(f64, Vec<f64>)> {
+/// `CL(p)` and its gradient over `groups` (module doc) under a kernel of `family`,
+/// `p = [ln σ_r, ln σ_rn, ln ℓ_1..d]`. `None` if a block cannot be factored or `p` has the
+/// wrong length.
+pub fn log_likelihood(
+    family: ResidualFamily,
+    p: &[f64],
+    groups: &Groups,
+) -> Option<(f64, Vec<f64>)> {
     if p.len() != groups.d + 2 {
         return None;
     }
     let mut total = 0.0;
     let mut grad = vec![0.0; p.len()];
-    let mut ws = Workspace::default();
+    let mut ws = Workspace::new(family);
     for b in 0..groups.len() {
         let (x, r) = groups.group(b);
         total += ws.block(p, x, r, groups.d)?;
+        // G = E for the squared exponential (bit for bit the kernel before the families).
+        let slope = match family {
+            ResidualFamily::SquaredExponential => &ws.e,
+            _ => &ws.slope,
+        };
         let (s2, n2) = ((2.0 * p[0]).exp(), (2.0 * p[1]).exp());
         let g = r.len();
         // W = ααᵀ − A⁻¹; ½ Σ_ij W_ij ∂A_ij.
@@ -115,9 +129,10 @@ pub fn log_likelihood(p: &[f64], groups: &Groups) -> Option<(f64, Vec<f64>)> {
                 }
                 if i != j {
                     let (xi, xj) = (&x[i * groups.d..], &x[j * groups.d..]);
+                    let gs = slope[i * g + j];
                     for k in 0..groups.d {
                         let u = (xi[k] - xj[k]) * ws.inv_len[k];
-                        grad[2 + k] += 0.5 * s2 * w * e * u * u;
+                        grad[2 + k] += 0.5 * s2 * w * gs * u * u;
                     }
                 }
             }
@@ -126,14 +141,15 @@ pub fn log_likelihood(p: &[f64], groups: &Groups) -> Option<(f64, Vec<f64>)> {
     Some((total, grad))
 }
 
-/// The leave-one-out score of `p` on `groups`: every row's `ln N(r_i; μ_i, v_i)` given the
-/// rest of its group, summed, and the mean of `(r_i − μ_i)²/v_i` (module doc). `None` if a
-/// block cannot be factored, `p` has the wrong length, or there is no group.
-pub fn loo_score(p: &[f64], groups: &Groups) -> Option<HeldOut> {
+/// The leave-one-out score of `p` under a kernel of `family` on `groups`: every row's
+/// `ln N(r_i; μ_i, v_i)` given the rest of its group, summed, and the mean of
+/// `(r_i − μ_i)²/v_i` (module doc). `None` if a block cannot be factored, `p` has the wrong
+/// length, or there is no group.
+pub fn loo_score(family: ResidualFamily, p: &[f64], groups: &Groups) -> Option<HeldOut> {
     if p.len() != groups.d + 2 || groups.is_empty() {
         return None;
     }
-    let mut ws = Workspace::default();
+    let mut ws = Workspace::new(family);
     let (mut ld, mut sq) = (0.0, 0.0);
     let half_ln_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
     for b in 0..groups.len() {
@@ -161,8 +177,11 @@ pub fn loo_score(p: &[f64], groups: &Groups) -> Option<HeldOut> {
 /// block has been seen).
 #[derive(Default)]
 struct Workspace {
+    family: ResidualFamily,
     inv_len: Vec<f64>,
     e: Vec<f64>,
+    /// `g(r_ij)` (Matérn families only; the squared exponential's is `e`).
+    slope: Vec<f64>,
     l: Vec<f64>,
     linv: Vec<f64>,
     ainv: Vec<f64>,
@@ -170,8 +189,17 @@ struct Workspace {
 }
 
 impl Workspace {
-    /// Fills `e` (unit kernel), `ainv` (A⁻¹, full) and `alpha` (A⁻¹r) for the block `x [g·d]`,
-    /// `r [g]`; returns its log likelihood. `None` if A is not positive definite.
+    /// An empty workspace for kernels of `family`.
+    fn new(family: ResidualFamily) -> Self {
+        Self {
+            family,
+            ..Self::default()
+        }
+    }
+
+    /// Fills `e` (unit kernel), `slope` (Matérn: `g(r)`), `ainv` (A⁻¹, full) and `alpha`
+    /// (A⁻¹r) for the block `x [g·d]`, `r [g]`; returns its log likelihood. `None` if A is
+    /// not positive definite.
     fn block(&mut self, p: &[f64], x: &[f64], r: &[f64], d: usize) -> Option<f64> {
         let g = r.len();
         let (s2, n2) = ((2.0 * p[0]).exp(), (2.0 * p[1]).exp());
@@ -179,6 +207,10 @@ impl Workspace {
         self.inv_len.extend(p[2..].iter().map(|l| (-l).exp()));
         self.e.resize(g * g, 0.0);
         self.l.resize(g * g, 0.0);
+        let matern = self.family != ResidualFamily::SquaredExponential;
+        if matern {
+            self.slope.resize(g * g, 0.0);
+        }
         for i in 0..g {
             for j in 0..=i {
                 let d2: f64 = (0..d)
@@ -187,7 +219,12 @@ impl Workspace {
                         u * u
                     })
                     .sum();
-                let e = (-0.5 * d2).exp();
+                let e = self.family.unit(d2);
+                if matern {
+                    let s = self.family.slope(d2);
+                    self.slope[i * g + j] = s;
+                    self.slope[j * g + i] = s;
+                }
                 self.e[i * g + j] = e;
                 self.e[j * g + i] = e;
                 self.l[i * g + j] = s2 * e + if i == j { n2 } else { 0.0 };
@@ -255,14 +292,19 @@ fn cholesky(a: &mut [f64], g: usize) -> bool {
 mod tests {
     use super::*;
     use crate::local::kernel::ResidualKernel;
-    use crate::local::ResidualKind;
     use crate::rng::Rng;
 
-    fn groups(seed: u64, sizes: &[usize], d: usize) -> Groups {
+    /// Groups of random rows; with `coincident`, each group's second row repeats its first
+    /// (r = 0 between them: the Matérn slope's special point).
+    fn groups(seed: u64, sizes: &[usize], d: usize, coincident: bool) -> Groups {
         let mut rng = Rng::new(seed, 1);
         let mut g = Groups::new(d);
         for &n in sizes {
-            let x: Vec<f64> = (0..n * d).map(|_| rng.normal()).collect();
+            let mut x: Vec<f64> = (0..n * d).map(|_| rng.normal()).collect();
+            if coincident && n >= 2 {
+                let first = x[..d].to_vec();
+                x[d..2 * d].copy_from_slice(&first);
+            }
             let r: Vec<f64> = (0..n)
                 .map(|i| x[i * d].sin() + 0.3 * rng.normal())
                 .collect();
@@ -275,94 +317,113 @@ mod tests {
 
     #[test]
     fn each_block_is_the_exact_log_marginal_and_the_sum_is_the_composite() {
-        let gs = groups(3, &[5, 9, 1, 16], 3);
-        assert_eq!(gs.len(), 3, "a single row is left out");
-        let k = ResidualKernel::from_params(ResidualKind::Learned, P.to_vec(), 3, 0).expect("k");
-        let (mut want, mut want_g) = (0.0, vec![0.0; 5]);
-        for b in 0..gs.len() {
-            let (x, r) = gs.group(b);
-            let (l, g) = k.log_marginal(&P, x, r).expect("exact");
-            want += l;
-            want_g.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
-        }
-        let (got, got_g) = log_likelihood(&P, &gs).expect("composite");
-        assert!((got - want).abs() < 1e-9 * want.abs(), "{got} {want}");
-        for (a, b) in got_g.iter().zip(&want_g) {
+        // Reference: docs/LOCAL.md §11, §12a (every family).
+        for family in ResidualFamily::ALL {
+            let gs = groups(3, &[5, 9, 1, 16], 3, true);
+            assert_eq!(gs.len(), 3, "a single row is left out");
+            let k = ResidualKernel::learned(family, P.to_vec(), 3).expect("k");
+            let (mut want, mut want_g) = (0.0, vec![0.0; 5]);
+            for b in 0..gs.len() {
+                let (x, r) = gs.group(b);
+                let (l, g) = k.log_marginal(&P, x, r).expect("exact");
+                want += l;
+                want_g.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
+            }
+            let (got, got_g) = log_likelihood(family, &P, &gs).expect("composite");
             assert!(
-                (a - b).abs() < 1e-8 * (1.0 + b.abs()),
-                "{got_g:?} {want_g:?}"
+                (got - want).abs() < 1e-9 * want.abs(),
+                "{family:?}: {got} {want}"
             );
+            for (a, b) in got_g.iter().zip(&want_g) {
+                assert!(
+                    (a - b).abs() < 1e-8 * (1.0 + b.abs()),
+                    "{family:?}: {got_g:?} {want_g:?}"
+                );
+            }
         }
     }
 
     #[test]
     fn the_gradient_matches_finite_differences() {
-        let gs = groups(5, &[7, 12], 3);
-        let (_, g) = log_likelihood(&P, &gs).expect("composite");
-        for i in 0..P.len() {
-            let h = 1e-6;
-            let (mut a, mut b) = (P.to_vec(), P.to_vec());
-            a[i] += h;
-            b[i] -= h;
-            let fd = (log_likelihood(&a, &gs).expect("a").0
-                - log_likelihood(&b, &gs).expect("b").0)
-                / (2.0 * h);
-            assert!(
-                (fd - g[i]).abs() < 1e-6 * (1.0 + fd.abs()),
-                "{i}: {fd} {}",
-                g[i]
-            );
+        // Reference: docs/LOCAL.md §12a: ∂A_ij/∂ln ℓ_k = σ_r² g(r_ij) u_k²; coincident rows
+        // (r = 0) in every group.
+        for (family, coincident) in ResidualFamily::ALL
+            .into_iter()
+            .flat_map(|f| [(f, false), (f, true)])
+        {
+            let gs = groups(5, &[7, 12], 3, coincident);
+            let (_, g) = log_likelihood(family, &P, &gs).expect("composite");
+            assert!(g.iter().all(|v| v.is_finite()), "{family:?}: {g:?}");
+            for i in 0..P.len() {
+                let h = 1e-6;
+                let (mut a, mut b) = (P.to_vec(), P.to_vec());
+                a[i] += h;
+                b[i] -= h;
+                let fd = (log_likelihood(family, &a, &gs).expect("a").0
+                    - log_likelihood(family, &b, &gs).expect("b").0)
+                    / (2.0 * h);
+                assert!(
+                    (fd - g[i]).abs() < 1e-6 * (1.0 + fd.abs()),
+                    "{family:?} {coincident} {i}: {fd} {}",
+                    g[i]
+                );
+            }
         }
     }
 
     #[test]
     fn the_leave_one_out_score_equals_refitting_without_the_row() {
-        let gs = groups(9, &[6, 4], 3);
-        let k = ResidualKernel::from_params(ResidualKind::Learned, P.to_vec(), 3, 0).expect("k");
-        let vocab = crate::model::Vocabulary::default_design(4, 2, 0).expect("vocab");
-        let (mut ld, mut sq, mut n) = (0.0, 0.0, 0);
-        for b in 0..gs.len() {
-            let (x, r) = gs.group(b);
-            for i in 0..r.len() {
-                let keep: Vec<usize> = (0..r.len()).filter(|&j| j != i).collect();
-                let xf: Vec<f64> = keep
-                    .iter()
-                    .flat_map(|&j| x[j * 3..j * 3 + 3].to_vec())
-                    .collect();
-                let rf: Vec<f64> = keep.iter().map(|&j| r[j]).collect();
-                let h = crate::local::pool::held_out(
-                    &k,
-                    &vocab,
-                    (&xf, &rf),
-                    (&x[i * 3..i * 3 + 3], &r[i..=i]),
-                )
-                .expect("exact");
-                ld += h.log_density;
-                sq += h.msr;
-                n += 1;
+        for family in ResidualFamily::ALL {
+            let gs = groups(9, &[6, 4], 3, false);
+            let k = ResidualKernel::learned(family, P.to_vec(), 3).expect("k");
+            let vocab = crate::model::Vocabulary::default_design(4, 2, 0).expect("vocab");
+            let (mut ld, mut sq, mut n) = (0.0, 0.0, 0);
+            for b in 0..gs.len() {
+                let (x, r) = gs.group(b);
+                for i in 0..r.len() {
+                    let keep: Vec<usize> = (0..r.len()).filter(|&j| j != i).collect();
+                    let xf: Vec<f64> = keep
+                        .iter()
+                        .flat_map(|&j| x[j * 3..j * 3 + 3].to_vec())
+                        .collect();
+                    let rf: Vec<f64> = keep.iter().map(|&j| r[j]).collect();
+                    let h = crate::local::pool::held_out(
+                        &k,
+                        &vocab,
+                        (&xf, &rf),
+                        (&x[i * 3..i * 3 + 3], &r[i..=i]),
+                    )
+                    .expect("exact");
+                    ld += h.log_density;
+                    sq += h.msr;
+                    n += 1;
+                }
             }
+            let got = loo_score(family, &P, &gs).expect("loo");
+            assert!(
+                (got.log_density - ld).abs() < 1e-9 * ld.abs(),
+                "{family:?}: {got:?} {ld}"
+            );
+            assert!((got.msr - sq / n as f64).abs() < 1e-9, "{got:?}");
         }
-        let got = loo_score(&P, &gs).expect("loo");
-        assert!(
-            (got.log_density - ld).abs() < 1e-9 * ld.abs(),
-            "{got:?} {ld}"
-        );
-        assert!((got.msr - sq / n as f64).abs() < 1e-9, "{got:?}");
     }
 
     #[test]
     fn bad_rows_are_refused_and_bad_parameters_give_none() {
+        let se = ResidualFamily::SquaredExponential;
         let mut g = Groups::new(2);
         assert!(g.push(&[1.0, 2.0, 3.0], &[0.0, 1.0]).is_err());
         assert!(g.push(&[1.0, f64::NAN, 3.0, 4.0], &[0.0, 1.0]).is_err());
         assert!(g.is_empty());
         g.push(&[0.0, 0.0, 0.0, 0.0], &[1.0, 1.0]).expect("push");
         assert!(
-            log_likelihood(&[0.0, 0.0, 0.0], &g).is_none(),
+            log_likelihood(se, &[0.0, 0.0, 0.0], &g).is_none(),
             "wrong length"
         );
         // Two identical rows and no noise: A is singular.
-        assert!(log_likelihood(&[0.0, -40.0, 0.0, 0.0], &g).is_none());
-        assert!(loo_score(&[0.0, 0.0, 0.0, 0.0], &Groups::new(2)).is_none());
+        for family in ResidualFamily::ALL {
+            assert!(log_likelihood(family, &[0.0, -40.0, 0.0, 0.0], &g).is_none());
+        }
+        assert!(loo_score(se, &[0.0, 0.0, 0.0, 0.0], &Groups::new(2)).is_none());
     }
 }

@@ -5,7 +5,9 @@
 use faer::MatRef;
 
 use super::pool::{self, FitSample};
-use super::{fit, HeldOutRows, LocalAnswer, LocalFit, ResidualKernel, ResidualKind};
+use super::{
+    fit, HeldOutRows, LocalAnswer, LocalFit, ResidualFamily, ResidualKernel, ResidualKind,
+};
 use crate::error::{ensure_dim, ensure_finite, Result};
 use crate::model::predict::{predict, predict_mean};
 use crate::model::Prediction;
@@ -147,14 +149,27 @@ impl Agent {
         FitSample::new(d, x, r)
     }
 
-    /// Sets the residual kernel's parameters (the fleet's pooled fit, [`pool::fit_pooled`]) and
-    /// refactors the memory's A once; the agent's own fit schedule restarts from here.
+    /// Sets the residual kernel's parameters in its family (the fleet's pooled fit,
+    /// [`pool::fit_pooled`]) and refactors the memory's A once; the agent's own fit schedule
+    /// restarts from here.
     ///
     /// # Errors
     /// [`crate::Error::DimensionMismatch`] for parameters of another length than the kernel's,
     /// [`crate::Error::NonFinite`] for a non-finite one, [`crate::Error::NotPositiveDefinite`] if
     /// A cannot be factored (the memory is then unused until the next fit).
     pub fn set_local_kernel_params(&mut self, params: &[f64]) -> Result<()> {
+        let family = self.local().kernel().family();
+        self.set_local_kernel(family, params)
+    }
+
+    /// Sets the learned residual kernel's family and parameters (the fleet's fit on
+    /// neighbourhood groups chooses both, [`super::select`]) and refactors the memory's A
+    /// once, as [`Agent::set_local_kernel_params`]; a `GlobalResidual` kernel keeps its own
+    /// family.
+    ///
+    /// # Errors
+    /// As [`Agent::set_local_kernel_params`].
+    pub fn set_local_kernel(&mut self, family: ResidualFamily, params: &[f64]) -> Result<()> {
         ensure_dim(
             "local residual kernel parameters",
             self.local().kernel().params().len(),
@@ -162,7 +177,7 @@ impl Agent {
         )?;
         ensure_finite("local residual kernel parameters", params)?;
         let vocab = self.vocabulary().clone();
-        self.local_mut().set_kernel_params(&vocab, params)
+        self.local_mut().set_kernel(&vocab, family, params)
     }
 
     /// Memory rows `rows` as `x [n·d]` (row-major) and their residuals `y − μ_g(x) [n]` against

@@ -2,8 +2,10 @@
 //! memory's residuals under it (with its gradient, for the fit).
 //!
 //! Two kinds ([`ResidualKind`]):
-//! - `Learned`: an ARD squared exponential `k_r(x, x') = σ_r² exp(−½ Σ_k (x_k − x'_k)²/ℓ_k²)`
-//!   with its own noise σ_rn; parameters `[ln σ_r, ln σ_rn, ln ℓ_1..d]`.
+//! - `Learned`: an ARD kernel of a [`ResidualFamily`] on the scaled distance
+//!   `r² = Σ_k (x_k − x'_k)²/ℓ_k²` — the squared exponential `σ_r² exp(−r²/2)` (the default),
+//!   Matérn 3/2 or 5/2 ([`super::family`]) — with its own noise σ_rn; parameters
+//!   `[ln σ_r, ln σ_rn, ln ℓ_1..d]` in every family.
 //! - `GlobalResidual`: the global kernel's own residual at the mean projection W̄,
 //!   `k_r(x, x') = σ_s² (k(W̄x, W̄x') − k_xᵀ K⁻¹ k_x')` with `k_x = k(W̄x, Z)` and noise σ_n;
 //!   parameters `[ln σ_s, ln σ_n, W̄ (d'·d, row-major)]`, taken from the global q(W) at each fit.
@@ -14,13 +16,13 @@
 use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::{Mat, MatMut, Par};
 
-use super::ResidualKind;
+use super::{ResidualFamily, ResidualKind};
 use crate::error::{Error, Result};
 
 use crate::linalg::mat_vec;
 use crate::model::kernel::sqdist;
 use crate::model::{Projection, Vocabulary};
-use crate::simd::{dispatch, exp};
+use crate::simd::dispatch;
 
 /// Bounds of the learned kernel's log parameters (ln σ_r, ln σ_rn, ln ℓ): a fit never leaves them.
 pub const LOG_BOUNDS: (f64, f64) = (-12.0, 12.0);
@@ -29,15 +31,17 @@ pub const LOG_BOUNDS: (f64, f64) = (-12.0, 12.0);
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResidualKernel {
     kind: ResidualKind,
+    /// The learned kernel's family (the squared exponential for `GlobalResidual`).
+    family: ResidualFamily,
     params: Vec<f64>,
     d: usize,
     dz: usize,
 }
 
 impl ResidualKernel {
-    /// The initial kernel from the global q(W) `proj`: Learned takes σ_r = σ_s, σ_rn = σ_n and
-    /// `ℓ_k = ½ / ‖W̄_{:,k}‖` (half the global kernel's effective lengthscale, clamped);
-    /// GlobalResidual takes W̄, σ_s, σ_n.
+    /// The initial kernel from the global q(W) `proj`: Learned takes the squared exponential,
+    /// σ_r = σ_s, σ_rn = σ_n and `ℓ_k = ½ / ‖W̄_{:,k}‖` (half the global kernel's effective
+    /// lengthscale, clamped); GlobalResidual takes W̄, σ_s, σ_n.
     pub fn initial(kind: ResidualKind, proj: &Projection) -> Self {
         let (d, dz) = (proj.d(), proj.d_latent());
         let w = proj.mu();
@@ -55,13 +59,15 @@ impl ResidualKernel {
         }
         Self {
             kind,
+            family: ResidualFamily::SquaredExponential,
             params,
             d,
             dz,
         }
     }
 
-    /// A kernel from stored parameters (a restore).
+    /// A kernel from stored parameters (a restore); a learned one is a squared exponential
+    /// ([`ResidualKernel::learned`] for another family).
     ///
     /// # Errors
     /// [`Error::DimensionMismatch`] for a parameter vector of the wrong length,
@@ -75,15 +81,39 @@ impl ResidualKernel {
         crate::error::ensure_finite("local residual kernel parameters", &params)?;
         Ok(Self {
             kind,
+            family: ResidualFamily::SquaredExponential,
             params,
             d,
             dz,
         })
     }
 
+    /// A learned kernel of `family` on `d` inputs with parameters
+    /// `[ln σ_r, ln σ_rn, ln ℓ_1..d]`.
+    ///
+    /// # Errors
+    /// As [`ResidualKernel::from_params`].
+    pub fn learned(family: ResidualFamily, params: Vec<f64>, d: usize) -> Result<Self> {
+        let mut k = Self::from_params(ResidualKind::Learned, params, d, 0)?;
+        k.family = family;
+        Ok(k)
+    }
+
     /// The kind.
     pub fn kind(&self) -> ResidualKind {
         self.kind
+    }
+
+    /// The learned kernel's family (the squared exponential for `GlobalResidual`).
+    pub fn family(&self) -> ResidualFamily {
+        self.family
+    }
+
+    /// Sets the family of a learned kernel (a `GlobalResidual` kernel keeps its own).
+    pub(crate) fn set_family(&mut self, family: ResidualFamily) {
+        if self.kind == ResidualKind::Learned {
+            self.family = family;
+        }
     }
 
     /// The parameters (see the module doc).
@@ -164,7 +194,7 @@ impl ResidualKernel {
     /// `k_r(a, b)` of two feature rows (exactly symmetric in its arguments).
     pub fn cov(&self, a: &[f64], b: &[f64]) -> f64 {
         match self.kind {
-            ResidualKind::Learned => self.signal_var() * (-0.5 * sqdist(a, b)).exp(),
+            ResidualKind::Learned => self.signal_var() * self.family.unit(sqdist(a, b)),
             ResidualKind::GlobalResidual => {
                 let (dz, m) = (self.dz, (a.len() - self.dz) / 2);
                 let e = (-0.5 * sqdist(&a[..dz], &b[..dz])).exp();
@@ -177,7 +207,8 @@ impl ResidualKernel {
     }
 
     /// `out_i = k_r(row_i, fx)` for the rows of a feature buffer `rows [n, f]` (row-major) and
-    /// one feature row `fx`: the Learned kernel's exponentials in one vectorized pass.
+    /// one feature row `fx`: the Learned kernel's profile (its family's `f(r)`) in one
+    /// vectorized pass.
     pub fn cov_column(&self, rows: &[f64], fx: &[f64], out: &mut [f64]) {
         let f = fx.len();
         match self.kind {
@@ -185,7 +216,7 @@ impl ResidualKernel {
                 for (o, r) in out.iter_mut().zip(rows.chunks_exact(f)) {
                     *o = sqdist(r, fx);
                 }
-                scaled_exp_in_place(out, self.signal_var());
+                self.family.unit_in_place(out, self.signal_var());
             }
             ResidualKind::GlobalResidual => {
                 for (o, r) in out.iter_mut().zip(rows.chunks_exact(f)) {
@@ -216,14 +247,17 @@ impl ResidualKernel {
             for (k, &xk) in fx.iter().enumerate() {
                 add_squared_differences(o, &cols[k * n..(k + 1) * n], xk);
             }
-            scaled_exp_in_place(o, self.signal_var());
+            self.family.unit_in_place(o, self.signal_var());
         }
     }
 
     /// The log marginal likelihood `−½ rᵀA⁻¹r − ½ ln|A| − (n/2) ln 2π` of residuals `r [n]` at
-    /// raw inputs `x [n·d]` under a Learned kernel with parameters `p`, and its gradient in `p`:
-    /// `½ tr((ααᵀ − A⁻¹) ∂A/∂p)`, `α = A⁻¹r`, with `∂A/∂ln σ_r = 2σ_r² E`,
-    /// `∂A/∂ln σ_rn = 2σ_rn² I`, `∂A/∂ln ℓ_k = σ_r² E ∘ D_k`, `D_k,ij = (x_ik − x_jk)²/ℓ_k²`.
+    /// raw inputs `x [n·d]` under a Learned kernel of this kernel's family with parameters `p`,
+    /// and its gradient in `p`: `½ tr((ααᵀ − A⁻¹) ∂A/∂p)`, `α = A⁻¹r`, with
+    /// `∂A/∂ln σ_r = 2σ_r² E`, `∂A/∂ln σ_rn = 2σ_rn² I`, `∂A/∂ln ℓ_k = σ_r² G ∘ D_k`,
+    /// `E_ij = f(r_ij)`, `G_ij = g(r_ij)` the family's profile and slope
+    /// ([`super::family`]; `G = E` for the squared exponential) and
+    /// `D_k,ij = (x_ik − x_jk)²/ℓ_k²`.
     ///
     /// # Errors
     /// [`Error::NotPositiveDefinite`] if A cannot be factored; [`Error::InvalidConfig`] for
@@ -243,18 +277,7 @@ impl ResidualKernel {
                 (0..n).map(|i| x[i * d + k] * s).collect()
             })
             .collect();
-        // E's lower triangle column by column (vectorized exponentials), A = σ_r² E + σ_rn² I.
-        let mut e = Mat::<f64>::zeros(n, n);
-        for j in 0..n {
-            let col = &mut e.col_as_slice_mut(j)[j..];
-            for xk in &xs {
-                let (c, xk) = (xk[j], &xk[j..]);
-                for (v, u) in col.iter_mut().zip(xk) {
-                    *v += (u - c) * (u - c);
-                }
-            }
-            scaled_exp_in_place(col, 1.0);
-        }
+        let (e, slope) = self.unit_matrices(&xs, n);
         let mut l = Mat::from_fn(n, n, |i, j| {
             if i < j {
                 0.0
@@ -268,9 +291,10 @@ impl ResidualKernel {
             - 0.5 * log_det
             - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
         // W = ααᵀ − A⁻¹; gradient entries are ½ Σ_ij W_ij ∂A_ij, over the lower triangle with
-        // the off-diagonal counted twice (column j: we_i = 2 W_ij E_ij, i > j; W_jj E_jj).
+        // the off-diagonal counted twice (column j: we_i = 2 W_ij E_ij, i > j; W_jj E_jj; and
+        // wg the same with G for the lengthscales).
         let mut g = vec![0.0; 2 + d];
-        let mut we = vec![0.0; n];
+        let (mut we, mut wg) = (vec![0.0; n], vec![0.0; n]);
         for j in 0..n {
             let (ac, ec, al) = (
                 &ainv.col_as_slice(j)[j..],
@@ -284,9 +308,20 @@ impl ResidualKernel {
             we[0] *= 0.5;
             g[1] += alpha[j] * alpha[j] - ac[0];
             g[0] += we.iter().sum::<f64>();
+            let wl: &[f64] = match &slope {
+                None => we,
+                Some(s) => {
+                    let (gc, wg) = (&s.col_as_slice(j)[j..], &mut wg[..n - j]);
+                    for (((o, a), gi), ai) in wg.iter_mut().zip(ac).zip(gc).zip(al) {
+                        *o = 2.0 * (ai * alpha[j] - a) * gi;
+                    }
+                    wg[0] *= 0.5;
+                    wg
+                }
+            };
             for (gk, xk) in g[2..].iter_mut().zip(&xs) {
                 let (c, xk) = (xk[j], &xk[j..]);
-                *gk += we
+                *gk += wl
                     .iter()
                     .zip(xk)
                     .map(|(w, u)| w * (u - c) * (u - c))
@@ -297,6 +332,28 @@ impl ResidualKernel {
         g[1] *= n2;
         g[2..].iter_mut().for_each(|v| *v *= 0.5 * s2);
         Ok((lml, g))
+    }
+
+    /// The unit kernel matrix `E_ij = f(r_ij)` of the scaled inputs `xs` (one column of `n`
+    /// per input) and, for a Matérn family, the slope matrix `G_ij = g(r_ij)` (`None` for the
+    /// squared exponential, whose G is E): lower triangles, column by column, vectorized.
+    fn unit_matrices(&self, xs: &[Vec<f64>], n: usize) -> (Mat<f64>, Option<Mat<f64>>) {
+        let mut e = Mat::<f64>::zeros(n, n);
+        let mut slope = (self.family != ResidualFamily::SquaredExponential).then(|| e.clone());
+        for j in 0..n {
+            let col = &mut e.col_as_slice_mut(j)[j..];
+            for xk in xs {
+                let (c, xk) = (xk[j], &xk[j..]);
+                for (v, u) in col.iter_mut().zip(xk) {
+                    *v += (u - c) * (u - c);
+                }
+            }
+            if let Some(s) = slope.as_mut() {
+                self.family.slope_into(col, &mut s.col_as_slice_mut(j)[j..]);
+            }
+            self.family.unit_in_place(col, 1.0);
+        }
+        (e, slope)
     }
 }
 
@@ -329,15 +386,6 @@ fn factor_seq(mut a: MatMut<'_, f64>, r: &[f64]) -> Result<((Vec<f64>, f64), Mat
     let mut mem = MemBuffer::new(llt::inverse::inverse_scratch::<f64>(n, Par::Seq));
     llt::inverse::inverse(ainv.as_mut(), l, Par::Seq, MemStack::new(&mut mem));
     Ok(((alpha.col_as_slice(0).to_vec(), log_det), ainv))
-}
-
-dispatch! {
-    /// `v_i = s · exp(−½ v_i)` in place.
-    fn scaled_exp_in_place(v: &mut [f64], s: f64) {
-        for x in v.iter_mut() {
-            *x = s * exp(-0.5 * *x);
-        }
-    }
 }
 
 /// `aᵀb`.
@@ -376,23 +424,82 @@ mod tests {
         );
         let k = ResidualKernel::initial(ResidualKind::Learned, &proj);
         let p = vec![0.2, -1.1, 0.3, -0.2, 0.5];
-        let (_, g) = k.log_marginal(&p, &x, &r).expect("lml");
+        gradient_matches_finite_differences(&k, &p, &x, &r, "se");
+        let global = ResidualKernel::initial(ResidualKind::GlobalResidual, &proj);
+        assert!(global.log_marginal(global.params(), &x, &r).is_err());
+    }
+
+    #[test]
+    fn the_matern_log_marginal_gradient_matches_finite_differences_with_coincident_rows() {
+        // Reference: docs/LOCAL.md §12a (∂A/∂ln ℓ_k = σ_r² G ∘ D_k, G = g(r) = −f'(r)/r);
+        // rows 5 and 9 repeat row 0 (r = 0, where g is finite and D_k = 0).
+        let mut rng = Rng::new(14, 2);
+        let (n, d) = (15, 3);
+        let mut x: Vec<f64> = (0..n * d).map(|_| rng.normal()).collect();
+        let first = x[..d].to_vec();
+        x[5 * d..6 * d].copy_from_slice(&first);
+        x[9 * d..10 * d].copy_from_slice(&first);
+        let r: Vec<f64> = (0..n)
+            .map(|i| x[i * d].sin() + 0.3 * rng.normal())
+            .collect();
+        let p = vec![0.2, -1.1, 0.3, -0.2, 0.5];
+        for family in ResidualFamily::ALL {
+            let k = ResidualKernel::learned(family, p.clone(), d).expect("kernel");
+            gradient_matches_finite_differences(&k, &p, &x, &r, family.name());
+        }
+    }
+
+    /// `k.log_marginal`'s gradient at `p` against central differences (step 1e-5, relative
+    /// tolerance 1e-6), every entry finite.
+    fn gradient_matches_finite_differences(
+        k: &ResidualKernel,
+        p: &[f64],
+        x: &[f64],
+        r: &[f64],
+        what: &str,
+    ) {
+        let (_, g) = k.log_marginal(p, x, r).expect("lml");
+        assert!(g.iter().all(|v| v.is_finite()), "{what}: {g:?}");
         let h = 1e-5;
         for i in 0..p.len() {
-            let (mut a, mut b) = (p.clone(), p.clone());
+            let (mut a, mut b) = (p.to_vec(), p.to_vec());
             a[i] += h;
             b[i] -= h;
-            let fd = (k.log_marginal(&a, &x, &r).expect("lml").0
-                - k.log_marginal(&b, &x, &r).expect("lml").0)
+            let fd = (k.log_marginal(&a, x, r).expect("lml").0
+                - k.log_marginal(&b, x, r).expect("lml").0)
                 / (2.0 * h);
             assert!(
                 (fd - g[i]).abs() < 1e-6 * g[i].abs().max(1.0),
-                "parameter {i}: analytic {} vs finite difference {fd}",
+                "{what} parameter {i}: analytic {} vs finite difference {fd}",
                 g[i]
             );
         }
-        let global = ResidualKernel::initial(ResidualKind::GlobalResidual, &proj);
-        assert!(global.log_marginal(global.params(), &x, &r).is_err());
+    }
+
+    #[test]
+    fn each_family_has_its_known_covariance() {
+        // Reference: docs/LOCAL.md §12a. σ_r = 1.5, ℓ = (2, 0.5), x − x' = (1.2, 0.2): the
+        // scaled distance r = √0.52; k = σ²e^{−r²/2}, σ²(1 + √3 r)e^{−√3 r},
+        // σ²(1 + √5 r + 5r²/3)e^{−√5 r} (values from the formulas in double precision).
+        let want = [
+            (ResidualFamily::SquaredExponential, 1.734_866_068_058_024_1),
+            (ResidualFamily::Matern32, 1.451_236_731_985_169_3),
+            (ResidualFamily::Matern52, 1.560_892_139_545_880_6),
+        ];
+        let p = vec![1.5f64.ln(), 0.1f64.ln(), 2.0f64.ln(), 0.5f64.ln()];
+        let vocab = Vocabulary::default_design(4, 2, 0).expect("vocabulary");
+        for (family, v) in want {
+            let k = ResidualKernel::learned(family, p.clone(), 2).expect("kernel");
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            k.features(&vocab, &[0.3, -0.1], &mut a);
+            k.features(&vocab, &[1.5, 0.1], &mut b);
+            let got = k.cov(&a, &b);
+            assert!((got - v).abs() < 1e-12, "{family:?}: {got} vs {v}");
+            assert!((k.cov(&a, &a) - 2.25).abs() < 1e-12, "σ_r² at r = 0");
+            let mut col = [0.0; 2];
+            k.cov_column(&[a.clone(), b.clone()].concat(), &b, &mut col);
+            assert!((col[0] - v).abs() < 1e-12 && (col[1] - 2.25).abs() < 1e-12);
+        }
     }
 
     #[test]
@@ -438,8 +545,17 @@ mod tests {
             -0.5,
         );
         let vocab = Vocabulary::default_design(6, 2, 3).expect("vocabulary");
-        for kind in [ResidualKind::Learned, ResidualKind::GlobalResidual] {
-            let k = ResidualKernel::initial(kind, &proj);
+        let matern = |f| {
+            let k = ResidualKernel::initial(ResidualKind::Learned, &proj);
+            ResidualKernel::learned(f, k.params().to_vec(), d).expect("kernel")
+        };
+        for k in [
+            ResidualKernel::initial(ResidualKind::Learned, &proj),
+            ResidualKernel::initial(ResidualKind::GlobalResidual, &proj),
+            matern(ResidualFamily::Matern32),
+            matern(ResidualFamily::Matern52),
+        ] {
+            let kind = (k.kind(), k.family());
             let feats = |count: usize, rng: &mut Rng| {
                 let mut out = Vec::new();
                 for _ in 0..count {

@@ -22,6 +22,7 @@ pub mod combine;
 pub mod composite;
 pub mod coverage;
 pub mod factor;
+pub mod family;
 pub mod fit;
 mod glue;
 pub mod groups;
@@ -40,6 +41,7 @@ pub mod union;
 pub use answer::LocalAnswer;
 pub use combine::{combine, FleetRule};
 pub use coverage::{route, CoverBox, Coverage};
+pub use family::ResidualFamily;
 pub use kernel::ResidualKernel;
 pub use loo::HeldOutRows;
 pub use model::LocalModel;
@@ -124,8 +126,9 @@ impl MemoryPolicy {
 /// The kernel of the residual GP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ResidualKind {
-    /// An ARD squared exponential on the raw inputs with its own scale, lengthscales and
-    /// noise, learned by marginal likelihood on the memory's residuals.
+    /// An ARD kernel on the raw inputs with its own scale, lengthscales and noise, learned
+    /// by marginal likelihood on the memory's residuals: the squared exponential, or the
+    /// Matérn 3/2 or 5/2 family the fleet's fit chooses ([`ResidualFamily`]).
     Learned,
     /// The global kernel's residual `K − Q` at the mean projection (its σ_s, σ_n).
     GlobalResidual,

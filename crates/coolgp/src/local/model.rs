@@ -227,6 +227,21 @@ impl LocalModel {
         Ok(())
     }
 
+    /// [`LocalModel::set_kernel_params`] with the learned kernel's family too (a
+    /// `GlobalResidual` kernel keeps its own).
+    ///
+    /// # Errors
+    /// As [`LocalModel::set_kernel_params`].
+    pub fn set_kernel(
+        &mut self,
+        vocab: &Vocabulary,
+        family: super::ResidualFamily,
+        params: &[f64],
+    ) -> Result<()> {
+        self.kernel.set_family(family);
+        self.set_kernel_params(vocab, params)
+    }
+
     /// Recomputes every row's features under the current kernel; the factor starts afresh.
     fn recompute_features(&mut self, vocab: &Vocabulary) {
         self.version += 1;

@@ -13,7 +13,7 @@
 use super::factor::cholesky_seq_in_place;
 use super::fit;
 use super::kernel::{ResidualKernel, LOG_BOUNDS};
-use super::ResidualKind;
+use super::{ResidualFamily, ResidualKind};
 use crate::error::{ensure_dim, ensure_finite, Result};
 use crate::linalg::dot;
 use crate::model::Vocabulary;
@@ -74,6 +74,11 @@ pub struct PoolOptions {
     /// or evenly spaced rows of every memory ([`PoolSample::Spaced`], the fit of the fields
     /// above).
     pub sample: PoolSample,
+    /// With [`PoolSample::Near`], the kernel families whose starts the fit tries when it
+    /// explores ([`super::select::fit_grouped_selected`]; default
+    /// [`super::select::FAMILIES`], the squared exponential alone). The spaced fit keeps its
+    /// kernel's family.
+    pub families: Vec<ResidualFamily>,
 }
 
 /// The rows of the fleet's fit of the residual kernel.
@@ -117,6 +122,7 @@ impl Default for PoolOptions {
             validate: true,
             cold_growth: COLD_GROWTH,
             sample: PoolSample::default(),
+            families: super::select::FAMILIES.to_vec(),
         }
     }
 }
@@ -228,7 +234,7 @@ pub fn fit_pooled(
         if c != 1.0 {
             p[2..].iter_mut().for_each(|l| *l += c.ln());
         }
-        let Some(p) = rounds(p, d, &x, &r, first, opts.rounds) else {
+        let Some(p) = rounds((kernel.family(), p), d, (&x, &r), first, opts.rounds) else {
             continue;
         };
         if starts.len() == 1 {
@@ -310,6 +316,8 @@ impl HeldOut {
 /// The outcome of [`fit_pooled_selected`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selected {
+    /// The chosen kernel's family (each candidate keeps its start's).
+    pub family: ResidualFamily,
     /// The chosen parameters `[ln σ_r, ln σ_rn, ln ℓ_1..d]`.
     pub params: Vec<f64>,
     /// Which candidate they are.
@@ -391,7 +399,8 @@ pub fn held_out(
 /// one's held-out msr exceeds [`COLD_ABOVE`]), both on the `fit` samples, are scored by
 /// [`held_out`] on the `validation` samples and the larger log density is kept (a tie keeps the
 /// earlier; the warm one is replaced only when beaten by more than [`SWITCH_MARGIN`] nats a
-/// validation row); if its held-out mean squared standardized residual exceeds [`CALIBRATE_ABOVE`],
+/// validation row; each candidate in its start's family); if its held-out mean squared
+/// standardized residual exceeds [`CALIBRATE_ABOVE`],
 /// [`Candidate::Calibrated`] is scored too and kept if better. Without a scorable candidate,
 /// the first one that fitted (no scores). `None` if no candidate fitted. Deterministic. (`vocab`
 /// is the fleet's; a learned kernel's features do not use it.)
@@ -409,34 +418,35 @@ pub fn fit_pooled_selected(
     }
     let d = initial.params().len() - 2;
     let ((x, r), (xv, rv)) = (pooled(fit, d), pooled(validation, d));
-    let score = |p: &[f64]| {
-        let kernel = ResidualKernel::from_params(ResidualKind::Learned, p.to_vec(), d, 0).ok()?;
+    let score = |f: ResidualFamily, p: &[f64]| {
+        let kernel = ResidualKernel::learned(f, p.to_vec(), d).ok()?;
         held_out(&kernel, vocab, (&x, &r), (&xv, &rv))
     };
-    let scored = |p: Vec<f64>| {
-        let h = score(&p);
-        (p, h)
+    let scored = |f: ResidualFamily| {
+        move |p: Vec<f64>| {
+            let h = score(f, &p);
+            (f, p, h)
+        }
     };
-    let warm = warm
-        .and_then(|w| fit_pooled(w, fit, false, opts))
-        .map(scored);
+    let warm = warm.and_then(|w| fit_pooled(w, fit, false, opts).map(scored(w.family())));
     // The cold start when due, without a scorable warm candidate, or when the warm one's
     // held-out errors are off ([`COLD_ABOVE`]).
     let off = |h: &Option<HeldOut>| h.is_none_or(|h| h.msr > COLD_ABOVE);
-    let cold = (cold || warm.as_ref().is_none_or(|w| off(&w.1)))
-        .then(|| fit_pooled(initial, fit, true, opts).map(scored))
+    let cold = (cold || warm.as_ref().is_none_or(|w| off(&w.2)))
+        .then(|| fit_pooled(initial, fit, true, opts).map(scored(initial.family())))
         .flatten();
     let candidates = [(Candidate::Warm, warm), (Candidate::Cold, cold)];
     let mut fitted = candidates.into_iter().filter_map(|(c, p)| Some((c, p?)));
-    let (c0, (p0, h0)) = fitted.next()?;
+    let (c0, (f0, p0, h0)) = fitted.next()?;
     let mut out = Selected {
+        family: f0,
         params: p0.clone(),
         chosen: c0,
         scores: Vec::new(),
     };
-    consider(&mut out, c0, p0, h0, rv.len());
-    for (c, (p, h)) in fitted {
-        consider(&mut out, c, p, h, rv.len());
+    consider(&mut out, (c0, f0), p0, h0, rv.len());
+    for (c, (f, p, h)) in fitted {
+        consider(&mut out, (c, f), p, h, rv.len());
     }
     let best = out
         .scores
@@ -453,8 +463,9 @@ pub fn fit_pooled_selected(
         p[..2]
             .iter_mut()
             .for_each(|v| *v = (*v + half).clamp(LOG_BOUNDS.0, LOG_BOUNDS.1));
-        let h = h.or_else(|| score(&p));
-        consider(&mut out, Candidate::Calibrated, p, h, rv.len());
+        let h = h.or_else(|| score(out.family, &p));
+        let family = out.family;
+        consider(&mut out, (Candidate::Calibrated, family), p, h, rv.len());
     }
     Some(out)
 }
@@ -462,7 +473,13 @@ pub fn fit_pooled_selected(
 /// Records candidate `c` with parameters `p` and score `h` (none: not scorable) in `out`, and
 /// makes it the chosen one if its log density beats the chosen one's (by [`SWITCH_MARGIN`]
 /// nats a row of the `rows` validation rows if that is the warm one), or none was scored.
-fn consider(out: &mut Selected, c: Candidate, p: Vec<f64>, h: Option<HeldOut>, rows: usize) {
+fn consider(
+    out: &mut Selected,
+    (c, family): (Candidate, ResidualFamily),
+    p: Vec<f64>,
+    h: Option<HeldOut>,
+    rows: usize,
+) {
     let Some(h) = h else { return };
     let chosen = out.scores.iter().find(|(k, _)| *k == out.chosen);
     let margin = match out.chosen {
@@ -470,24 +487,24 @@ fn consider(out: &mut Selected, c: Candidate, p: Vec<f64>, h: Option<HeldOut>, r
         _ => 0.0,
     };
     if chosen.is_none_or(|(_, b)| h.log_density > b.log_density + margin) {
-        (out.params, out.chosen) = (p, c);
+        (out.params, out.chosen, out.family) = (p, c, family);
     }
     out.scores.push((c, h));
 }
 
-/// `rounds` rounds of [`super::fit::fit_learned`] from the learned kernel with parameters `p`
-/// (the first one `first`), each from the previous round's best; `None` if the first fails.
+/// `rounds` rounds of [`super::fit::fit_learned`] from the learned kernel of `family` with
+/// parameters `p` (the first one `first`) on `(x, r)`, each from the previous round's best;
+/// `None` if the first fails.
 fn rounds(
-    p: Vec<f64>,
+    (family, p): (ResidualFamily, Vec<f64>),
     d: usize,
-    x: &[f64],
-    r: &[f64],
+    (x, r): (&[f64], &[f64]),
     first: bool,
     rounds: usize,
 ) -> Option<Vec<f64>> {
     let mut p = p;
     for k in 0..rounds.max(1) {
-        let kernel = ResidualKernel::from_params(ResidualKind::Learned, p.clone(), d, 0).ok()?;
+        let kernel = ResidualKernel::learned(family, p.clone(), d).ok()?;
         match fit::fit_learned(&kernel, x, r, first && k == 0) {
             Some(q) => p = q,
             None if k == 0 => return None,

@@ -3,27 +3,41 @@
 //!
 //! Candidates, each [`FIT_STEPS`] Adam steps of the composite likelihood
 //! ([`composite::log_likelihood`]) on the fit groups:
-//! - the warm chain's continuation (from the previous fleet kernel),
-//! - a cold start (the agents' initial kernel),
-//! - three starts whose lengthscales are, per input, the groups' own spacing (`short`: the
-//!   median non-zero distance from an anchor to its group's rows), the inputs' spread
-//!   (`long`: their standard deviation over the groups' rows) and the geometric mean of the
-//!   two (`medium`); `σ_r² = σ_rn² = var(r)/2` for all three.
+//! - the warm chain's continuation (from the previous fleet kernel, in its own family),
+//! - for each kernel family asked for ([`ResidualFamily`], in that order; [`FAMILIES`], the
+//!   squared exponential alone, by default): a cold start (the agents' initial kernel) and three starts whose lengthscales
+//!   are, per input, the groups' own spacing (`short`: the median non-zero distance from an
+//!   anchor to its group's rows), the inputs' spread (`long`: their standard deviation over
+//!   the groups' rows) and the geometric mean of the two (`medium`); `σ_r² = σ_rn² = var(r)/2`
+//!   for all four.
 //!
 //! Each is scored by the leave-one-out density of the *held-out* groups
-//! ([`composite::loo_score`]; anchors of the same agents, disjoint from the fit anchors), and
-//! the best is kept, the warm one unless beaten by [`GROUP_SWITCH_MARGIN`] nats a row. As in
-//! the pooled fit, a choice whose held-out msr exceeds [`CALIBRATE_ABOVE`] is also tried with
+//! ([`composite::loo_score`] under its family; anchors of the same agents, disjoint from the
+//! fit anchors), and the best is kept with its family, the warm one unless beaten by
+//! [`GROUP_SWITCH_MARGIN`] nats a row; a candidate of another family than the *incumbent*
+//! one (the warm chain's; at a first fit the first family asked for, the squared
+//! exponential by default) must beat the incumbent family's best by the same margin (a
+//! difference of a nat on two thousand rows is noise, and the chain would keep it). As in the
+//! pooled fit, a choice whose held-out msr exceeds [`CALIBRATE_ABOVE`] is also tried with
 //! `σ_r²`, `σ_rn²` times that msr.
 
 use super::composite::{self, Groups};
 use super::fit::{ascend, FIT_STEPS};
 use super::kernel::LOG_BOUNDS;
 use super::pool::{HeldOut, CALIBRATE_ABOVE, COLD_ABOVE};
+use super::ResidualFamily;
 
 /// Held-out log density per scored row by which a candidate must beat the warm chain's
 /// continuation to replace it. Measured in docs/LOCAL.md §11.
 pub const GROUP_SWITCH_MARGIN: f64 = 0.01;
+
+/// The kernel families whose starts the fleet's fit tries when it explores, by default: the
+/// squared exponential alone, the fit before the families, bit for bit. Measured in
+/// docs/LOCAL.md §12a (wind and air stations, 23 runs): adding Matérn 3/2 and 5/2 made the
+/// fleet query 0.3% (wind) and 1.2% (air) worse on average at 37% and 9% more CPU; Matérn
+/// 5/2 alone beside it was level (+0.1%, −0.4%). The simulator's `--local-families` chooses
+/// others.
+pub const FAMILIES: [ResidualFamily; 1] = [ResidualFamily::SquaredExponential];
 
 /// A start of [`fit_grouped_selected`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,26 +59,43 @@ pub enum Start {
 /// The outcome of [`fit_grouped_selected`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupedFit {
+    /// The chosen kernel family.
+    pub family: ResidualFamily,
     /// The chosen parameters `[ln σ_r, ln σ_rn, ln ℓ_1..d]`.
     pub params: Vec<f64>,
     /// Which start they came from.
     pub chosen: Start,
-    /// Every scored candidate, in the order scored.
-    pub scores: Vec<(Start, HeldOut)>,
+    /// Every scored candidate (its start and family), in the order scored.
+    pub scores: Vec<(Start, ResidualFamily, HeldOut)>,
+}
+
+impl GroupedFit {
+    /// The chosen candidate's held-out score.
+    pub fn chosen_score(&self) -> Option<HeldOut> {
+        let key = (self.chosen, self.family);
+        self.scores
+            .iter()
+            .find(|(s, f, _)| (*s, *f) == key)
+            .map(|s| s.2)
+    }
 }
 
 /// The fit chosen by held-out evidence (module doc). `warm`: the previous fleet kernel's
-/// parameters, `initial`: the agents' initial ones (both `[ln σ_r, ln σ_rn, ln ℓ_1..d]`),
-/// `fit` and `held` the fit and scored groups (of width `initial.len() − 2`). With `explore`
+/// family and parameters, `initial`: the agents' initial parameters (both
+/// `[ln σ_r, ln σ_rn, ln ℓ_1..d]`), `fit` and `held` the fit and scored groups (of width
+/// `initial.len() − 2`), `families` the families whose cold, short, medium and long starts
+/// are tried (the warm chain continues in its own family whatever they are). With `explore`
 /// false and a warm start whose held-out msr is at most [`COLD_ABOVE`], the warm chain's
 /// continuation alone is fitted (the other starts at the fusions the caller picks, as the
 /// pooled fit's cold candidate: [`super::pool::cold_due`]). `None` when no candidate could be
-/// fitted and scored. Deterministic.
+/// fitted and scored. Deterministic; with `families = [SquaredExponential]` the fit of the
+/// squared exponential alone, as before the families.
 pub fn fit_grouped_selected(
-    warm: Option<&[f64]>,
+    warm: Option<(ResidualFamily, &[f64])>,
     initial: &[f64],
     (fit, held): (&Groups, &Groups),
     explore: bool,
+    families: &[ResidualFamily],
 ) -> Option<GroupedFit> {
     let d = initial.len().checked_sub(2)?;
     if fit.d() != d || held.d() != d || fit.is_empty() || held.is_empty() {
@@ -91,72 +122,86 @@ pub fn fit_grouped_selected(
         .zip(&long)
         .map(|(a, b)| (a * b).sqrt())
         .collect();
-    let mut starts: Vec<(Start, Vec<f64>)> = Vec::new();
-    if let Some(w) = warm.filter(|w| w.len() == initial.len()) {
-        starts.push((Start::Warm, w.to_vec()));
+    let mut starts: Vec<(Start, ResidualFamily, Vec<f64>)> = Vec::new();
+    if let Some((f, w)) = warm.filter(|w| w.1.len() == initial.len()) {
+        starts.push((Start::Warm, f, w.to_vec()));
     }
-    starts.push((Start::Cold, first(initial.to_vec())));
-    starts.push((Start::Short, with_len(&short)));
-    starts.push((Start::Medium, with_len(&medium)));
-    starts.push((Start::Long, with_len(&long)));
+    for &f in families {
+        starts.push((Start::Cold, f, first(initial.to_vec())));
+        starts.push((Start::Short, f, with_len(&short)));
+        starts.push((Start::Medium, f, with_len(&medium)));
+        starts.push((Start::Long, f, with_len(&long)));
+    }
     let rows = fit.rows();
+    // The family that keeps the choice unless clearly beaten: the warm chain's, else the first
+    // one asked for (the squared exponential by default).
+    let incumbent = warm.map(|w| w.0).or(families.first().copied());
+    let rule = (held.rows(), incumbent);
     let mut out: Option<GroupedFit> = None;
-    for (start, p0) in starts {
+    for (start, family, p0) in starts {
         let settled = out
             .as_ref()
-            .is_some_and(|o| o.chosen == Start::Warm && o.scores[0].1.msr <= COLD_ABOVE);
+            .is_some_and(|o| o.chosen == Start::Warm && o.scores[0].2.msr <= COLD_ABOVE);
         if !explore && settled {
             break;
         }
-        let Some(p) = ascend(p0, FIT_STEPS, rows, |p| composite::log_likelihood(p, fit)) else {
+        let objective = |p: &[f64]| composite::log_likelihood(family, p, fit);
+        let Some(p) = ascend(p0, FIT_STEPS, rows, objective) else {
             continue;
         };
-        let Some(h) = composite::loo_score(&p, held) else {
+        let Some(h) = composite::loo_score(family, &p, held) else {
             continue;
         };
-        consider(&mut out, start, p, h, held.rows());
+        consider(&mut out, (start, family), p, h, rule);
     }
     let mut out = out?;
-    let best = out
-        .scores
-        .iter()
-        .find(|(s, _)| *s == out.chosen)
-        .map(|s| s.1);
-    if let Some(b) = best.filter(|b| b.msr > CALIBRATE_ABOVE) {
+    if let Some(b) = out.chosen_score().filter(|b| b.msr > CALIBRATE_ABOVE) {
         let mut p = out.params.clone();
         let half = 0.5 * b.msr.ln();
         p[..2]
             .iter_mut()
             .for_each(|v| *v = (*v + half).clamp(LOG_BOUNDS.0, LOG_BOUNDS.1));
-        if let Some(h) = composite::loo_score(&p, held) {
+        let family = out.family;
+        if let Some(h) = composite::loo_score(family, &p, held) {
             let mut some = Some(out);
-            consider(&mut some, Start::Calibrated, p, h, held.rows());
+            consider(&mut some, (Start::Calibrated, family), p, h, rule);
             out = some?;
         }
     }
     Some(out)
 }
 
-/// Records candidate `s` and makes it the chosen one if it beats the chosen one's log density
-/// (by [`GROUP_SWITCH_MARGIN`] a row if that is the warm one).
-fn consider(out: &mut Option<GroupedFit>, s: Start, p: Vec<f64>, h: HeldOut, rows: usize) {
+/// Records candidate `(s, family)` and makes it the chosen one if it beats the chosen one's
+/// log density, by [`GROUP_SWITCH_MARGIN`] a row of the `rows` scored rows if that is the warm
+/// one, or if it is of the `incumbent` family and the candidate of another (`rule =
+/// (rows, incumbent)`): another family must beat the incumbent family's choice clearly.
+fn consider(
+    out: &mut Option<GroupedFit>,
+    (s, family): (Start, ResidualFamily),
+    p: Vec<f64>,
+    h: HeldOut,
+    (rows, incumbent): (usize, Option<ResidualFamily>),
+) {
     let Some(o) = out else {
         *out = Some(GroupedFit {
+            family,
             params: p,
             chosen: s,
-            scores: vec![(s, h)],
+            scores: vec![(s, family, h)],
         });
         return;
     };
-    let chosen = o.scores.iter().find(|(k, _)| *k == o.chosen).map(|x| x.1);
+    let chosen = o.chosen_score();
+    let switch = family != o.family && Some(o.family) == incumbent;
     let margin = match o.chosen {
+        _ if switch => GROUP_SWITCH_MARGIN * rows as f64,
         Start::Warm => GROUP_SWITCH_MARGIN * rows as f64,
         _ => 0.0,
     };
     if chosen.is_none_or(|b| h.log_density > b.log_density + margin) {
-        (o.params, o.chosen) = (p, s);
+        (o.params, o.chosen, o.family) = (p, s, family);
     }
-    o.scores.push((s, h));
+    o.scores.push((s, family, h));
 }
 
 /// The population variance of `r` (0 for fewer than one value).
@@ -202,6 +247,10 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
 
+    const SE: ResidualFamily = ResidualFamily::SquaredExponential;
+    const ALL: [ResidualFamily; 3] = ResidualFamily::ALL;
+    const NOISE: f64 = 0.05;
+
     /// Groups of a field whose residual is a short-range anomaly in input 1 (lengthscale 0.05
     /// on inputs spread over [0, 10]) plus noise 0.1: each group is 12 rows within ±0.1 of
     /// its anchor in input 1 (input 0 uniform, irrelevant).
@@ -236,7 +285,7 @@ mod tests {
     fn the_short_start_finds_a_short_lengthscale_that_a_long_start_misses() {
         let (fit, held) = (field(1, 60), field(2, 60));
         let initial = [0.0, 0.0, 0.0, 0.0];
-        let f = fit_grouped_selected(None, &initial, (&fit, &held), true).expect("fit");
+        let f = fit_grouped_selected(None, &initial, (&fit, &held), true, &[SE]).expect("fit");
         let l1 = f.params[3].exp();
         assert!(l1 < 0.2, "lengthscale of input 1: {l1} ({:?})", f.chosen);
         assert!(
@@ -249,23 +298,27 @@ mod tests {
             .iter()
             .find(|s| s.0 == Start::Cold)
             .expect("cold")
-            .1;
-        let best = f.scores.iter().find(|s| s.0 == f.chosen).expect("chosen").1;
+            .2;
+        let best = f.chosen_score().expect("chosen");
         assert!(best.log_density > cold.log_density, "{:?}", f.scores);
     }
 
     #[test]
     fn the_warm_chain_stays_unless_beaten_by_the_margin() {
         let (fit, held) = (field(3, 40), field(4, 40));
-        let first = fit_grouped_selected(None, &[0.0; 4], (&fit, &held), true).expect("fit");
-        let again = fit_grouped_selected(Some(&first.params), &[0.0; 4], (&fit, &held), true)
-            .expect("refit");
-        assert_eq!(again.scores[0].0, Start::Warm);
-        let warm = again.scores[0].1.log_density;
+        let first = fit_grouped_selected(None, &[0.0; 4], (&fit, &held), true, &ALL).expect("fit");
+        let warm = Some((first.family, &first.params[..]));
+        let again =
+            fit_grouped_selected(warm, &[0.0; 4], (&fit, &held), true, &ALL).expect("refit");
+        assert_eq!(
+            (again.scores[0].0, again.scores[0].1),
+            (Start::Warm, first.family)
+        );
+        let warm = again.scores[0].2.log_density;
         let best = again
             .scores
             .iter()
-            .map(|s| s.1.log_density)
+            .map(|s| s.2.log_density)
             .fold(f64::NEG_INFINITY, f64::max);
         if again.chosen == Start::Warm {
             assert!(best <= warm + GROUP_SWITCH_MARGIN * held.rows() as f64);
@@ -277,7 +330,101 @@ mod tests {
     #[test]
     fn mismatched_or_empty_groups_give_none() {
         let g = field(5, 4);
-        assert!(fit_grouped_selected(None, &[0.0; 3], (&g, &g), true).is_none());
-        assert!(fit_grouped_selected(None, &[0.0; 4], (&Groups::new(2), &g), true).is_none());
+        assert!(fit_grouped_selected(None, &[0.0; 3], (&g, &g), true, &ALL).is_none());
+        let empty = Groups::new(2);
+        assert!(fit_grouped_selected(None, &[0.0; 4], (&empty, &g), true, &ALL).is_none());
+    }
+
+    /// Groups of exact draws of a GP with a kernel of `family` (σ = 1, lengthscale `ell` on
+    /// input 0, input 1 irrelevant) plus noise 0.05: each group is 16 rows within ±0.5 of its
+    /// anchor in input 0 (anchors over [0, 10]), drawn from the group's covariance by its
+    /// Cholesky factor (the groups independent, as the composite likelihood assumes).
+    fn gp_groups(family: ResidualFamily, ell: f64, seed: u64, groups: usize) -> Groups {
+        use faer::Mat;
+        let mut rng = Rng::new(seed, 3);
+        let mut g = Groups::new(2);
+        for _ in 0..groups {
+            let c = 10.0 * rng.uniform();
+            let x: Vec<f64> = (0..16)
+                .flat_map(|_| [c + rng.uniform() - 0.5, 10.0 * rng.uniform()])
+                .collect();
+            let mut a = Mat::from_fn(16, 16, |i, j| {
+                let u = (x[2 * i] - x[2 * j]) / ell;
+                family.unit(u * u) + if i == j { NOISE * NOISE } else { 0.0 }
+            });
+            assert!(super::super::factor::cholesky_seq_in_place(a.as_mut()));
+            let z: Vec<f64> = (0..16).map(|_| rng.normal()).collect();
+            let r: Vec<f64> = (0..16)
+                .map(|i| (0..=i).map(|k| a[(i, k)] * z[k]).sum())
+                .collect();
+            g.push(&x, &r).expect("group");
+        }
+        g
+    }
+
+    #[test]
+    fn the_choice_finds_the_family_the_field_was_drawn_from() {
+        // Reference: docs/LOCAL.md §12a. A rough field (Matérn 3/2, lengthscale 0.15 against
+        // rows 0.06 apart) chooses a Matérn family, its best start beating the squared
+        // exponential's by more than 0.03 nats a scored row (seeds 1, 3-8 of this generator:
+        // 55-120 nats over 960 rows; which of 3/2 and 5/2 wins is a coin flip after 60
+        // steps, 5/2 with a shorter lengthscale); a smooth one (squared exponential,
+        // lengthscale 0.5) chooses the squared exponential. All by held-out leave-one-out
+        // density, every family's four starts fitted and scored.
+        for (truth, ell) in [
+            (ResidualFamily::Matern32, 0.15),
+            (ResidualFamily::SquaredExponential, 0.5),
+        ] {
+            let (fit, held) = (gp_groups(truth, ell, 1, 60), gp_groups(truth, ell, 2, 60));
+            let f = fit_grouped_selected(None, &[0.0; 4], (&fit, &held), true, &ALL).expect("fit");
+            assert_eq!(
+                f.scores.len(),
+                12,
+                "four starts of each family: {:?}",
+                f.scores
+            );
+            let best_of = |fam: ResidualFamily| {
+                f.scores
+                    .iter()
+                    .filter(|s| s.1 == fam)
+                    .map(|s| s.2.log_density)
+                    .fold(f64::NEG_INFINITY, f64::max)
+            };
+            let scores: Vec<f64> = ResidualFamily::ALL.iter().map(|&x| best_of(x)).collect();
+            if truth == SE {
+                assert_eq!(f.family, SE, "best per family {scores:?}");
+                let l0 = f.params[2].exp();
+                assert!((l0 / ell - 1.0).abs() < 0.3, "ℓ_0 = {l0}");
+            } else {
+                assert_ne!(f.family, SE, "best per family {scores:?}");
+                let gap = scores[1].max(scores[2]) - scores[0];
+                assert!(gap > 0.03 * held.rows() as f64, "{scores:?}");
+                let l0 = f.params[2].exp();
+                assert!((0.08..0.2).contains(&l0), "{:?}: ℓ_0 = {l0}", f.family);
+            }
+        }
+    }
+
+    #[test]
+    fn the_warm_chain_continues_in_its_own_family() {
+        let (fit, held) = (field(7, 30), field(8, 30));
+        let m32 = ResidualFamily::Matern32;
+        let p = [0.0, -1.0, 1.0, -2.0];
+        // Not exploring, with calibrated held-out errors: the warm chain alone, in its family
+        // (even one the caller does not explore).
+        let f = fit_grouped_selected(Some((m32, &p)), &[0.0; 4], (&fit, &held), false, &[SE])
+            .expect("fit");
+        assert!(f.scores[0].2.msr <= COLD_ABOVE, "{:?}", f.scores);
+        assert_eq!(f.scores.len(), 1, "{:?}", f.scores);
+        assert_eq!((f.scores[0].0, f.scores[0].1), (Start::Warm, m32));
+        assert_eq!((f.chosen, f.family), (Start::Warm, m32));
+        // Exploring, the warm chain stays in its family unless another start of any family
+        // beats it by the margin.
+        let f = fit_grouped_selected(Some((m32, &p)), &[0.0; 4], (&fit, &held), true, &ALL)
+            .expect("fit");
+        let warm = f.scores[0].2.log_density + GROUP_SWITCH_MARGIN * held.rows() as f64;
+        let beaten = f.scores[1..].iter().any(|s| s.2.log_density > warm);
+        assert_eq!(f.chosen != Start::Warm, beaten, "{:?}", f.scores);
+        assert_eq!(f.family == m32 && f.chosen == Start::Warm, !beaten);
     }
 }

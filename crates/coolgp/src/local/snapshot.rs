@@ -4,7 +4,7 @@ use faer::Mat;
 
 use super::kernel::ResidualKernel;
 use super::memory::Memory;
-use super::LocalModel;
+use super::{LocalModel, ResidualFamily};
 use crate::error::{Error, Result};
 use crate::model::Vocabulary;
 
@@ -21,6 +21,9 @@ pub struct LocalSnapshot {
     pub seen: u64,
     /// The residual kernel's parameters ([`ResidualKernel::params`]).
     pub params: Vec<f64>,
+    /// The learned kernel's family ([`ResidualKernel::family`]; the squared exponential for
+    /// a `GlobalResidual` kernel).
+    pub family: ResidualFamily,
     /// Memory rows at the last fit of the kernel (0: none yet).
     pub last_fit: u64,
     /// Rows inserted since the last fit.
@@ -39,6 +42,7 @@ impl LocalModel {
             y: self.memory().y().to_vec(),
             seen: self.memory().seen(),
             params: self.kernel().params().to_vec(),
+            family: self.kernel().family(),
             last_fit: last_fit as u64,
             since_fit,
         })
@@ -95,7 +99,8 @@ impl LocalModel {
             .collect();
         crate::error::ensure_finite("snapshot local memory rows", &x)?;
         crate::error::ensure_finite("snapshot local memory targets", &s.y)?;
-        let kernel = ResidualKernel::from_params(config.kernel, s.params, d, vocab.d_latent())?;
+        let mut kernel = ResidualKernel::from_params(config.kernel, s.params, d, vocab.d_latent())?;
+        kernel.set_family(s.family);
         let memory = Memory::from_rows(config.policy, config.capacity, d, seed, (x, s.y, s.seen));
         let last_fit = usize::try_from(s.last_fit)
             .unwrap_or(usize::MAX)
