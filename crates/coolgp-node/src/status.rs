@@ -90,7 +90,8 @@ pub struct Status {
     /// 0 otherwise).
     #[serde(default)]
     pub local_pooled_fits: u64,
-    /// The residual kernel's parameters now (learned: `[ln σ_r, ln σ_rn, ln ℓ_1..d]`;
+    /// The residual kernel's words now (learned: `[ln σ_r, ln σ_rn, ln ℓ_1..d]`, followed by
+    /// the smoothness ν (1.5 or 2.5) for a Matérn family, [`crate::kernel_auth::kernel_words`];
     /// `global`: `[ln σ_s, ln σ_n, W̄]`; empty with the memory off).
     #[serde(default)]
     pub local_kernel: Vec<f64>,
