@@ -403,18 +403,20 @@ impl AgentArgs {
         if likelihood == Likelihood::Gaussian {
             return Ok(likelihood);
         }
+        let (robust, mode_flag, projection_flag) = match driver {
+            Driver::Python => ("likelihood='robust'", "mode='frozen'", "projection='fleet'"),
+            _ => ("--likelihood robust", "--mode frozen", "--projection fleet"),
+        };
         if mode != UpdateMode::Frozen {
             return Err(ConfigError::Invalid(format!(
-                "--likelihood robust needs --mode frozen, not {}",
+                "{robust} needs {mode_flag}, not {}",
                 mode.name()
             )));
         }
         if projection == ProjectionMode::Fleet {
-            return Err(ConfigError::Invalid(
-                "--likelihood robust does not support --projection fleet yet: use per-agent or \
-                 shared"
-                    .into(),
-            ));
+            return Err(ConfigError::Invalid(format!(
+                "{robust} does not support {projection_flag} yet: use per-agent or shared"
+            )));
         }
         Ok(likelihood)
     }

@@ -47,7 +47,12 @@ fn view(fused: bool) -> View {
 /// Agent(id, vocab, input_dim, *, mode="frozen", samples=None, normalization=None,
 ///       projection="per-agent", fusion="tree", fleet_size=None, learn=True, seed=None,
 ///       projection_group=None, site=None, local_memory=None, local_policy=None,
-///       local_kernel=None)
+///       local_kernel=None, likelihood=None, robust_c=None)
+///
+/// likelihood: "gaussian" (default) or "robust": each row of a block is weighted by
+///     w = (1 + r²/c²)^(−1/2), r its standardized residual against the model before the
+///     block, so gross outliers barely move it (docs/ROBUST.md; frozen mode, not with
+///     projection="fleet"). robust_c: the threshold c (> 0, default 3).
 ///
 /// mode: "frozen" (default), "importance" (the paper's Eq. 3.7; samples=k, default 20;
 ///     normalization "unnormalized" | "self-normalized") or "exact" (keeps all data; a test
@@ -108,7 +113,7 @@ impl Agent {
     #[pyo3(signature = (id, vocab, input_dim, *, mode="frozen", samples=None, normalization=None,
         projection="per-agent", fusion="tree", fleet_size=None, learn=true, seed=None,
         projection_group=None, site=None, local_memory=None, local_policy=None,
-        local_kernel=None))]
+        local_kernel=None, likelihood=None, robust_c=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         id: u64,
@@ -127,6 +132,8 @@ impl Agent {
         local_memory: Option<i64>,
         local_policy: Option<&str>,
         local_kernel: Option<&str>,
+        likelihood: Option<&str>,
+        robust_c: Option<f64>,
     ) -> PyResult<Self> {
         let input_dim = count("input_dim", input_dim)?;
         let (samples, fleet_size) = (
@@ -181,6 +188,8 @@ impl Agent {
                 // A lone agent has no fleet to pool a sample with: it fits its own kernel.
                 fit: Some("agent"),
             },
+            likelihood,
+            robust_c,
         };
         let config = agent_config(&kw).map_err(PyValueError::new_err)?;
         check_memory(&config, vocab.inner.m(), input_dim).map_err(PyValueError::new_err)?;

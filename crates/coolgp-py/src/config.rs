@@ -30,6 +30,10 @@ pub struct AgentKw<'a> {
     pub site: coolgp::learn::SiteOptions,
     /// The local memory (`local_memory=`, `local_policy=`, `local_kernel=`).
     pub local: LocalKw<'a>,
+    /// `gaussian` | `robust` (`None`: gaussian; docs/ROBUST.md).
+    pub likelihood: Option<&'a str>,
+    /// The robust likelihood's threshold c (`None`: 3).
+    pub robust_c: Option<f64>,
 }
 
 /// The local memory's keywords (issue 19): the node's `--local-memory`, `--local-policy`,
@@ -102,8 +106,8 @@ pub fn agent_config(kw: &AgentKw<'_>) -> Result<AgentConfig, String> {
         local_fit: kw.local.fit.map(str::to_string),
         influence_cap: None,
         row_rate: None,
-        likelihood: None,
-        robust_c: None,
+        likelihood: kw.likelihood.map(str::to_string),
+        robust_c: kw.robust_c,
         no_learn: !kw.learn,
     };
     let valid = args.validate(Driver::Python).map_err(|e| match e {

@@ -5,26 +5,22 @@
 //! every `fuse_every` rounds of batches and at the end; `predict` answers with one agent's
 //! q(W) and its fused q(u), in the original units.
 
-use std::str::FromStr;
 use std::sync::Mutex;
 
-use coolgp::faer::Mat;
 use coolgp::local::{FleetRule, LocalAnswer};
-use coolgp::rng::Rng;
 use coolgp::{Agent, View};
 use coolgp_data::Standardizer;
 use coolgp_sim::config::DEFAULT_ROUTE;
 use coolgp_sim::fleet::{calibrate, routed_answers};
-use coolgp_sim::{Batch, Fleet, FusionChoice, SimConfig, SimError, TopologyKind, Workload};
 use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::answers;
-use crate::config::{agent_config, AgentKw, LocalKw};
 use crate::convert::{self, count, count_opt};
 use crate::fence::{core_err, fenced};
+use crate::fleet_settings::{split, tree_topology, Settings};
 
 struct Fitted {
     agents: Vec<Agent>,
@@ -42,36 +38,18 @@ struct Fitted {
     route: Option<usize>,
 }
 
-/// The settings of a fleet.
-#[derive(Clone)]
-struct Settings {
-    agents: usize,
-    inducing: usize,
-    latent_dim: Option<usize>,
-    batch: usize,
-    fuse_every: usize,
-    topology: String,
-    mode: String,
-    projection: String,
-    site_memory: Option<String>,
-    local_memory: Option<usize>,
-    local_policy: Option<String>,
-    local_kernel: Option<String>,
-    local_fit: Option<String>,
-    /// `None`: `"auto"`, the rule with the smallest held-out error at fit.
-    fleet_rule: Option<FleetRule>,
-    learn: bool,
-    seed: u64,
-    /// `route=K` (0: every agent answers every row).
-    route: usize,
-}
-
 /// A fleet of COOL-GP agents as one scikit-learn style regressor.
 ///
 /// FleetRegressor(agents=4, inducing=30, *, latent_dim=None, batch=20, fuse_every=10,
 ///                topology="path", mode="frozen", projection="per-agent", site_memory=None,
 ///                local_memory=None, local_policy=None, local_kernel=None,
-///                local_fit=None, fleet_rule="rbcm", learn=True, seed=0, route=16)
+///                local_fit=None, fleet_rule="rbcm", learn=True, seed=0, route=16,
+///                likelihood=None, robust_c=None)
+///
+/// likelihood: "gaussian" (default) or "robust": each row of a block is weighted by
+///     w = (1 + r²/c²)^(−1/2), r its standardized residual against the model before the
+///     block, so gross outliers barely move it (docs/ROBUST.md; frozen mode, not with
+///     projection="fleet"). robust_c: the threshold c (> 0, default 3).
 ///
 /// site_memory: with projection="fleet", "stream" (the default: a site sums every block's
 /// term, right in random and in time order) or "recent" (extrapolates from the newest
@@ -125,153 +103,6 @@ impl FleetRegressor {
             .local_memory
             .unwrap_or(coolgp_config::DEFAULT_LOCAL_MEMORY)
             > 0
-    }
-}
-
-/// The fleet's graph: one of the tree kinds of the simulator's [`TopologyKind`] (tree fusion
-/// is exact on trees; graphs with cycles would double count).
-fn tree_topology(name: &str) -> PyResult<TopologyKind> {
-    let kind = TopologyKind::from_str(name).map_err(PyValueError::new_err)?;
-    if !kind.is_tree() {
-        return Err(PyValueError::new_err(format!(
-            "topology '{name}' has cycles: the fleet fuses by tree message passing, exact on \
-             trees; use 'path', 'star', 'random-tree' or 'mst'"
-        )));
-    }
-    Ok(kind)
-}
-
-/// A simulator error as `ValueError`.
-fn sim_err(e: SimError) -> PyErr {
-    PyValueError::new_err(e.to_string())
-}
-
-/// Each agent's rows: one agent per group label, or a seeded random equal split.
-fn split(n: usize, agents: usize, groups: Option<Vec<usize>>, seed: u64) -> Vec<Vec<usize>> {
-    match groups {
-        Some(g) => {
-            let k = g.iter().max().map_or(0, |m| m + 1);
-            let mut rows = vec![Vec::new(); k];
-            for (i, gi) in g.into_iter().enumerate() {
-                rows[gi].push(i);
-            }
-            rows
-        }
-        None => {
-            let mut idx: Vec<usize> = (0..n).collect();
-            Rng::new(seed, 0xF1EE7).shuffle(&mut idx);
-            let mut rows = vec![Vec::new(); agents];
-            for (k, i) in idx.into_iter().enumerate() {
-                rows[k % agents].push(i);
-            }
-            rows
-        }
-    }
-}
-
-impl Settings {
-    /// The site memory asked for (`None`: the default).
-    fn memory(&self) -> PyResult<Option<coolgp::learn::SiteMemory>> {
-        self.site_memory
-            .as_deref()
-            .map(coolgp::learn::SiteMemory::from_name)
-            .transpose()
-            .map_err(|e| PyValueError::new_err(format!("site_memory: {e}")))
-    }
-
-    /// The simulator's configuration of a fleet of `agents`: no references, the stream in
-    /// the given order, tree fusion of q(u) (and of the sites, in the fleet projection mode)
-    /// every `fuse_every` rounds of batches (`fuse_every × agents` batches of the stream) and
-    /// at the end.
-    fn sim_config(&self, agents: usize) -> PyResult<SimConfig> {
-        let agent = agent_config(&AgentKw {
-            mode: &self.mode,
-            samples: None,
-            normalization: None,
-            projection: &self.projection,
-            fusion: "tree",
-            fleet_size: None,
-            learn: self.learn,
-            seed: self.seed,
-            projection_group: None,
-            site: coolgp::learn::SiteOptions {
-                memory: self.memory()?,
-                ..coolgp::learn::SiteOptions::default()
-            },
-            local: LocalKw {
-                memory: self.local_memory,
-                policy: self.local_policy.as_deref(),
-                kernel: self.local_kernel.as_deref(),
-                fit: self.local_fit.as_deref(),
-            },
-        })
-        .map_err(PyValueError::new_err)?;
-        Ok(SimConfig {
-            agents,
-            inducing: self.inducing,
-            d_latent: self.latent_dim,
-            mode: agent.mode,
-            projection: agent.projection,
-            topology: tree_topology(&self.topology)?,
-            fusion: FusionChoice::Tree,
-            fuse_every: self.fuse_every.saturating_mul(agents),
-            seed: self.seed,
-            central: false,
-            baselines: false,
-            learn: agent.learn,
-            adam: agent.adam,
-            shuffle: false,
-            site: agent.site,
-            local: agent.local,
-            fleet_rule: self.fleet_rule,
-            route: (self.route > 0).then_some(self.route),
-            // The sites fuse with q(u) only (the simulator's default fuses them far more
-            // often, with warm-ups); FleetRegressor keeps the cadence it was tuned with.
-            site_every: Some(self.fuse_every.saturating_mul(agents)),
-            fuse_warmup: false,
-            ..SimConfig::default()
-        })
-    }
-
-    /// Builds, streams and fuses the fleet on standardized data: agent `a` learns from the
-    /// rows `rows[a]`.
-    fn run(&self, x: &Mat<f64>, y: &[f64], rows: &[Vec<usize>]) -> PyResult<Vec<Agent>> {
-        let cfg = self.sim_config(rows.len())?;
-        let work = stream(x, y, rows, self.batch);
-        let mut fleet = Fleet::build(&cfg, &work).map_err(sim_err)?;
-        fleet.stream(&|_, _| {}).map_err(sim_err)?;
-        Ok(fleet.into_agents())
-    }
-}
-
-/// The stream of a fit: each agent's rows in batches of `batch` rows, dealt round by round
-/// (every agent's first batch, then every agent's second, …), each batch routed to its agent
-/// by the simulator's dispatch (routing group `a` is agent `a`).
-fn stream(x: &Mat<f64>, y: &[f64], rows: &[Vec<usize>], batch: usize) -> Workload {
-    let d = x.ncols();
-    let chunks: Vec<Vec<&[usize]>> = rows.iter().map(|r| r.chunks(batch).collect()).collect();
-    let rounds = chunks.iter().map(Vec::len).max().unwrap_or(0);
-    let batches = (0..rounds)
-        .flat_map(|t| {
-            chunks
-                .iter()
-                .enumerate()
-                .filter_map(move |(a, bs)| Some((a, *bs.get(t)?)))
-        })
-        .map(|(a, b)| Batch {
-            group: Some(a),
-            x: Mat::from_fn(b.len(), d, |i, j| x[(b[i], j)]),
-            y: b.iter().map(|&r| y[r]).collect(),
-        })
-        .collect();
-    Workload {
-        d,
-        batches,
-        tests: Vec::new(),
-        groups: rows.len(),
-        test_by_group: false,
-        projection_groups: Vec::new(),
-        y_scale: 1.0,
     }
 }
 
@@ -364,7 +195,8 @@ impl FleetRegressor {
     #[pyo3(signature = (agents=4, inducing=30, *, latent_dim=None, batch=20, fuse_every=10,
         topology="path", mode="frozen", projection="per-agent", site_memory=None,
         local_memory=None, local_policy=None, local_kernel=None, local_fit=None,
-        fleet_rule="rbcm", learn=true, seed=0, route=DEFAULT_ROUTE as i64))]
+        fleet_rule="rbcm", learn=true, seed=0, route=DEFAULT_ROUTE as i64, likelihood=None,
+        robust_c=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         agents: i64,
@@ -384,6 +216,8 @@ impl FleetRegressor {
         learn: bool,
         seed: u64,
         route: i64,
+        likelihood: Option<&str>,
+        robust_c: Option<f64>,
     ) -> PyResult<Self> {
         let (agents, inducing) = (count("agents", agents)?, count("inducing", inducing)?);
         let (batch, fuse_every) = (count("batch", batch)?, count("fuse_every", fuse_every)?);
@@ -422,6 +256,8 @@ impl FleetRegressor {
             learn,
             seed,
             route,
+            likelihood: likelihood.map(str::to_owned),
+            robust_c,
         };
         s.memory()?;
         s.sim_config(1)?;
@@ -597,6 +433,8 @@ impl FleetRegressor {
         d.set_item("learn", s.learn)?;
         d.set_item("seed", s.seed)?;
         d.set_item("route", s.route)?;
+        d.set_item("likelihood", &s.likelihood)?;
+        d.set_item("robust_c", s.robust_c)?;
         Ok(d)
     }
 

@@ -21,6 +21,7 @@ pub mod config;
 pub mod convert;
 pub mod fence;
 pub mod fleet;
+mod fleet_settings;
 pub mod persist;
 pub mod sim;
 pub mod vocab;

@@ -208,7 +208,8 @@ pub fn from_bytes(
     };
     let cp = checkpoint::from_bytes(path, bytes, &vocab, d).map_err(store_err)?;
     let mut snap = cp.snapshot;
-    // The node's format always restores per-agent q(W); ours records the mode.
+    // The node's format always restores per-agent q(W); ours records the mode (the
+    // likelihood is the checkpoint's own).
     let kw = AgentKw {
         mode: "frozen",
         samples: None,
@@ -221,6 +222,8 @@ pub fn from_bytes(
         projection_group: None,
         site: coolgp::learn::SiteOptions::default(),
         local: LocalKw::default(),
+        likelihood: None,
+        robust_c: None,
     };
     snap.config.projection = agent_config(&kw).map_err(|e| bad(path, e))?.projection;
     let inner = coolgp::Agent::restore(vocab, snap).map_err(core_err)?;

@@ -70,6 +70,8 @@ class Agent:
         local_memory: Optional[int] = None,
         local_policy: Optional[str] = None,
         local_kernel: Optional[str] = None,
+        likelihood: Optional[str] = None,
+        robust_c: Optional[float] = None,
     ) -> None: ...
     @property
     def id(self) -> int: ...
@@ -152,6 +154,8 @@ class FleetRegressor:
         learn: bool = True,
         seed: int = 0,
         route: int = 16,
+        likelihood: Optional[str] = None,
+        robust_c: Optional[float] = None,
     ) -> None: ...
     def fit(
         self, x: npt.ArrayLike, y: npt.ArrayLike, groups: Optional[Sequence[Any]] = None

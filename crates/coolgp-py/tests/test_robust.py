@@ -1,0 +1,59 @@
+"""The robust likelihood from Python (issue 29 item 4, docs/ROBUST.md): `likelihood="robust"`
+on FleetRegressor and Agent, refused where it cannot work, carried by get_params."""
+
+import numpy as np
+import pytest
+
+import coolgp
+
+
+def field(outliers, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-3, 3, size=(1600, 2))
+    y = np.sin(x[:, 0]) + 0.5 * np.cos(2 * x[:, 1]) + 0.1 * rng.normal(size=len(x))
+    if outliers:
+        # A glitching sensor: 5% of the rows read 20 too high.
+        y[rng.random(len(x)) < 0.05] += 20.0
+    return x, y
+
+
+def rmse(model):
+    xt = np.random.default_rng(9).uniform(-3, 3, size=(400, 2))
+    ft = np.sin(xt[:, 0]) + 0.5 * np.cos(2 * xt[:, 1])
+    return float(np.sqrt(np.mean((model.predict(xt) - ft) ** 2)))
+
+
+def fit(likelihood, outliers):
+    x, y = field(outliers)
+    kw = dict(agents=4, inducing=30, local_memory=0, seed=0, likelihood=likelihood)
+    return rmse(coolgp.FleetRegressor(**kw).fit(x, y))
+
+
+def test_robust_shrugs_off_outliers_and_costs_little_on_clean_data():
+    gauss, robust = fit("gaussian", True), fit("robust", True)
+    print(f"5% of rows 20 too high: gaussian {gauss:.4f}, robust {robust:.4f}")
+    assert robust < 0.7 * gauss, (robust, gauss)
+    gauss, robust = fit("gaussian", False), fit("robust", False)
+    print(f"clean: gaussian {gauss:.4f}, robust {robust:.4f}")
+    assert robust < 1.05 * gauss, (robust, gauss)
+
+
+def test_robust_is_refused_where_it_cannot_work_and_named_in_python_spelling():
+    with pytest.raises(ValueError, match="likelihood='robust' does not support projection='fleet'"):
+        coolgp.FleetRegressor(projection="fleet", likelihood="robust")
+    for bad in [0.0, -1.0, float("nan")]:
+        with pytest.raises(ValueError, match="robust_c"):
+            coolgp.FleetRegressor(likelihood="robust", robust_c=bad)
+    with pytest.raises(ValueError, match="likelihood"):
+        coolgp.FleetRegressor(likelihood="student")
+    v = coolgp.Vocabulary(inducing=10, latent_dim=2, seed=0)
+    with pytest.raises(ValueError, match="likelihood='robust' needs mode='frozen'"):
+        coolgp.Agent(0, v, 2, mode="exact", likelihood="robust")
+    coolgp.Agent(0, v, 2, likelihood="robust", robust_c=2.0)
+
+
+def test_get_params_carries_the_likelihood():
+    m = coolgp.FleetRegressor(likelihood="robust", robust_c=2.5)
+    p = m.get_params()
+    assert p["likelihood"] == "robust" and p["robust_c"] == 2.5
+    assert coolgp.FleetRegressor(**p).get_params() == p
