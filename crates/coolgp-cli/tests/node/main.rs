@@ -7,4 +7,5 @@ mod node_fleet;
 mod node_host;
 mod node_local;
 mod node_members;
+mod node_pooled;
 mod node_security;

@@ -13,7 +13,7 @@ use coolgp_node::zenoh::Wait;
 use coolgp_node::{client, ZenohArgs};
 
 /// Extra flags of every node in these tests: a local memory of 30 rows.
-const LOCAL: &[&str] = &["--local-memory", "30"];
+pub(crate) const LOCAL: &[&str] = &["--local-memory", "30"];
 
 /// `coolgp query` with `args` (and the fleet's endpoints): the CSV's rows as numbers, and
 /// stderr.
@@ -46,14 +46,14 @@ pub(crate) fn query_output(fleet: &Fleet, args: &[&str]) -> std::process::Output
 }
 
 /// `coolgp query` with `args` that must fail: its stderr.
-fn query_err(fleet: &Fleet, args: &[&str]) -> String {
+pub(crate) fn query_err(fleet: &Fleet, args: &[&str]) -> String {
     let out = query_output(fleet, args);
     assert!(!out.status.success(), "query {args:?} succeeded");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// An answer from a `--parts` row (columns 3..9).
-fn answer(row: &[f64]) -> LocalAnswer {
+pub(crate) fn answer(row: &[f64]) -> LocalAnswer {
     LocalAnswer {
         global_mean: row[3],
         global_var: row[4],
@@ -64,12 +64,12 @@ fn answer(row: &[f64]) -> LocalAnswer {
     }
 }
 
-fn close(a: f64, b: f64) -> bool {
+pub(crate) fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
 }
 
 /// `got` (a `--parts` row) is `want` at 1e-9, its parts and its mean and variances.
-fn same(got: &[f64], want: &LocalAnswer) -> bool {
+pub(crate) fn same(got: &[f64], want: &LocalAnswer) -> bool {
     let g = answer(got);
     let parts = |a: &LocalAnswer| {
         [
@@ -88,7 +88,7 @@ fn same(got: &[f64], want: &LocalAnswer) -> bool {
 }
 
 /// Each node's own answers (`--agent i --parts`) at the rows of `input`.
-fn own_answers(fleet: &Fleet, input: &str) -> Vec<Vec<Vec<f64>>> {
+pub(crate) fn own_answers(fleet: &Fleet, input: &str) -> Vec<Vec<Vec<f64>>> {
     (0..fleet.ports.len())
         .map(|i| {
             query(
@@ -112,7 +112,7 @@ pub(crate) fn query_csv(fleet: &Fleet) -> String {
 }
 
 /// Node i's rows: 40 rows of its own region (x1 shifted by 2i − 2), so the memories differ.
-fn regional_shares(n: usize, seed: u64) -> Vec<Vec<(Vec<f64>, f64)>> {
+pub(crate) fn regional_shares(n: usize, seed: u64) -> Vec<Vec<(Vec<f64>, f64)>> {
     (0..n)
         .map(|i| {
             make_rows(seed + i as u64, 40)
@@ -126,7 +126,12 @@ fn regional_shares(n: usize, seed: u64) -> Vec<Vec<(Vec<f64>, f64)>> {
 /// Three nodes with memory on a path (`regional_shares(3, seed)`, batch 10, rounds of 40 ms,
 /// `--state` when `durable`), once their streams ended and their memories filled (status:
 /// `local_memory` = `local_points` = 30). Returns the fleet and each node's arguments.
-fn memory_path(tag: &str, seed: u64, durable: bool, extra: &[&str]) -> (Fleet, Vec<Vec<String>>) {
+pub(crate) fn memory_path(
+    tag: &str,
+    seed: u64,
+    durable: bool,
+    extra: &[&str],
+) -> (Fleet, Vec<Vec<String>>) {
     let shares = regional_shares(3, seed);
     let total: usize = shares.iter().map(Vec::len).sum();
     let mut fleet = Fleet::new(tag, 3);
@@ -460,360 +465,4 @@ fn query_all_works_in_a_tls_fleet() {
         stderr.contains("from 40 leave-one-out memory rows of agent(s) [0, 1]"),
         "{stderr}"
     );
-}
-
-#[test]
-fn a_fitter_added_with_certs_add_gets_rows_and_its_kernel_taken_beyond_its_neighbours() {
-    // Path 0 – 1 – 2 over TLS with certificates for nodes 1 and 2 only. Node 0 is added with
-    // `certs --add 0` while they run: as the lowest live id it becomes the fitter. Node 2
-    // never hears from it directly (no message would make it re-read its roster), yet it must
-    // answer node 0's signed requests for rows and take node 0's kernel, at its first fit
-    // although node 1 fitted before.
-    let _g = serial();
-    let n = 3;
-    let mut fleet = Fleet::new_tls("late0", n, &[1, 2]);
-    let pki = fleet.tls.clone().expect("pki");
-    let shares = regional_shares(n, 990);
-    let total: usize = shares.iter().map(Vec::len).sum();
-    // Start order 1, 2, 0: the logs are numbered by start (node{k}.log).
-    let order = [1, 2, 0];
-    for (k, &i) in order.iter().enumerate() {
-        let csv = fleet.dir.join(format!("data{i}.csv"));
-        write_csv(&csv, &shares[i]);
-        let mut args = fleet.base_args(i, &path_neighbors(i, n), 10, 40);
-        args.extend(["--data".into(), csv.display().to_string()]);
-        if i != 1 {
-            args.extend(["--connect".into(), fleet.ep(fleet.ports[1])]);
-        }
-        args.extend(LOCAL.iter().map(ToString::to_string));
-        if k == 2 {
-            std::thread::sleep(Duration::from_millis(1500));
-            coolgp_ok(&["certs", "--add", "0", "--out", &pki.display().to_string()]);
-        }
-        fleet.start(args);
-    }
-    fleet.connect_client();
-    let log = |id: usize| {
-        let k = order.iter().position(|&i| i == id).expect("started");
-        std::fs::read_to_string(fleet.dir.join(format!("node{k}.log"))).unwrap_or_default()
-    };
-    fleet.wait_all(
-        "the streams to end and a pooled fit everywhere",
-        Duration::from_secs(60),
-        |_, s| s.stream_ended && s.fleet_points == total as f64 && s.local_pooled_fits >= 1,
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let kernel = |i| fleet.status(i, false).map(|s| s.local_kernel);
-        let (k0, k2) = (kernel(0), kernel(2));
-        // Three anchor samples, and all three nodes answered the signed request for rows near
-        // the anchors (the fit on neighbourhood groups, docs/LOCAL.md §11).
-        let near = log(0).contains("nodes=3") && log(0).contains("neighbourhood groups: chosen");
-        if k0.is_some() && k0 == k2 && log(0).contains("samples=3") && near {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "node 2 did not take node 0's kernel fitted on three samples: {k0:?} {k2:?}\n{}",
-            fleet.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(!log(2).contains("kernel refused"), "node 2:\n{}", log(2));
-}
-
-/// Node i is a station at its own place `x1 = i − 1` with 40 rows on days `x2` spread over
-/// [−3, 3]: `y = 0.3·x1 + sin(3·x2)` plus a little noise from `make_rows`' second input.
-fn station_shares(n: usize, seed: u64) -> Vec<Vec<(Vec<f64>, f64)>> {
-    (0..n)
-        .map(|i| {
-            make_rows(seed + i as u64, 40)
-                .into_iter()
-                .enumerate()
-                .map(|(r, (x, _))| {
-                    let (place, day) = (i as f64 - 1.0, -3.0 + 6.0 * (r as f64 + 0.5) / 40.0);
-                    let y = 0.3 * place + (3.0 * day).sin() + 0.05 * x[1];
-                    (vec![place, day], y)
-                })
-                .collect()
-        })
-        .collect()
-}
-
-#[test]
-fn nodes_with_the_fleet_fit_pool_their_samples_and_learn_the_place_lengthscale() {
-    // Issue 19, docs/LOCAL.md §9 on real nodes: every row of a station shares its place, so a
-    // node's own likelihood is flat in the place's lengthscale and `--local-fit agent` leaves
-    // it at its start, the same on every node; with `--local-fit fleet` node 0 fits on the
-    // samples it asks of every node (one get over the fleet's predict keys), moving it, and
-    // the others take its kernel.
-    let _g = serial();
-    let t0 = Instant::now();
-    let shares = station_shares(3, 970);
-    let total: usize = shares.iter().map(Vec::len).sum();
-    let mut place = Vec::new();
-    for fit in ["agent", "fleet"] {
-        let mut fleet = Fleet::new(&format!("pool{fit}"), 3);
-        let extra = ["--local-memory", "30", "--local-fit", fit];
-        start_path(&mut fleet, &shares, 10, 40, false, &extra);
-        let st = fleet.wait_all(
-            "the streams and a pooled fit",
-            Duration::from_secs(60),
-            |_, s| {
-                s.stream_ended
-                    && s.fleet_points == total as f64
-                    && s.local_points == 30
-                    && (fit == "agent" || s.local_pooled_fits >= 1)
-            },
-        );
-        for s in &st {
-            // [ln σ_r, ln σ_rn, ln ℓ_place, ln ℓ_day], and ν for a Matérn kernel (LOCAL.md §12a).
-            let k = &s.local_kernel;
-            let matern = k.len() == 5 && [1.5, 2.5].contains(&k[4]);
-            assert!(k.len() == 4 || matern, "{k:?}");
-            if fit == "agent" {
-                assert_eq!(s.local_pooled_fits, 0);
-            }
-        }
-        // With the fleet fit, node 0 fits and the others take its kernel: once settled, the
-        // fleet holds one kernel.
-        let mut st = st;
-        for _ in 0..20 {
-            if fit == "agent" || st.iter().all(|s| s.local_kernel == st[0].local_kernel) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(500));
-            st = (0..3).filter_map(|i| fleet.status(i, false)).collect();
-        }
-        if fit == "fleet" {
-            assert!(
-                st.len() == 3 && st.iter().all(|s| s.local_kernel == st[0].local_kernel),
-                "one kernel for the fleet: {:?}",
-                st.iter().map(|s| &s.local_kernel).collect::<Vec<_>>()
-            );
-            // The fitter fitted on neighbourhood groups of all three nodes' rows
-            // (docs/LOCAL.md §11), not the spaced fallback.
-            let logs = fleet.logs();
-            assert!(
-                logs.contains("neighbourhood groups: chosen") && !logs.contains("no rows near"),
-                "{logs}"
-            );
-        }
-        place.push(st.iter().map(|s| s.local_kernel[2]).collect::<Vec<f64>>());
-        // The fleet query answers either way.
-        let input = query_csv(&fleet);
-        let (rows, _) = query(&fleet, &["--all", "--input", &input]);
-        assert!(rows.iter().flatten().all(|v| v.is_finite()), "{rows:?}");
-        if fit == "fleet" {
-            calibrated_query(&fleet, &input);
-        }
-    }
-    let (own, pooled) = (&place[0], &place[1]);
-    assert!(
-        own.iter().all(|v| *v == own[0]),
-        "agent fits leave ln ℓ_place at its common start: {own:?}"
-    );
-    assert!(
-        pooled.iter().all(|v| (v - own[0]).abs() > 1e-3),
-        "pooled fits move ln ℓ_place: {pooled:?} against {own:?}"
-    );
-    eprintln!(
-        "pooled fit test: {:.1} s; ln ℓ_place own {own:?}, pooled {pooled:?}",
-        t0.elapsed().as_secs_f64()
-    );
-}
-
-/// `coolgp query --all --calibrate 20` on three nodes that share their rows (30 in memory
-/// each): under a named rule the combined answer is the uncalibrated one with its residual
-/// correction weighted and every variance scaled (weight and scale printed on stderr;
-/// docs/LOCAL.md §10, §12), retried while the models move; without a rule, `auto` names the
-/// rule it chose.
-fn calibrated_query(fleet: &Fleet, input: &str) {
-    let number_after = |stderr: &str, key: &str| -> f64 {
-        let tail = stderr.split(key).nth(1).expect("the figure on stderr");
-        tail.split_whitespace()
-            .next()
-            .and_then(|v| v.trim_end_matches(')').parse().ok())
-            .expect("a number")
-    };
-    let mut calibrated = false;
-    for _ in 0..5 {
-        let rbcm = ["--all", "--input", input, "--parts", "--fleet-rule", "rbcm"];
-        let (raw, _) = query(fleet, &rbcm);
-        let args = [&rbcm[..], &["--calibrate", "20"]].concat();
-        let (cal, stderr) = query(fleet, &args);
-        assert!(
-            stderr.contains("from 60 leave-one-out memory rows of agent(s) [0, 1, 2]")
-                && stderr.contains("calibration: rule rbcm"),
-            "{stderr}"
-        );
-        let (s, w) = (
-            number_after(&stderr, "variance x"),
-            number_after(&stderr, "(weight "),
-        );
-        assert!((1.0 / 16.0..=16.0).contains(&s), "scale {s}");
-        assert!((0.0..=1.0).contains(&w), "weight {w}");
-        // Columns: mean, var_f, var_y, global_mean, global_var, residual_mean, residual_var,
-        // residual_prior, noise_var.
-        calibrated = raw.iter().zip(&cal).all(|(r, c)| {
-            let var_f = s * (r[4] + w * r[6] + (1.0 - w) * r[7]);
-            close(c[0], r[3] + w * r[5])
-                && (c[1] / var_f - 1.0).abs() < 1e-4
-                && (c[2] / (var_f + s * r[8]) - 1.0).abs() < 1e-4
-        });
-        if calibrated {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    assert!(
-        calibrated,
-        "--calibrate is not the raw answer weighted and scaled"
-    );
-    let (_, stderr) = query(fleet, &["--all", "--input", input, "--calibrate", "20"]);
-    assert!(
-        stderr.contains("calibration: rule "),
-        "auto names its rule: {stderr}"
-    );
-    let stderr = query_err(fleet, &["--all", "--input", input, "--fleet-rule", "auto"]);
-    assert!(stderr.contains("give --calibrate K"), "{stderr}");
-}
-
-#[test]
-fn routed_queries_ask_the_agents_whose_coverage_is_nearest() {
-    // Issue 31: `coolgp status --all` gives every node's brief (its coverage among it) from
-    // one request; `query --all --route K` with K at least the fleet is the unrouted query
-    // bit for bit, and with K = 1 each row is the rule over the one node whose region holds
-    // it (node i's rows lie around x1 = 2i − 2).
-    let _g = serial();
-    let t0 = Instant::now();
-    let (fleet, _) = memory_path(
-        "route",
-        970,
-        false,
-        &["--local-memory", "30", "--local-fit", "agent"],
-    );
-    let mut cmd = Command::new(BIN);
-    cmd.args(["status", "--all", "--fleet", &fleet.name]);
-    for p in &fleet.ports {
-        cmd.args(["--connect", &fleet.ep(*p)]);
-    }
-    let out = cmd.output().expect("coolgp status --all");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(doc["fleet"]["agents"], 3, "{doc}");
-    assert_eq!(doc["fleet"]["ids"], serde_json::json!([0, 1, 2]));
-    assert_eq!(doc["fleet"]["points"], 120);
-    assert_eq!(doc["fleet"]["agents_with_every_point"], 3);
-    assert_eq!(doc["fleet"]["with_coverage"], 3);
-    for a in doc["agents"].as_array().expect("agents") {
-        let c = &a["coverage"];
-        assert_eq!(c["columns"], serde_json::json!(["x1", "x2"]), "{a}");
-        let boxes = c["boxes"].as_array().expect("boxes");
-        let rows: u64 = boxes
-            .iter()
-            .map(|b| b["rows"].as_u64().expect("rows"))
-            .sum();
-        assert_eq!((boxes.len(), rows), (8, 30), "{a}");
-    }
-    let input = query_csv(&fleet);
-    let mut ok = false;
-    for _ in 0..5 {
-        let own = own_answers(&fleet, &input);
-        let ask = |k: &str| {
-            query(
-                &fleet,
-                &["--all", "--input", &input, "--parts", "--route", k],
-            )
-        };
-        let (every, _) = ask("0");
-        let (wide, stderr) = ask("3");
-        assert!(!stderr.contains("routed:"), "{stderr}");
-        let (one, stderr) = ask("1");
-        assert!(
-            stderr.contains("routed: each row to the 1 agents nearest it by coverage, of 3 (7 answers for 7 rows"),
-            "{stderr}"
-        );
-        // Rows at x1 = −3, −2 lie in node 0's region, 0 in node 1's, 2, 3 in node 2's.
-        let owner = [(0, 0), (1, 0), (3, 1), (5, 2), (6, 2)];
-        let routed = owner.iter().all(|&(r, a)| {
-            combine(FleetRule::Rbcm, &[answer(&own[a][r])]).is_some_and(|w| same(&one[r], &w))
-        });
-        if every == wide && routed {
-            ok = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    assert!(
-        ok,
-        "routed answers are not the nearest nodes' (or K = 3 is not K = 0)"
-    );
-    eprintln!("routed query test: {:.1} s", t0.elapsed().as_secs_f64());
-}
-
-#[test]
-fn requests_for_rows_go_only_to_the_members_they_name() {
-    // Issue 31, item 3: a pooled fit in a large fleet asks a bounded set of members. A
-    // request for rows with a route is answered only by the agents it names (the others stay
-    // silent), and a request for rows near given ones is answered at the rows the route
-    // lists for each agent, exactly as the unrouted request answers there.
-    use coolgp_node::pooled_fit::{fetch_samples, SampleRequest};
-    use coolgp_node::status::{NearRequest, PredictRequest};
-    use std::collections::BTreeMap;
-    let _g = serial();
-    let (fleet, _) = memory_path("rowroute", 980, false, LOCAL);
-    let z = ZenohArgs {
-        connect: fleet.ports.iter().map(|p| fleet.ep(*p)).collect(),
-        ..ZenohArgs::default()
-    };
-    let c = client::BlockingClient::connect(&z).expect("client session");
-    let ask = |req: &PredictRequest| {
-        let r = SampleRequest::of(req, &fleet.name, None, 0);
-        let (got, dropped) = c.block_on(fetch_samples(
-            c.session(),
-            &fleet.name,
-            &r,
-            Duration::from_secs(5),
-        ));
-        assert!(dropped.is_empty(), "{dropped:?}");
-        got
-    };
-    let sample = |route: Option<BTreeMap<u64, Vec<usize>>>| PredictRequest {
-        fit_sample: Some(4),
-        route,
-        ..PredictRequest::default()
-    };
-    let all = ask(&sample(None));
-    assert_eq!(all.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
-    let named = ask(&sample(Some([(1, Vec::new())].into())));
-    assert_eq!(named.keys().copied().collect::<Vec<_>>(), vec![1]);
-    assert_eq!(
-        named[&1].x, all[&1].x,
-        "the named agent offers what it offers unrouted"
-    );
-    let near = |route: Option<BTreeMap<u64, Vec<usize>>>| PredictRequest {
-        columns: Some(vec!["x1".into(), "x2".into()]),
-        x: vec![vec![-2.0, 0.0], vec![2.0, 0.5]],
-        near: Some(NearRequest {
-            k: 2,
-            scale: vec![1.0, 1.0],
-        }),
-        route,
-        ..PredictRequest::default()
-    };
-    let every = ask(&near(None));
-    let routed = ask(&near(Some([(0, vec![1]), (2, vec![0, 1])].into())));
-    assert_eq!(routed.keys().copied().collect::<Vec<_>>(), vec![0, 2]);
-    assert_eq!(
-        routed[&0].x,
-        every[&0].x[2..4],
-        "agent 0: the rows near the second row only"
-    );
-    assert_eq!(routed[&2].x, every[&2].x, "agent 2: both rows");
-    assert_eq!(routed[&0].y, every[&0].y[2..4]);
 }
