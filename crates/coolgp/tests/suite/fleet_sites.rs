@@ -10,20 +10,20 @@ use common::{fleet_config, lossy_round, max_rel, site_flat};
 use coolgp::faer::Mat;
 use coolgp::fuse::tree::two_pass_schedule;
 use coolgp::fuse::Mass;
-use coolgp::learn::{Site, SiteConfig, SiteMemory};
+use coolgp::learn::{Site, SiteConfig};
 use coolgp::protocol::{memory, Body, RejectReason};
 use coolgp::rng::Rng;
 use coolgp::{
     Agent, AgentConfig, Error, Excess, FusionRule, Topology, UpdateMode, View, Vocabulary,
 };
 
-const D: usize = 3;
+pub(crate) const D: usize = 3;
 
-fn vocab() -> Arc<Vocabulary> {
+pub(crate) fn vocab() -> Arc<Vocabulary> {
     Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"))
 }
 
-fn cfg() -> AgentConfig {
+pub(crate) fn cfg() -> AgentConfig {
     fleet_config()
 }
 
@@ -31,7 +31,11 @@ fn fleet_on(topo: &Topology, vocab: &Arc<Vocabulary>) -> Vec<Agent> {
     fleet_with(topo, vocab, &cfg())
 }
 
-fn fleet_with(topo: &Topology, vocab: &Arc<Vocabulary>, cfg: &AgentConfig) -> Vec<Agent> {
+pub(crate) fn fleet_with(
+    topo: &Topology,
+    vocab: &Arc<Vocabulary>,
+    cfg: &AgentConfig,
+) -> Vec<Agent> {
     (0..topo.len())
         .map(|i| {
             let mut a = Agent::new(i as u64, vocab.clone(), D, cfg.clone()).expect("agent");
@@ -43,7 +47,7 @@ fn fleet_with(topo: &Topology, vocab: &Arc<Vocabulary>, cfg: &AgentConfig) -> Ve
 }
 
 /// `k` blocks of 10 rows of one phenomenon, to agent `i`.
-fn feed(a: &mut Agent, rng: &mut Rng, k: usize) {
+pub(crate) fn feed(a: &mut Agent, rng: &mut Rng, k: usize) {
     for _ in 0..k {
         let x = Mat::from_fn(10, D, |_, _| rng.normal());
         let y: Vec<f64> = (0..10)
@@ -54,7 +58,7 @@ fn feed(a: &mut Agent, rng: &mut Rng, k: usize) {
 }
 
 /// The view of a fleet whose sites sum to `total`: the sums plus the faded pseudo-site of q0.
-fn view_of(total: Site, v: &Vocabulary) -> Site {
+pub(crate) fn view_of(total: Site, v: &Vocabulary) -> Site {
     let c = cfg().site;
     total.with_pseudo(&Site::pseudo(&v.initial_projection(D), &c), &c)
 }
@@ -359,7 +363,7 @@ fn the_site_step_learns_the_noise_scale_of_one_phenomenon() {
 // ---------------------------------------------------------------------------------------------
 // push-sum: the sites are part of the push-sum mass (spec §7 alternative 2, §14)
 
-fn ps_cfg(agents: usize) -> AgentConfig {
+pub(crate) fn ps_cfg(agents: usize) -> AgentConfig {
     AgentConfig {
         fusion: FusionRule::PushSum {
             agents: agents as f64,
@@ -370,7 +374,7 @@ fn ps_cfg(agents: usize) -> AgentConfig {
 }
 
 /// `Σ_i s_i` and `Σ_i E_i` of a fleet.
-fn fleet_sums(agents: &[Agent], m: usize) -> (Site, Excess) {
+pub(crate) fn fleet_sums(agents: &[Agent], m: usize) -> (Site, Excess) {
     let mut site = Site::zeros(agents[0].site().len());
     let mut e = Excess::zeros(m);
     for a in agents {
@@ -381,7 +385,7 @@ fn fleet_sums(agents: &[Agent], m: usize) -> (Site, Excess) {
 }
 
 /// Worst relative error of the agents' fused sites against the fleet's view `want`.
-fn worst_site_err(agents: &[Agent], want: &[f64]) -> f64 {
+pub(crate) fn worst_site_err(agents: &[Agent], want: &[f64]) -> f64 {
     agents
         .iter()
         .map(|a| max_rel(&site_flat(&a.fused_site()), want))
@@ -581,163 +585,4 @@ fn push_sum_fleet_neighbours_are_free_until_mass_is_exchanged() {
     a.set_neighbors([2]).expect("still fresh");
     a.handle_tick();
     assert!(matches!(a.set_neighbors([1]), Err(Error::InvalidConfig(_))));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Stream memory (SiteMemory::Stream): a site is the sum of every own block's term
-
-/// The recent memory with its default window (the default memory is the stream memory).
-fn recent_cfg() -> AgentConfig {
-    let mut c = cfg();
-    c.site.memory = SiteMemory::Recent;
-    c.site.window_points = coolgp::learn::site::RECENT_WINDOW_POINTS;
-    c
-}
-
-fn stream_cfg(window: usize) -> AgentConfig {
-    let mut c = cfg();
-    c.site.memory = SiteMemory::Stream;
-    c.site.window_points = window;
-    c
-}
-
-#[test]
-fn a_stream_memory_site_counts_every_own_point_once() {
-    // Each block's term enters at its own points (c = 1) and stays, frozen, when it leaves the
-    // window, so the site's point statistic N is the agent's points exactly, whatever the
-    // window. The recent memory's is a damped average of N/n-scaled windows, which lags.
-    let v = vocab();
-    for window in [0, 25, 80] {
-        let mut a = Agent::new(0, v.clone(), D, stream_cfg(window)).expect("agent");
-        let mut rng = Rng::new(3, 3);
-        for k in 1..=12 {
-            feed(&mut a, &mut rng, 1);
-            let n = a.site().hyper.n;
-            let want = 10.0 * k as f64;
-            assert!(
-                (n - want).abs() < 1e-9 * want,
-                "window {window}, block {k}: N = {n}, want {want}"
-            );
-        }
-    }
-    let mut r = Agent::new(0, v, D, recent_cfg()).expect("agent");
-    feed(&mut r, &mut Rng::new(3, 3), 12);
-    let n = r.site().hyper.n;
-    assert!((n - 120.0).abs() > 1.0, "recent memory: N = {n}");
-}
-
-#[test]
-fn a_stream_memory_snapshot_restores_bit_identically_and_refuses_bad_terms() {
-    let v = vocab();
-    let mut a = Agent::new(0, v.clone(), D, stream_cfg(25)).expect("agent");
-    feed(&mut a, &mut Rng::new(4, 4), 6);
-    let snap = a.snapshot();
-    assert!(snap.window_term.1 > 0.0 && snap.site_frozen.hyper.n > 0.0);
-    let mut back = Agent::restore(v.clone(), snap.clone()).expect("restore");
-    assert_eq!(back.snapshot(), snap);
-    let mut orig = a.clone();
-    for b in [&mut orig, &mut back] {
-        feed(b, &mut Rng::new(9, 9), 3);
-    }
-    assert_eq!(orig.snapshot(), back.snapshot());
-    let mut bad = snap.clone();
-    bad.site_frozen.prec[0] = -1.0;
-    assert!(matches!(
-        Agent::restore(v.clone(), bad),
-        Err(Error::InvalidConfig(_))
-    ));
-    let mut bad = snap;
-    bad.window_term.1 = f64::NAN;
-    assert!(matches!(
-        Agent::restore(v, bad),
-        Err(Error::InvalidConfig(_))
-    ));
-}
-
-#[test]
-fn under_a_drifting_stream_the_stream_memory_keeps_what_the_recent_memory_forgets() {
-    // One learner, y = sin(x0 − x1/2), blocks in time order with x0's centre drifting from −2
-    // to 2: the recent memory fits the last few blocks' region as if it were all the data;
-    // the stream memory keeps every block's term. Scored over the whole range.
-    let v = vocab();
-    let drift = |cfg: AgentConfig| {
-        let mut a = Agent::new(0, v.clone(), D, cfg).expect("agent");
-        let mut rng = Rng::new(12, 12);
-        let blocks = 60;
-        for b in 0..blocks {
-            let centre = -2.0 + 4.0 * b as f64 / (blocks - 1) as f64;
-            let x = Mat::from_fn(10, D, |_, j| {
-                if j == 0 {
-                    centre + 0.3 * rng.normal()
-                } else {
-                    rng.normal()
-                }
-            });
-            let y: Vec<f64> = (0..10)
-                .map(|r| (x[(r, 0)] - 0.5 * x[(r, 1)]).sin() + 0.1 * rng.normal())
-                .collect();
-            a.handle_block(x.as_ref(), &y).expect("block");
-        }
-        let mut t = Rng::new(13, 13);
-        let x = Mat::from_fn(400, D, |_, j| {
-            if j == 0 {
-                -2.0 + 4.0 * t.uniform()
-            } else {
-                t.normal()
-            }
-        });
-        let y: Vec<f64> = (0..400)
-            .map(|r| (x[(r, 0)] - 0.5 * x[(r, 1)]).sin())
-            .collect();
-        a.predict(x.as_ref(), View::Own).expect("predict").rmse(&y)
-    };
-    let mut recent = recent_cfg();
-    recent.site.damping = 0.05;
-    let mut stream = recent.clone();
-    stream.site.memory = SiteMemory::Stream;
-    let (r, s) = (drift(recent), drift(stream));
-    assert!(s < 0.9 * r, "stream memory {s} vs recent {r}");
-}
-
-#[test]
-fn stream_memory_site_sums_are_exact_over_a_tree_and_over_lossy_push_sum() {
-    // The stream memory changes what an own site holds, not how sites fuse: the fused view is
-    // still the prior plus Σ_i s_i, over the tree rule and over push-sum with 30% loss (with
-    // blocks, so frozen terms and window terms, changing mid-fusion).
-    let v = vocab();
-    let topo = Topology::random_tree(10, 3);
-    let mut agents = fleet_with(&topo, &v, &stream_cfg(25));
-    let mut rng = Rng::new(3, 5);
-    for (i, a) in agents.iter_mut().enumerate() {
-        feed(a, &mut rng, 2 + i % 4);
-    }
-    for _ in 0..topo.diameter().unwrap_or(1) {
-        memory::round(&mut agents).expect("valid");
-    }
-    let (total, _) = fleet_sums(&agents, v.m());
-    let want = site_flat(&view_of(total, &v));
-    let worst = worst_site_err(&agents, &want);
-    assert!(worst <= 1e-12, "tree: site sums off by {worst:e}");
-    let n = 10;
-    let ps = AgentConfig {
-        site: stream_cfg(25).site,
-        ..ps_cfg(n)
-    };
-    let ring = Topology::ring(n);
-    let mut agents = fleet_with(&ring, &v, &ps);
-    let mut data = Rng::new(21, 21);
-    for (i, a) in agents.iter_mut().enumerate() {
-        feed(a, &mut data, 1 + i % 3);
-    }
-    let mut loss = Rng::new(22, 22);
-    for _ in 0..10 {
-        lossy_round(&mut agents, &mut loss, 0.3);
-    }
-    feed(&mut agents[2], &mut data, 3);
-    for _ in 0..600 {
-        lossy_round(&mut agents, &mut loss, 0.3);
-    }
-    let (total, _) = fleet_sums(&agents, v.m());
-    let worst = worst_site_err(&agents, &site_flat(&view_of(total, &v)));
-    assert!(worst <= 1e-9, "push-sum: site sums off by {worst:e}");
 }

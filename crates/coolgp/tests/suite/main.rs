@@ -4,6 +4,7 @@
 mod agent_protocol;
 mod codec;
 mod common;
+mod fleet_site_memory;
 mod fleet_sites;
 mod fusion_laws;
 mod hardening;
