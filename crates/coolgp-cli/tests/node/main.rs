@@ -8,4 +8,5 @@ mod node_host;
 mod node_local;
 mod node_members;
 mod node_pooled;
+mod node_projection;
 mod node_security;
