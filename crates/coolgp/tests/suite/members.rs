@@ -210,9 +210,9 @@ fn under_push_sum_a_withheld_member_leaves_the_running_totals_with_30_percent_lo
     }
 }
 
-/// One round on `agents` in which every message agent `liar` sends carries its excess times
-/// `inflate` (its claimed points unchanged).
-fn lying_round(agents: &mut [Agent], liar: usize, inflate: f64) {
+/// One round on `agents` in which every tree message agent `liar` sends carries its excess
+/// times `inflate` and claims `claim` times its points.
+fn lying_round(agents: &mut [Agent], liar: usize, inflate: f64, claim: f64) {
     for a in agents.iter_mut() {
         a.handle_tick();
     }
@@ -222,8 +222,9 @@ fn lying_round(agents: &mut [Agent], liar: usize, inflate: f64) {
         .collect();
     for mut msg in msgs {
         if msg.header.sender == liar as u64 {
-            if let coolgp::protocol::Body::Tree { excess, .. } = &mut msg.body {
+            if let coolgp::protocol::Body::Tree { excess, points } = &mut msg.body {
                 *excess = Arc::new(excess.scaled(inflate));
+                *points *= claim;
             }
         }
         let to = msg.header.receiver as usize;
@@ -231,26 +232,41 @@ fn lying_round(agents: &mut [Agent], liar: usize, inflate: f64) {
     }
 }
 
-/// A path 0 – 1 – 2 on one field; agent 2's rows read 1 too high, and it holds `copies`
-/// copies of its 60 rows. Agent 0's fused mean at a few places after fusing with agent 2's
-/// messages inflated `inflate` times, under the influence cap `cap`; and the events.
-fn mean_at_0(copies: usize, inflate: f64, cap: Option<f64>) -> (Vec<f64>, usize) {
+/// Three agents on a path 0 – 1 – 2 sharing a 9-point design, learning off, with `cfg`'s
+/// policies.
+fn path_of_three(cfg: &AgentConfig) -> Vec<Agent> {
     let v = Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"));
-    let cfg = AgentConfig {
-        learn: false,
-        influence_cap: cap,
-        ..AgentConfig::default()
-    };
     let topo = Topology::path(3);
-    let mut rng = Rng::new(7, 29);
-    let mut agents: Vec<Agent> = (0..3)
+    (0..3)
         .map(|i| {
             let mut a = Agent::new(i as u64, v.clone(), D, cfg.clone()).expect("agent");
             a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))
                 .expect("neighbours");
             a
         })
-        .collect();
+        .collect()
+}
+
+/// Agent 0's fused mean at 8 places along the field.
+fn mean_at_agent_0(agents: &[Agent]) -> Vec<f64> {
+    let x = Mat::from_fn(8, D, |i, j| 0.4 * i as f64 - 1.2 + 0.1 * j as f64);
+    agents[0]
+        .predict(x.as_ref(), View::Fused)
+        .expect("prediction")
+        .mean
+}
+
+/// A path 0 – 1 – 2 on one field; agent 2's rows read 1 too high, and it holds `copies`
+/// copies of its 60 rows. Agent 0's fused mean at a few places after fusing with agent 2's
+/// messages inflated `inflate` times, under the influence cap `cap`; and the events.
+fn mean_at_0(copies: usize, inflate: f64, cap: Option<f64>) -> (Vec<f64>, usize) {
+    let cfg = AgentConfig {
+        learn: false,
+        influence_cap: cap,
+        ..AgentConfig::default()
+    };
+    let mut agents = path_of_three(&cfg);
+    let mut rng = Rng::new(7, 29);
     for (i, a) in agents.iter_mut().enumerate() {
         let x = Mat::from_fn(60, D, |_, _| rng.normal());
         let y: Vec<f64> = (0..60)
@@ -262,16 +278,12 @@ fn mean_at_0(copies: usize, inflate: f64, cap: Option<f64>) -> (Vec<f64>, usize)
         }
     }
     for _ in 0..3 {
-        lying_round(&mut agents, 2, inflate);
+        lying_round(&mut agents, 2, inflate, 1.0);
     }
     let capped = std::iter::from_fn(|| agents[1].poll_event())
         .filter(|e| matches!(e, coolgp::Event::Capped { from: 2, .. }))
         .count();
-    let x = Mat::from_fn(8, D, |i, j| 0.4 * i as f64 - 1.2 + 0.1 * j as f64);
-    let p = agents[0]
-        .predict(x.as_ref(), View::Fused)
-        .expect("prediction");
-    (p.mean, capped)
+    (mean_at_agent_0(&agents), capped)
 }
 
 #[test]
@@ -306,22 +318,13 @@ fn an_inflating_member_adds_no_more_than_its_rows_times_the_cap() {
 /// with matching precision). Agent 0's fused mean at a few places, its fleet points, and the
 /// row-rate events agent 1 raised about agent 2.
 fn streamed(copies: usize, claim: f64, rate: Option<f64>, rounds: usize) -> (Vec<f64>, f64, usize) {
-    let v = Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"));
     let cfg = AgentConfig {
         learn: false,
         row_rate: rate,
         ..AgentConfig::default()
     };
-    let topo = Topology::path(3);
+    let mut agents = path_of_three(&cfg);
     let mut rng = Rng::new(7, 31);
-    let mut agents: Vec<Agent> = (0..3)
-        .map(|i| {
-            let mut a = Agent::new(i as u64, v.clone(), D, cfg.clone()).expect("agent");
-            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))
-                .expect("neighbours");
-            a
-        })
-        .collect();
     let mut rate_capped = 0;
     for _ in 0..rounds {
         for (i, a) in agents.iter_mut().enumerate() {
@@ -333,32 +336,16 @@ fn streamed(copies: usize, claim: f64, rate: Option<f64>, rounds: usize) -> (Vec
                 a.handle_block(x.as_ref(), &y).expect("block");
             }
         }
-        for a in agents.iter_mut() {
-            a.handle_tick();
-        }
-        let msgs: Vec<coolgp::Message> = agents
-            .iter_mut()
-            .flat_map(|a| std::iter::from_fn(|| a.poll_transmit()).collect::<Vec<_>>())
-            .collect();
-        for mut msg in msgs {
-            if msg.header.sender == 2 {
-                if let coolgp::protocol::Body::Tree { excess, points } = &mut msg.body {
-                    *excess = Arc::new(excess.scaled(claim));
-                    *points *= claim;
-                }
-            }
-            let to = msg.header.receiver as usize;
-            agents[to].handle_message(msg).expect("valid");
-        }
+        lying_round(&mut agents, 2, claim, claim);
         rate_capped += std::iter::from_fn(|| agents[1].poll_event())
             .filter(|e| matches!(e, coolgp::Event::RateCapped { from: 2, .. }))
             .count();
     }
-    let x = Mat::from_fn(8, D, |i, j| 0.4 * i as f64 - 1.2 + 0.1 * j as f64);
-    let p = agents[0]
-        .predict(x.as_ref(), View::Fused)
-        .expect("prediction");
-    (p.mean, agents[0].fleet_points(), rate_capped)
+    (
+        mean_at_agent_0(&agents),
+        agents[0].fleet_points(),
+        rate_capped,
+    )
 }
 
 #[test]
