@@ -438,6 +438,17 @@ impl FleetRegressor {
         Ok(d)
     }
 
+    /// A new, unfitted regressor with the same settings (scikit-learn's clone protocol:
+    /// `sklearn.base.clone` calls it instead of rebuilding from `get_params`, whose strings
+    /// and floats are new objects on every call and fail its identity check).
+    fn __sklearn_clone__(&self) -> Self {
+        Self {
+            s: self.s.clone(),
+            fitted: None,
+            asked: Mutex::new(None),
+        }
+    }
+
     /// Number of agents in the fitted fleet (None before fit).
     #[getter]
     fn n_agents_(&self) -> Option<usize> {

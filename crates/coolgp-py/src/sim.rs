@@ -17,6 +17,19 @@ use serde_json::{Map, Value};
 
 use crate::fence::{fenced, value_err};
 
+/// A float keyword as JSON. JSON has no NaN or infinity (serde_json would turn them into
+/// null, which reads as "not given" and would silently run with the default), so they are
+/// refused here, naming the keyword.
+fn finite(key: &str, x: f64) -> PyResult<Value> {
+    if x.is_finite() {
+        Ok(Value::from(x))
+    } else {
+        Err(PyValueError::new_err(format!(
+            "{key}: expected a finite number, got {x}"
+        )))
+    }
+}
+
 /// One keyword value as JSON: bool, int, float, str, path-like, or a list of those.
 fn to_json(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
     if v.is_instance_of::<PyBool>() {
@@ -31,7 +44,7 @@ fn to_json(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
         };
     }
     if v.is_instance_of::<PyFloat>() {
-        return Ok(Value::from(v.extract::<f64>()?));
+        return finite(key, v.extract::<f64>()?);
     }
     if v.is_instance_of::<PyString>() {
         let s: String = v.extract()?;
@@ -62,7 +75,7 @@ fn to_json(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(Value::from(n));
     }
     if let Ok(x) = v.extract::<f64>() {
-        return Ok(Value::from(x));
+        return finite(key, x);
     }
     let os = v.py().import("os")?;
     match os.call_method1("fspath", (v,)) {

@@ -132,6 +132,10 @@ class FleetRegressor:
     every agent): with local memory, predict asks each row only the K agents whose coverage
     is nearest it, and fit's calibration asks each held-out row its owner and the K - 1
     others nearest; K >= the number of agents gives the answers of asking all, bit for bit.
+
+    likelihood="robust" (default "gaussian"; robust_c=c > 0, default 3): each row of a block
+    is weighted by (1 + r^2/c^2)^(-1/2) of its standardized residual r, so gross outliers
+    barely move the model; frozen mode only, not with projection="fleet" (docs/ROBUST.md).
     """
 
     def __init__(
@@ -170,6 +174,9 @@ class FleetRegressor:
     ) -> Union[_F64, Tuple[_F64, _F64]]: ...
     def score(self, x: npt.ArrayLike, y: npt.ArrayLike) -> float: ...
     def get_params(self, deep: bool = True) -> Dict[str, Any]: ...
+    def __sklearn_clone__(self) -> "FleetRegressor":
+        """A new, unfitted regressor with the same settings (sklearn.base.clone)."""
+        ...
     @property
     def n_agents_(self) -> Optional[int]: ...
     @property
