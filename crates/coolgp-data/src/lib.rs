@@ -65,7 +65,7 @@ pub mod traffic;
 pub use builtin::{builtin, builtin_options, data_dir, BUILTIN_NAMES, DATA_DIR_ENV};
 pub use csv_load::{load_csv, load_csv_reader, CsvOptions, LoadReport, MAX_SKIPPED_MESSAGES};
 pub use error::{DataError, Result};
-pub use standardize::Standardizer;
+pub use standardize::{scale_outliers, Standardizer};
 pub use synthetic::{generate, RandomFeatures, Synthetic, SyntheticConfig};
 pub use table::Dataset;
 pub use traffic::{traffic, TrafficConfig};

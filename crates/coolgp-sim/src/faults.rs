@@ -67,7 +67,8 @@ fn f(x1: f64, x2: f64) -> f64 {
 /// The field with `faults` (station, fault) in batches of `batch` rows, each batch one
 /// station's (its routing group: run with as many agents as [`STATIONS`]). Inputs are
 /// standardized by the uniform's spread (√3) and targets by the training rows' mean and
-/// standard deviation, as a CSV run's are (`y_scale` restores the original units).
+/// standard deviation without the stations that alone widen it, as a CSV run's are
+/// (`y_scale` restores the original units).
 ///
 /// # Panics
 /// If `batch` is 0.
@@ -85,9 +86,7 @@ pub fn field(faults: &[(usize, Fault)], batch: usize, seed: u64) -> Workload {
             rows.push((s, x, y));
         }
     }
-    let n = rows.len() as f64;
-    let mean = rows.iter().map(|r| r.2).sum::<f64>() / n;
-    let sd = (rows.iter().map(|r| (r.2 - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let (mean, sd) = fleet_scale(&rows);
     let batches = rows
         .chunks(batch)
         .flat_map(|c| {
@@ -132,6 +131,30 @@ pub fn field(faults: &[(usize, Fault)], batch: usize, seed: u64) -> Workload {
         test_by_group: false,
         projection_groups: Vec::new(),
         y_scale: sd,
+    }
+}
+
+/// The target's mean and standard deviation over the rows of the stations that do not alone
+/// widen its spread ([`coolgp_data::scale_outliers`]: the simulator's rule for a CSV routed by
+/// station, so a broken station cannot rescale every member's data).
+fn fleet_scale(rows: &[(usize, [f64; 2], f64)]) -> (f64, f64) {
+    let moments = |keep: &dyn Fn(usize) -> bool| {
+        let kept = || rows.iter().filter(|r| keep(r.0)).map(|r| r.2);
+        let n = kept().count() as f64;
+        let mean = kept().sum::<f64>() / n;
+        (
+            mean,
+            (kept().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt(),
+        )
+    };
+    let (mean, sd) = moments(&|_| true);
+    let y: Vec<f64> = rows.iter().map(|r| (r.2 - mean) / sd).collect();
+    let groups: Vec<usize> = rows.iter().map(|r| r.0).collect();
+    let out = coolgp_data::scale_outliers(&y, &groups, STATIONS);
+    if out.is_empty() {
+        (mean, sd)
+    } else {
+        moments(&|s| !out.contains(&s))
     }
 }
 

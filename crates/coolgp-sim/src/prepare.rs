@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use coolgp::faer::Mat;
 use coolgp::rng::Rng;
-use coolgp_data::{Dataset, Standardizer, SyntheticConfig};
+use coolgp_data::{scale_outliers, Dataset, Standardizer, SyntheticConfig};
 
 use crate::args::SimArgs;
 use crate::regions::Regions;
@@ -98,24 +98,26 @@ pub fn prepare(args: &SimArgs) -> Result<Prepared, SimError> {
             test.len()
         )));
     }
-    let st = Standardizer::fit(&train)
+    let mut st = Standardizer::fit(&train)
         .map_err(SimError::from)
         .map_err(context("standardizing the training data"))?;
     st.apply(&mut train)?;
     st.apply(&mut test)?;
     let batch = args.batch.unwrap_or(20).max(1);
     let route = routing(args, &train, &test, seed)?;
+    let scale_note = fleet_scale(&mut st, &mut train, &mut test, &route);
     let batches = batches(&train, &route, batch, file_order);
     let groups = route.of_train.as_ref().map(|_| route.names.len());
     let description = format!(
-        "{desc}: {} training rows in {} batches of ≤{batch}, {} test rows, {} inputs ({}) → {}{}",
+        "{desc}: {} training rows in {} batches of ≤{batch}, {} test rows, {} inputs ({}) → {}{}{}",
         train.len(),
         batches.len(),
         test.len(),
         train.dim(),
         train.input_names.join(","),
         train.target_name,
-        groups.map_or(String::new(), |g| format!(", {g} {}", route.what))
+        groups.map_or(String::new(), |g| format!(", {g} {}", route.what)),
+        scale_note
     );
     let group_names = route.names;
     Ok(Prepared {
@@ -190,6 +192,36 @@ fn routing(
         }),
         what: "routing groups".into(),
     })
+}
+
+/// The target's scale is the fleet's, which no one group sets: a group whose rows alone widen
+/// y's spread ([`scale_outliers`]: a broken sensor's noise, offset or unit mix-up) is left out
+/// of the mean and scale, and every standardized target moves to them. The groups' rows stay
+/// in the run. Returns a note for the description (empty when no group is left out: the
+/// standardization is then untouched, bit for bit).
+fn fleet_scale(
+    st: &mut Standardizer,
+    train: &mut Dataset,
+    test: &mut Dataset,
+    route: &Routing,
+) -> String {
+    let Some(of_train) = &route.of_train else {
+        return String::new();
+    };
+    let out = scale_outliers(&train.y, of_train, route.names.len());
+    if out.is_empty() {
+        return String::new();
+    }
+    let (mu, sigma) = st.refit_y(&train.y, |i| !out.contains(&of_train[i]));
+    for v in train.y.iter_mut().chain(test.y.iter_mut()) {
+        *v = (*v - mu) / sigma;
+    }
+    let names: Vec<&str> = out.iter().map(|&g| route.names[g].as_str()).collect();
+    format!(
+        "; y's scale without {} {names:?}, whose rows alone widen its spread over {:.2}×",
+        route.what,
+        coolgp_data::standardize::SCALE_LEVERAGE
+    )
 }
 
 /// Refuses `--regions` where another routing is asked for (`--agent-by`, a projection-group
@@ -614,5 +646,36 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("--stream-order 'sorted'"), "{err}");
+    }
+
+    #[test]
+    fn a_station_whose_rows_alone_widen_y_is_left_out_of_its_scale() {
+        // Ten stations of y = ±1 (sd 1); station s9 reports ×10 (issue 29's unit mix-up).
+        let dir = std::env::temp_dir().join(format!("coolgp-scale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let csv = |name: &str, k: f64| {
+            let mut s = String::from("station,t,y\n");
+            for t in 0..400 {
+                let (st, y) = (t % 10, if t / 10 % 2 == 0 { 1.0 } else { -1.0 });
+                s.push_str(&format!("s{st},{t},{}\n", if st == 9 { k * y } else { y }));
+            }
+            let p = dir.join(name);
+            std::fs::write(&p, s).expect("write csv");
+            prepare(&args(p, None)).expect("prepared")
+        };
+        let honest = csv("honest.csv", 1.0);
+        assert!(!honest.description.contains("y's scale"));
+        let p = csv("scaled.csv", 10.0);
+        assert!(
+            p.description
+                .contains("y's scale without routing groups [\"s9\"]"),
+            "{}",
+            p.description
+        );
+        // The honest stations' rows are on the scale they have alone: y_scale 1, not 3.2.
+        assert!((p.work.y_scale - 1.0).abs() < 0.05, "{}", p.work.y_scale);
+        assert!((honest.work.y_scale - 1.0).abs() < 0.05);
+        let g0: Vec<f64> = group_targets(&p, 0);
+        assert!(g0.iter().all(|y| (y.abs() - 1.0).abs() < 0.1), "{g0:?}");
     }
 }

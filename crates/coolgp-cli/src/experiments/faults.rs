@@ -75,12 +75,13 @@ fn measure(case: &Case, policy: Policy, seed: u64) -> Result<Row> {
     })
 }
 
-/// Runs the experiment into `dir` (`--quick`: seed `a.seed` only; else seeds 0–4).
+/// Runs the experiment into `dir` (`--quick`: seed `a.seed` only; else the five seeds from
+/// `a.seed`: 0–4 by default).
 pub fn run(a: &ExperimentArgs, dir: &Path) -> Result<()> {
     let seeds: Vec<u64> = if a.quick {
         vec![a.seed]
     } else {
-        (0..5).collect()
+        (a.seed..a.seed + 5).collect()
     };
     let mut rows = Vec::new();
     for case in cases() {
