@@ -311,25 +311,31 @@ pub async fn fetch_all(
     Ok(got)
 }
 
-/// The fleet's suspects (issue 29, docs/MEMBERS.md §5) as its fitter (the lowest live id)
-/// reports them in its status. With a `roster` (a TLS fleet) the list counts only if it
-/// carries the fitter's signature; an unsigned list, or none to read, gives no suspect (an
-/// unsigned one says so on stderr).
-pub async fn suspects(
+/// The fitter (the lowest live id) and its status, which carries the fleet's suspects (issue
+/// 29, docs/MEMBERS.md §5) and calibration ([`crate::fleet_calibration`]); `None` if no
+/// member is live or the fitter does not answer.
+pub async fn fitter_status(
     session: &zenoh::Session,
     fleet: &str,
-    roster: Option<&crate::auth::Roster>,
     timeout: Duration,
-) -> Vec<u64> {
+) -> Option<(u64, crate::status::Status)> {
     let wait = timeout.min(Duration::from_millis(500));
-    let Some(fitter) = members(session, fleet, wait).await.into_iter().min() else {
-        return Vec::new();
-    };
-    let Ok(st) = crate::client::fetch_status(session, fleet, fitter, false, timeout).await else {
-        return Vec::new();
-    };
+    let fitter = members(session, fleet, wait).await.into_iter().min()?;
+    let st = crate::client::fetch_status(session, fleet, fitter, false, timeout).await;
+    st.ok().map(|st| (fitter, st))
+}
+
+/// The fleet's suspects as the fitter's status `st` reports them. With a `roster` (a TLS
+/// fleet) the list counts only if it carries the fitter's signature; an unsigned list gives no
+/// suspect (and says so on stderr).
+pub fn suspects_in(
+    fleet: &str,
+    fitter: u64,
+    st: &crate::status::Status,
+    roster: Option<&crate::auth::Roster>,
+) -> Vec<u64> {
     if let Some(r) = roster {
-        let claim = SuspectsClaim::of(fleet, fitter, &st);
+        let claim = SuspectsClaim::of(fleet, fitter, st);
         if !st.suspects.is_empty()
             && !r
                 .key(fitter)
@@ -342,7 +348,7 @@ pub async fn suspects(
             return Vec::new();
         }
     }
-    st.suspects
+    st.suspects.clone()
 }
 
 impl FleetAnswers {

@@ -76,7 +76,13 @@ pub trait Claim {
 }
 
 /// `tag | fleet | 0 | node (u64 LE) | count (u64 LE) | each word (8 bytes LE)`.
-fn claim_bytes(tag: &[u8], fleet: &str, node: u64, count: u64, words: &[[u8; 8]]) -> Vec<u8> {
+pub(crate) fn claim_bytes(
+    tag: &[u8],
+    fleet: &str,
+    node: u64,
+    count: u64,
+    words: &[[u8; 8]],
+) -> Vec<u8> {
     let mut b = statement(tag, fleet, node, count, 8 * words.len());
     words.iter().for_each(|w| b.extend_from_slice(w));
     b

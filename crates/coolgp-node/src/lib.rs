@@ -57,6 +57,7 @@ pub mod config;
 pub mod coverage;
 pub mod error;
 pub mod fit_members;
+pub mod fleet_calibration;
 pub mod fleet_query;
 pub mod host;
 pub mod inbound;
@@ -188,8 +189,8 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
                 known.join(", ")
             ))
         })?),
-        None if args.calibrate.is_some() => None,
-        None => Some(DEFAULT_FLEET_RULE),
+        // Chosen by --calibrate's rows, else the fitter's calibration, else DEFAULT_FLEET_RULE.
+        None => None,
     };
     let table = stream::read_table(&args.input)?;
     let req = PredictRequest {
@@ -306,7 +307,8 @@ async fn calibrated_rule(
     Ok((rule, cal))
 }
 
-/// How a fleet query combines and routes: the rule (None: chosen by the calibration), the
+/// How a fleet query combines and routes: the rule (None: chosen on `--calibrate`'s rows, or
+/// without them the fitter's calibration, [`fleet_calibration`]), the
 /// calibration (`--calibrate K` and its signer), `--route K`.
 pub type FleetAsk<'a> = (Option<FleetRule>, Calibrate<'a>, Option<usize>);
 
@@ -329,8 +331,12 @@ pub async fn fleet_answers(
     roster: Option<&auth::Roster>,
     notes: &mut Vec<String>,
 ) -> Result<PredictReply> {
-    // The fleet's suspects (issue 29) answer nothing and offer no calibration rows.
-    let suspects = fleet_query::suspects(session, fleet, roster, timeout).await;
+    // The fleet's suspects (issue 29) answer nothing and offer no calibration rows; the
+    // fitter's calibration (issue 28) is the default rule's.
+    let fitter = fleet_query::fitter_status(session, fleet, timeout).await;
+    let suspects = fitter.as_ref().map_or(Vec::new(), |(f, st)| {
+        fleet_query::suspects_in(fleet, *f, st, roster)
+    });
     // `--route K` (issue 31): every node's coverage from one brief-status request.
     let route = match route {
         Some(k) => {
@@ -356,10 +362,10 @@ pub async fn fleet_answers(
             let from = (req.view.clone(), calibrate.1);
             calibrated_rule(session, fleet, from, ks, rule, timeout, notes).await?
         }
-        None => {
-            let rule = rule.unwrap_or(DEFAULT_FLEET_RULE);
-            (rule, RuleCalibration::unit(rule))
-        }
+        None => match rule {
+            Some(rule) => (rule, RuleCalibration::unit(rule)),
+            None => fitters_calibration(fleet, fitter.as_ref(), roster, notes),
+        },
     };
     let req = &PredictRequest {
         route: routed(&req.x, req.columns.as_deref(), None),
@@ -407,6 +413,43 @@ pub async fn fleet_answers(
         .map(|a| cal.apply(a))
         .collect();
     Ok(query::reply_of(&combined, None, req.parts))
+}
+
+/// The rule and calibration of `query --all` with neither `--fleet-rule` nor `--calibrate`:
+/// the fitter's ([`fleet_calibration::published`]), else [`DEFAULT_FLEET_RULE`] uncalibrated;
+/// which one, on `notes`.
+fn fitters_calibration(
+    fleet: &str,
+    fitter: Option<&(u64, status::Status)>,
+    roster: Option<&auth::Roster>,
+    notes: &mut Vec<String>,
+) -> (FleetRule, RuleCalibration) {
+    let unit = (
+        DEFAULT_FLEET_RULE,
+        RuleCalibration::unit(DEFAULT_FLEET_RULE),
+    );
+    let Some((id, st)) = fitter else {
+        return unit;
+    };
+    match fleet_calibration::published(fleet, *id, st, roster) {
+        Ok(Some(cal)) => {
+            let c = st.fleet_calibration.as_ref();
+            notes.push(format!(
+                "calibration: agent {id}'s (the fitter, after its pooled fit {}): rule {} (weight {:.6} on the residual correction), variance x{:.6}, measured on {} leave-one-out memory rows",
+                c.map_or(0, |c| c.fit),
+                cal.rule.name(),
+                cal.weight,
+                cal.scale,
+                c.map_or(0, |c| c.rows)
+            ));
+            (cal.rule, cal)
+        }
+        Ok(None) => unit,
+        Err(why) => {
+            notes.push(format!("warning: {why}"));
+            unit
+        }
+    }
 }
 
 /// `coolgp status --all`: every node's brief status from one request, with the fleet's

@@ -210,6 +210,13 @@ pub struct Status {
     /// With `--tls`, the judging node's signature of `suspects` ([`crate::kernel_auth`]).
     #[serde(default)]
     pub suspects_sig: Vec<u8>,
+    /// The fleet rule and calibration this node measured as the fitter (issue 28,
+    /// [`crate::fleet_calibration`]); `coolgp query --all` applies the fitter's by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet_calibration: Option<crate::fleet_calibration::FleetCalibration>,
+    /// With `--tls`, this node's signature of `fleet_calibration`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fleet_calibration_sig: Vec<u8>,
     /// This node withholds its own data from its messages (it is a suspect, contained).
     #[serde(default)]
     pub withheld: bool,

@@ -207,14 +207,7 @@ fn calibrated_query(fleet: &Fleet, input: &str) {
         );
         assert!((1.0 / 16.0..=16.0).contains(&s), "scale {s}");
         assert!((0.0..=1.0).contains(&w), "weight {w}");
-        // Columns: mean, var_f, var_y, global_mean, global_var, residual_mean, residual_var,
-        // residual_prior, noise_var.
-        calibrated = raw.iter().zip(&cal).all(|(r, c)| {
-            let var_f = s * (r[4] + w * r[6] + (1.0 - w) * r[7]);
-            close(c[0], r[3] + w * r[5])
-                && (c[1] / var_f - 1.0).abs() < 1e-4
-                && (c[2] / (var_f + s * r[8]) - 1.0).abs() < 1e-4
-        });
+        calibrated = weighted_and_scaled(&raw, &cal, w, s);
         if calibrated {
             break;
         }
@@ -231,6 +224,89 @@ fn calibrated_query(fleet: &Fleet, input: &str) {
     );
     let stderr = query_err(fleet, &["--all", "--input", input, "--fleet-rule", "auto"]);
     assert!(stderr.contains("give --calibrate K"), "{stderr}");
+}
+
+/// Whether the answers `cal` are the uncalibrated `raw` ones (both with `--parts`) with the
+/// residual correction weighted by `w` and every variance scaled by `s` (docs/LOCAL.md §10,
+/// §12). Columns: mean, var_f, var_y, global_mean, global_var, residual_mean, residual_var,
+/// residual_prior, noise_var.
+fn weighted_and_scaled(raw: &[Vec<f64>], cal: &[Vec<f64>], w: f64, s: f64) -> bool {
+    raw.len() == cal.len()
+        && raw.iter().zip(cal).all(|(r, c)| {
+            let var_f = s * (r[4] + w * r[6] + (1.0 - w) * r[7]);
+            close(c[0], r[3] + w * r[5])
+                && (c[1] / var_f - 1.0).abs() < 1e-4
+                && (c[2] / (var_f + s * r[8]) - 1.0).abs() < 1e-4
+        })
+}
+
+#[test]
+fn the_fitter_publishes_its_calibration_and_query_all_applies_it_by_default() {
+    // Issue 28 item 5: the fitter (node 0) measures every rule on the fleet's held-out memory
+    // rows after its pooled fits and reports the best in its status; `query --all` without
+    // `--fleet-rule` or `--calibrate` combines by that rule, weighted and scaled as measured;
+    // a named rule is used as given, uncalibrated.
+    let _g = serial();
+    let shares = station_shares(3, 970);
+    let total: usize = shares.iter().map(Vec::len).sum();
+    let mut fleet = Fleet::new("fitcal", 3);
+    let extra = ["--local-memory", "30"];
+    start_path(&mut fleet, &shares, 10, 40, false, &extra);
+    fleet.wait_all(
+        "the streams, a pooled fit and the fitter's calibration",
+        Duration::from_secs(90),
+        |i, s| {
+            s.stream_ended
+                && s.fleet_points == total as f64
+                && s.local_pooled_fits >= 1
+                && (i != 0 || s.fleet_calibration.is_some())
+        },
+    );
+    for i in 1..3 {
+        let st = fleet.status(i, false).expect("status");
+        assert!(st.fleet_calibration.is_none(), "only the fitter measures");
+    }
+    let input = query_csv(&fleet);
+    let mut applied = false;
+    for _ in 0..10 {
+        let c = fleet
+            .status(0, false)
+            .and_then(|s| s.fleet_calibration)
+            .expect("the fitter's calibration");
+        let rule = FleetRule::from_name(&c.rule).expect("a known rule");
+        // Every node offers all its 30 memory rows (768 / 3 members, at most 64 each).
+        assert_eq!(c.rows, 90, "{c:?}");
+        assert!((0.0..=1.0).contains(&c.weight) && (1.0 / 16.0..=16.0).contains(&c.scale));
+        let named = [
+            "--all",
+            "--input",
+            &input,
+            "--parts",
+            "--fleet-rule",
+            rule.name(),
+        ];
+        let (raw, named_err) = query(&fleet, &named);
+        assert!(!named_err.contains("calibration"), "{named_err}");
+        let (cal, stderr) = query(&fleet, &["--all", "--input", &input, "--parts"]);
+        let said = format!(
+            "calibration: agent 0's (the fitter, after its pooled fit {})",
+            c.fit
+        );
+        assert!(
+            stderr.contains(&said) && stderr.contains(&format!("combined by {}", rule.name())),
+            "{stderr}"
+        );
+        applied = weighted_and_scaled(&raw, &cal, c.weight, c.scale);
+        if applied {
+            break;
+        }
+        // The models or the calibration moved between the two queries: ask again.
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        applied,
+        "the default query is not the fitter's rule weighted and scaled"
+    );
 }
 
 #[test]

@@ -27,7 +27,9 @@ pub struct QueryArgs {
     /// with the smallest predictive variance), bcm or rbcm (the agents' residual corrections
     /// by a (robust) Bayesian committee machine), most-informed, or auto (with --calibrate:
     /// the rule with the smallest error on the calibration's held-out rows, docs/LOCAL.md
-    /// §12) [default: auto with --calibrate, else rbcm].
+    /// §12) [default: auto with --calibrate; else the fitter's calibration (the rule, weight
+    /// and variance scale the fleet's fitter measured on held-out memory rows after its last
+    /// pooled fit, signed in a TLS fleet); else rbcm]. A named rule is applied uncalibrated.
     #[arg(long, value_name = "NAME", requires = "all")]
     pub fleet_rule: Option<String>,
     /// With --all: calibrate the combined answers' variances (docs/LOCAL.md §10). Each node

@@ -11,6 +11,7 @@
 //! ([`exchange`]). Between rounds, received messages are drained from the fair inbound queues
 //! and queries are answered ([`report`]).
 
+mod calibration;
 mod exchange;
 mod heal;
 mod intake;
@@ -258,6 +259,8 @@ struct Node {
     watch: members::Watch,
     /// Routes declared again to silent live neighbours ([`heal`]).
     heal: heal::Heal,
+    /// The fitter's calibration of the fleet's answers ([`calibration`]).
+    calibration: calibration::Calibration,
     /// The coverage advertised in the status, and the (data version, kernel fits) it was
     /// computed at ([`Node::refresh_coverage`]).
     advertised: Option<((u64, u64), Option<crate::coverage::CoverageJson>)>,
@@ -395,6 +398,7 @@ impl Node {
             pooled,
             watch: members::Watch::default(),
             heal: heal::Heal::new(),
+            calibration: calibration::Calibration::default(),
             advertised: None,
             ros2: None,
             agent: resumed.agent,

@@ -106,6 +106,7 @@ impl Node {
         self.member_check_step(session, fitter);
         if fitter == me {
             self.start_fit(session);
+            self.calibration_step(session);
         } else {
             self.follow(session, fitter);
         }

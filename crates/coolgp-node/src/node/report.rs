@@ -79,7 +79,19 @@ impl Node {
             _ => Vec::new(),
         };
         let (suspects, member_checks, suspects_by, suspects_sig) = self.suspects_status();
+        let fleet_calibration = self.calibration.held.clone();
+        let fleet_calibration_sig = match (&self.peers.auth, &fleet_calibration) {
+            (Some(a), Some(c)) => crate::fleet_calibration::CalibrationClaim {
+                fleet: &self.s.fleet,
+                node: self.s.id,
+                calibration: c,
+            }
+            .sign(&a.signer),
+            _ => Vec::new(),
+        };
         Status {
+            fleet_calibration,
+            fleet_calibration_sig,
             member: self.own_member_evidence(),
             suspects,
             member_checks,
