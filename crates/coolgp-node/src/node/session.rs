@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use coolgp::protocol::codec;
 use coolgp::Vocabulary;
 use zenoh::handlers::{RingChannel, RingChannelHandler};
+use zenoh::key_expr::KeyExpr;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::{Publisher, Subscriber};
 use zenoh::qos::CongestionControl;
@@ -52,6 +53,9 @@ pub(super) struct Endpoints {
     pub(super) predict: Queryable<RingChannelHandler<Query>>,
     /// The inbox subscriber (kept alive here; replaced by `redeclare_inbox`).
     _inbox: Subscriber<()>,
+    /// The keys of the messages the neighbours send this node, declared on the session
+    /// ([`expected_keys`]; undeclared when dropped).
+    _expected: Vec<KeyExpr<'static>>,
     _alive: Subscriber<()>,
     token: LivelinessToken,
 }
@@ -151,6 +155,7 @@ pub(super) async fn declare(
         );
     }
     let messages = inbox(&session, &s.fleet, s.id, Arc::clone(&inbound)).await?;
+    let expected = expected_keys(&session, &s.fleet, s.id, &s.neighbors).await?;
     // Ring channels: when the loop falls behind, the oldest queries are dropped (their
     // queriers time out and retry) rather than blocking zenoh's receive path, which a full
     // FIFO does (issue 31: with a hundred agents in a host that stalled every link).
@@ -177,6 +182,7 @@ pub(super) async fn declare(
         status,
         predict,
         _inbox: messages,
+        _expected: expected,
         _alive: alive,
         token,
     };
@@ -238,6 +244,32 @@ async fn inbox(
         })
         .await
         .map_err(|e| NodeError::zenoh("declaring subscriber", e))
+}
+
+/// Declares on `session` the key of each message `neighbours` send `id`
+/// (`coolgp/<fleet>/<j>/msg/<id>`), so that zenoh's routing tables hold a resource for it.
+///
+/// The inbox subscribes to a wildcard (`*/msg/<id>`); without a resource for the concrete key,
+/// zenoh computes each arriving message's route by matching its key against every
+/// subscription it knows (`Resource::get_matches`: a thousand inboxes in a fleet of a
+/// thousand; 42% of a settled 1,000-agent fleet's host CPU, EXPERIMENTS.md). With one, the
+/// route is computed once and cached until the subscriptions change (issue 31's idle cost).
+async fn expected_keys(
+    session: &Session,
+    fleet: &str,
+    id: u64,
+    neighbours: &[u64],
+) -> Result<Vec<KeyExpr<'static>>> {
+    let mut declared = Vec::with_capacity(neighbours.len());
+    for &j in neighbours {
+        declared.push(
+            session
+                .declare_keyexpr(keys::message(fleet, j, id))
+                .await
+                .map_err(|e| NodeError::zenoh("declaring a neighbour's message key", e))?,
+        );
+    }
+    Ok(declared)
 }
 
 /// Keeps `members` equal to the fleet's ids with a liveliness token (history included).
