@@ -13,8 +13,9 @@
 # Env:     COOLGP     the binary (default: target/release/coolgp, built with --features node)
 #          BASE_PORT  first listen port (default 7600)
 #          NODE_FLAGS extra flags for every node (default none)
-# Prints:  one line per run: "run K: rbcm R1 bcm R2 min-variance R3 calibrated R4 (knots; the
-#          rule and weight --calibrate chose), kernel [...]"
+# Prints:  one line per run: "run K: default R0 rbcm R1 bcm R2 min-variance R3 calibrated R4
+#          (knots; the rule and weight --calibrate chose; the fitter's calibration the default
+#          applied), kernel [...]"
 set -euo pipefail
 
 RUNS=${1:-1}
@@ -91,12 +92,20 @@ for run in $(seq 1 "$RUNS"); do
     fi
     sleep 1
   done
-  # 4. The fleet query under each rule, and calibrated on 64 held-out memory rows per node
-  #    (the rule chosen on them, the safety net's weight; docs/LOCAL.md §12).
+  # 4. The fitter's calibration after its last fit (docs/NODE.md: the default rule).
+  calibration() { status 0 | tr -d '\n ' | grep -o '"fleet_calibration":{[^}]*}' || true; }
+  for _ in $(seq 1 60); do
+    calibration | grep -q "\"fit\":$last}" && break
+    sleep 1
+  done
+  # 5. The fleet query by default (the fitter's calibration), under each rule, and calibrated
+  #    on 64 held-out memory rows per node (the rule chosen on them, the safety net's weight;
+  #    docs/LOCAL.md §12).
   line="run $run:"
-  for rule in rbcm bcm min-variance calibrated; do
+  for rule in default rbcm bcm min-variance calibrated; do
     flags=(--fleet-rule "$rule")
     [ "$rule" = calibrated ] && flags=(--calibrate 64)
+    [ "$rule" = default ] && flags=()
     "$COOLGP" query "${connects[@]}" --fleet "$FLEET" --all "${flags[@]}" \
       --input "$WORK/query.csv" --timeout-ms 30000 > "$WORK/run$run.$rule.csv" 2> "$WORK/run$run.$rule.err"
     rmse=$(tail -n +2 "$WORK/run$run.$rule.csv" | cut -d, -f1 | paste -d, - "$WORK/truth.txt" |
@@ -104,6 +113,6 @@ for run in $(seq 1 "$RUNS"); do
     line="$line $rule $rmse"
   done
   chosen=$(grep -o 'rule [a-z-]* (weight [0-9.]*' "$WORK/run$run.calibrated.err" || true)
-  echo "$line (knots, $(grep -c . "$WORK/truth.txt") rows; calibrated: $chosen), fits $last, kernel $(kernel 0 | cut -d: -f2)"
+  echo "$line (knots, $(grep -c . "$WORK/truth.txt") rows; calibrated: $chosen; default: $(calibration)), fits $last, kernel $(kernel 0 | cut -d: -f2)"
   stop
 done
