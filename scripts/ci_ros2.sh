@@ -6,7 +6,8 @@
 # own, live topics and maps against zenoh-ros2-sdk and against rclpy over DDS.
 #
 # Env: PYTHON (default python3), COOLGP_ROS2_VENV (default <repo>/target/ros2-venv),
-#      CARGO_TARGET_DIR (honoured; default <repo>/target).
+#      CARGO_TARGET_DIR (honoured; default <repo>/target), COOLGP (the binary; default
+#      <target>/release/coolgp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -22,11 +23,16 @@ source scripts/ci_venv.sh
   ros-diagnostic-msgs
 export COOLGP_REQUIRE_RCLPY=1
 
-# The binary `cargo test --all-features` built has DDS; build it if it is missing.
-if ! "$TARGET/release/coolgp" ros2 types >/dev/null 2>&1; then
-  cargo build --release -p coolgp-cli --features dds
+# The binary `cargo test --all-features` built has DDS; build it if it is missing. $COOLGP, if
+# set, names another binary built with DDS (e.g. a copy, when the target directory is shared
+# with builds without it).
+if [ -z "${COOLGP:-}" ]; then
+  if ! "$TARGET/release/coolgp" ros2 types >/dev/null 2>&1; then
+    cargo build --release -p coolgp-cli --features dds
+  fi
+  export COOLGP="$TARGET/release/coolgp"
 fi
-export COOLGP="$TARGET/release/coolgp"
+export COOLGP
 
 cd "$ROOT/crates/coolgp-ros2/tests/interop"
 set +e

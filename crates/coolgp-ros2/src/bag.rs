@@ -542,6 +542,12 @@ fn read_messages(
             } else {
                 data
             };
+            // A representation other than plain CDR (XCDR2, parameter lists) refuses the
+            // recording; bytes that are no representation at all are counted as bad CDR.
+            if let [0, id @ (2..), ..] = data {
+                let e = crate::error::CdrError::Encapsulation([0, *id]);
+                refused.get_or_insert(bag_err(file, format!("topic {}: {e}", ch.topic)));
+            }
             batch.data.extend_from_slice(data);
             batch.msgs.push((g, t, log_time, data.len()));
             if batch.data.len() >= BATCH_BYTES {
@@ -652,107 +658,5 @@ pub fn load_bag(path: &Path, spec: &RowSpec) -> Result<(Dataset, Counts)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::extract::encode;
-    use crate::types::lookup;
-
-    const FIX: &str = "sensor_msgs/msg/NavSatFix";
-    const TEMP: &str = "sensor_msgs/msg/Temperature";
-
-    fn spec() -> RowSpec {
-        RowSpec::parse(
-            &[format!("/fix:{FIX}:latitude,longitude")],
-            &format!("/temp:{TEMP}:temperature"),
-            0.05,
-        )
-        .expect("spec")
-    }
-
-    /// An MCAP file of `n` fix + temperature pairs (the crate's writer, chunks of ~4 KB).
-    fn write(path: &Path, n: usize) {
-        let file = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
-        let mut w = mcap::WriteOptions::new()
-            .compression(None)
-            .chunk_size(Some(4096))
-            .create(file)
-            .expect("writer");
-        let (fix, temp) = (lookup(FIX).expect("fix"), lookup(TEMP).expect("temp"));
-        let mut channel = |ty: &crate::types::MsgType, topic: &str| {
-            let schema = w.add_schema(ty.name, "ros2msg", b"").expect("schema");
-            w.add_channel(schema, topic, "cdr", &BTreeMap::new())
-                .expect("channel")
-        };
-        let (cf, ct) = (channel(fix, "/fix"), channel(temp, "/temp"));
-        for k in 0..n {
-            let t = 1_000_000_000 + k as i64 * 100_000_000;
-            let f =
-                encode(fix, t, "gps", &[("latitude", k as f64), ("longitude", 1.0)]).expect("fix");
-            let m =
-                encode(temp, t + 1_000_000, "t", &[("temperature", 2.0 * k as f64)]).expect("temp");
-            for (ch, data, time) in [(cf, f, t), (ct, m, t + 1_000_000)] {
-                let header = mcap::records::MessageHeader {
-                    channel_id: ch,
-                    sequence: k as u32,
-                    log_time: time as u64,
-                    publish_time: time as u64,
-                };
-                w.write_to_known_channel(&header, &data).expect("write");
-            }
-        }
-        w.finish().expect("finish");
-    }
-
-    fn tmp(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("coolgp-bag-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        dir.join(format!("{name}.mcap"))
-    }
-
-    #[test]
-    fn a_recording_cut_short_is_read_up_to_the_cut() {
-        let path = tmp("cut");
-        write(&path, 400);
-        let whole = read_bag(&path, &spec()).expect("whole");
-        assert_eq!((whole.rows.len(), whole.truncated), (400, false));
-        assert_eq!(whole.rows[7].x, [7.0, 1.0]);
-        assert_eq!(whole.rows[7].y, 14.0);
-        // A recorder killed mid-file: the complete chunks before the cut are rows.
-        let bytes = std::fs::read(&path).expect("read");
-        std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("cut");
-        let cut = read_bag(&path, &spec()).expect("cut file");
-        assert!(cut.truncated);
-        assert!(
-            cut.rows.len() > 100 && cut.rows.len() < 400,
-            "{}",
-            cut.rows.len()
-        );
-        assert_eq!(cut.rows[..], whole.rows[..cut.rows.len()]);
-    }
-
-    #[test]
-    fn garbage_and_hostile_files_are_refused_not_read() {
-        let path = tmp("bad");
-        std::fs::write(&path, b"latitude,longitude\n1,2\n").expect("write");
-        let err = read_bag(&path, &spec()).expect_err("not MCAP").to_string();
-        assert!(err.contains("not an MCAP file"), "{err}");
-        // The magic, then a record claiming 2^60 bytes: refused, not allocated.
-        let mut hostile = MCAP_MAGIC.to_vec();
-        hostile.push(mcap::records::op::CHUNK);
-        hostile.extend_from_slice(&(1u64 << 60).to_le_bytes());
-        std::fs::write(&path, &hostile).expect("write");
-        let err = read_bag(&path, &spec()).expect_err("hostile").to_string();
-        assert!(err.contains("corrupt MCAP"), "{err}");
-        // A chunk whose body is garbage.
-        let mut junk = MCAP_MAGIC.to_vec();
-        junk.push(mcap::records::op::CHUNK);
-        junk.extend_from_slice(&64u64.to_le_bytes());
-        junk.extend_from_slice(&[0xAB; 64]);
-        std::fs::write(&path, &junk).expect("write");
-        assert!(read_bag(&path, &spec()).is_err());
-        let db3 = path.with_extension("db3");
-        std::fs::write(&db3, b"SQLite format 3\0").expect("write");
-        let err = read_bag(&db3, &spec()).expect_err("sqlite").to_string();
-        assert!(err.contains("ros2 bag convert"), "{err}");
-    }
-}
+#[path = "bag_tests.rs"]
+mod tests;

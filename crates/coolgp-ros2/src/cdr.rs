@@ -1,15 +1,79 @@
 //! CDR (OMG XCDR1, plain), as ROS 2 puts it on the wire and in bags.
 //!
-//! A 4-byte encapsulation header (`00 01 00 00` little endian, `00 00 00 00` big endian),
-//! then each value aligned to its own size counted from the end of the header; a string is a
-//! u32 length that counts its NUL, the bytes and the NUL; a sequence a u32 count and its
-//! elements; a fixed array its elements alone.
+//! A 4-byte encapsulation header: the representation identifier, a big-endian u16 (0x0001
+//! CDR_LE, 0x0000 CDR_BE: the byte order of what follows), then two option bytes; then each
+//! value aligned to its own size counted from the end of the header, in that byte order; a
+//! string is a u32 length that counts its NUL, the bytes and the NUL; a sequence a u32 count
+//! and its elements; a fixed array its elements alone. Other representations (parameter
+//! lists, XCDR2) are refused with [`CdrError::Encapsulation`], naming the one seen.
 
 use crate::error::CdrError;
 use crate::types::Prim;
 
 /// Length of the encapsulation header.
 pub const HEADER_LEN: usize = 4;
+
+/// Representation identifier of plain CDR, big endian (XCDR1).
+pub const CDR_BE: [u8; 2] = [0x00, 0x00];
+/// Representation identifier of plain CDR, little endian (XCDR1): what ROS 2 publishers on
+/// x86 and ARM send.
+pub const CDR_LE: [u8; 2] = [0x00, 0x01];
+
+/// The byte order of a CDR message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endian {
+    /// Little endian (`CDR_LE`, 0x0001).
+    Little,
+    /// Big endian (`CDR_BE`, 0x0000).
+    Big,
+}
+
+impl Endian {
+    /// The representation identifier of plain CDR in this byte order.
+    pub fn representation(self) -> [u8; 2] {
+        match self {
+            Endian::Little => CDR_LE,
+            Endian::Big => CDR_BE,
+        }
+    }
+}
+
+/// The name of a representation identifier (RTPS 2.5 table 10.3, DDS-XTypes 1.3 §7.6.3.1.2),
+/// for error messages.
+pub fn representation_name(id: [u8; 2]) -> &'static str {
+    match u16::from_be_bytes(id) {
+        0x0000 => "CDR_BE",
+        0x0001 => "CDR_LE",
+        0x0002 => "PL_CDR_BE",
+        0x0003 => "PL_CDR_LE",
+        0x0004 => "XML",
+        0x0006 => "CDR2_BE (XCDR2)",
+        0x0007 => "CDR2_LE (XCDR2)",
+        0x0008 => "D_CDR2_BE (XCDR2)",
+        0x0009 => "D_CDR2_LE (XCDR2)",
+        0x000a => "PL_CDR2_BE (XCDR2)",
+        0x000b => "PL_CDR2_LE (XCDR2)",
+        _ => "unknown",
+    }
+}
+
+/// The byte order a message's header declares.
+///
+/// # Errors
+/// [`CdrError::Truncated`] if shorter than the header; [`CdrError::Encapsulation`] for any
+/// representation but plain CDR (XCDR1) in either byte order.
+#[inline]
+pub fn endian(buf: &[u8]) -> Result<Endian, CdrError> {
+    match buf {
+        [0, 1, _, _, ..] => Ok(Endian::Little),
+        [0, 0, _, _, ..] => Ok(Endian::Big),
+        [a, b, _, _, ..] => Err(CdrError::Encapsulation([*a, *b])),
+        _ => Err(CdrError::Truncated {
+            at: 0,
+            need: HEADER_LEN,
+        }),
+    }
+}
 
 /// A reader over one serialized message.
 #[derive(Debug)]
@@ -24,22 +88,24 @@ impl<'a> CdrReader<'a> {
     ///
     /// # Errors
     /// [`CdrError::Truncated`] if shorter than the header; [`CdrError::Encapsulation`] unless
-    /// the header says plain CDR (XCDR1), big or little endian.
+    /// the header says plain CDR (XCDR1), big or little endian (see [`endian`]).
+    #[inline]
     pub fn new(buf: &'a [u8]) -> Result<Self, CdrError> {
-        let head = buf.get(..HEADER_LEN).ok_or(CdrError::Truncated {
-            at: 0,
-            need: HEADER_LEN,
-        })?;
-        let little = match (head[0], head[1]) {
-            (0, 1) => true,
-            (0, 0) => false,
-            (a, b) => return Err(CdrError::Encapsulation([a, b])),
-        };
+        let little = endian(buf)? == Endian::Little;
         Ok(Self {
             buf,
             pos: HEADER_LEN,
             little,
         })
+    }
+
+    /// The message's byte order.
+    pub fn endian(&self) -> Endian {
+        if self.little {
+            Endian::Little
+        } else {
+            Endian::Big
+        }
     }
 
     /// Bytes not read yet.
@@ -137,10 +203,12 @@ impl<'a> CdrReader<'a> {
     }
 }
 
-/// A writer of one little-endian CDR message (header included).
+/// A writer of one CDR message (header included), little endian unless made with
+/// [`CdrWriter::new`] and [`Endian::Big`].
 #[derive(Debug, Clone)]
 pub struct CdrWriter {
     buf: Vec<u8>,
+    little: bool,
 }
 
 impl Default for CdrWriter {
@@ -150,17 +218,36 @@ impl Default for CdrWriter {
 }
 
 impl CdrWriter {
-    /// An empty message of room `cap` bytes, header written.
+    /// An empty little-endian message of room `cap` bytes, header written.
     pub fn with_capacity(cap: usize) -> Self {
+        Self::new(Endian::Little, cap)
+    }
+
+    /// An empty message in byte order `endian`, of room `cap` bytes, header written.
+    pub fn new(endian: Endian, cap: usize) -> Self {
         let mut buf = Vec::with_capacity(cap.max(HEADER_LEN));
-        buf.extend_from_slice(&[0, 1, 0, 0]);
-        Self { buf }
+        buf.extend_from_slice(&endian.representation());
+        buf.extend_from_slice(&[0, 0]);
+        Self {
+            buf,
+            little: endian == Endian::Little,
+        }
     }
 
     fn align(&mut self, n: usize) {
         let rel = self.buf.len() - HEADER_LEN;
         let pad = (n - rel % n) % n;
         self.buf.resize(self.buf.len() + pad, 0);
+    }
+
+    /// One value of `N` bytes given in little-endian order, aligned to `N` and written in
+    /// the message's order.
+    fn put<const N: usize>(&mut self, mut le: [u8; N]) {
+        self.align(N);
+        if !self.little {
+            le.reverse();
+        }
+        self.buf.extend_from_slice(&le);
     }
 
     /// A u8 (also `byte`, `bool`).
@@ -170,20 +257,17 @@ impl CdrWriter {
 
     /// A u32.
     pub fn u32(&mut self, v: u32) {
-        self.align(4);
-        self.buf.extend_from_slice(&v.to_le_bytes());
+        self.put(v.to_le_bytes());
     }
 
     /// An i32.
     pub fn i32(&mut self, v: i32) {
-        self.align(4);
-        self.buf.extend_from_slice(&v.to_le_bytes());
+        self.put(v.to_le_bytes());
     }
 
     /// An f64.
     pub fn f64(&mut self, v: f64) {
-        self.align(8);
-        self.buf.extend_from_slice(&v.to_le_bytes());
+        self.put(v.to_le_bytes());
     }
 
     /// A numeric primitive from an `f64` (cast as `as` does; a string is written empty).
@@ -192,32 +276,32 @@ impl CdrWriter {
             Prim::I8 => self.u8(v as i8 as u8),
             Prim::U8 | Prim::Byte => self.u8(v as u8),
             Prim::Bool => self.u8(u8::from(v != 0.0)),
-            Prim::I16 | Prim::U16 => {
-                self.align(2);
-                let b = if p == Prim::I16 {
-                    (v as i16).to_le_bytes()
-                } else {
-                    (v as u16).to_le_bytes()
-                };
-                self.buf.extend_from_slice(&b);
-            }
+            Prim::I16 => self.put((v as i16).to_le_bytes()),
+            Prim::U16 => self.put((v as u16).to_le_bytes()),
             Prim::I32 => self.i32(v as i32),
             Prim::U32 => self.u32(v as u32),
-            Prim::I64 | Prim::U64 => {
-                self.align(8);
-                let b = if p == Prim::I64 {
-                    (v as i64).to_le_bytes()
-                } else {
-                    (v as u64).to_le_bytes()
-                };
-                self.buf.extend_from_slice(&b);
-            }
-            Prim::F32 => {
-                self.align(4);
-                self.buf.extend_from_slice(&(v as f32).to_le_bytes());
-            }
+            Prim::I64 => self.put((v as i64).to_le_bytes()),
+            Prim::U64 => self.put((v as u64).to_le_bytes()),
+            Prim::F32 => self.put((v as f32).to_le_bytes()),
             Prim::F64 => self.f64(v),
             Prim::String => self.string(""),
+        }
+    }
+
+    /// One primitive of `size` bytes (1, 2, 4 or 8), its bits given as a `u64` (the low
+    /// `size` bytes): a value read in another byte order written unchanged.
+    ///
+    /// # Panics
+    /// If `size` is not 1, 2, 4 or 8 (our misuse: the size comes from [`Prim::size`]).
+    #[track_caller]
+    pub fn bits(&mut self, size: usize, v: u64) {
+        let b = v.to_le_bytes();
+        match size {
+            1 => self.u8(b[0]),
+            2 => self.put([b[0], b[1]]),
+            4 => self.put([b[0], b[1], b[2], b[3]]),
+            8 => self.put(b),
+            _ => panic!("a CDR primitive is 1, 2, 4 or 8 bytes, not {size}"),
         }
     }
 

@@ -13,8 +13,14 @@ pub enum CdrError {
         /// Bytes it needs.
         need: usize,
     },
-    /// Not plain CDR (XCDR1): the two representation bytes of the header.
-    #[error("unsupported CDR encapsulation {0:02x?} (ROS 2 sends plain CDR: 00 01 or 00 00)")]
+    /// Not plain CDR (XCDR1): the representation identifier of the header (parameter lists,
+    /// XCDR2, XML or bytes that are no representation at all).
+    #[error(
+        "unsupported CDR representation 0x{:04x} ({}): coolgp reads plain CDR (XCDR1), \
+         CDR_LE (0x0001) or CDR_BE (0x0000), what ROS 2 publishers send",
+        u16::from_be_bytes(*.0),
+        crate::cdr::representation_name(*.0)
+    )]
     Encapsulation([u8; 2]),
     /// A string without its NUL or not UTF-8.
     #[error("bad CDR string at byte {at}")]

@@ -4,7 +4,7 @@
 //! `position_covariance[8]`); an [`Extractor`] walks them, reading the wanted ones into their
 //! output slots and skipping the rest, with no allocation per message.
 
-use crate::cdr::{CdrReader, CdrWriter};
+use crate::cdr::{CdrReader, CdrWriter, Endian};
 use crate::error::{CdrError, Ros2Error};
 use crate::types::{lookup, Elem, MsgType, Prim, Shape};
 
@@ -198,6 +198,21 @@ pub fn encode(
     frame_id: &str,
     values: &[(&str, f64)],
 ) -> Result<Vec<u8>, Ros2Error> {
+    encode_with(Endian::Little, ty, stamp_ns, frame_id, values)
+}
+
+/// [`encode`] in byte order `endian` (big-endian CDR for tests and tools; ROS 2 publishers
+/// send little endian).
+///
+/// # Errors
+/// As [`encode`].
+pub fn encode_with(
+    endian: Endian,
+    ty: &MsgType,
+    stamp_ns: i64,
+    frame_id: &str,
+    values: &[(&str, f64)],
+) -> Result<Vec<u8>, Ros2Error> {
     let all = leaves(ty)?;
     if let Some((bad, _)) = values
         .iter()
@@ -205,7 +220,7 @@ pub fn encode(
     {
         return Err(Ros2Error::Spec(format!("{} has no field `{bad}`", ty.name)));
     }
-    let mut w = CdrWriter::with_capacity(64 + 8 * all.len());
+    let mut w = CdrWriter::new(endian, 64 + 8 * all.len());
     let sec = stamp_ns.div_euclid(1_000_000_000) as f64;
     let nanosec = stamp_ns.rem_euclid(1_000_000_000) as f64;
     for (i, leaf) in all.iter().enumerate() {
@@ -288,6 +303,120 @@ mod tests {
         assert_eq!(out, [0.25, 42.0]);
         let too_many: Vec<String> = (0..=MAX_FIELDS).map(|_| "data".to_string()).collect();
         assert!(Extractor::new(f32ty, &too_many).is_err());
+    }
+
+    /// A value of `p` that uses every byte of its width (so a byte-order slip shows).
+    fn distinct(i: usize, p: Prim) -> f64 {
+        let k = i as f64;
+        match p {
+            Prim::I8 => -(k % 100.0) - 1.0,
+            Prim::U8 | Prim::Byte => k % 200.0 + 1.0,
+            Prim::Bool => 1.0,
+            Prim::I16 => -(k * 7.0 + 300.0),
+            Prim::U16 => k * 7.0 + 300.0,
+            Prim::I32 => -(k * 100_003.0 + 70_000.0),
+            Prim::U32 => k * 100_003.0 + 70_000.0,
+            Prim::I64 => -(k * 1e12 + 12_345.0),
+            Prim::U64 => k * 1e12 + 12_345.0,
+            Prim::F32 => f64::from((i as f32 + 0.25) * -1.5),
+            Prim::F64 => k * 1.1e-3 + 0.123_456_789,
+            Prim::String => 0.0,
+        }
+    }
+
+    /// Every numeric leaf of `msg`, read 16 at a time.
+    fn decode_all(ty: &'static MsgType, numeric: &[Leaf], msg: &[u8]) -> Vec<f64> {
+        let mut all = Vec::new();
+        for chunk in numeric.chunks(MAX_FIELDS) {
+            let paths: Vec<String> = chunk.iter().map(|l| l.path.clone()).collect();
+            let ex = Extractor::new(ty, &paths).expect("extractor");
+            let mut out = [0.0; MAX_FIELDS];
+            ex.decode(msg, -1.0, &mut out).expect("decode");
+            all.extend_from_slice(&out[..chunk.len()]);
+        }
+        all
+    }
+
+    #[test]
+    fn big_and_little_endian_decode_alike_for_every_input_type() {
+        for name in crate::types::INPUT_TYPES {
+            let ty = input_type(name).expect("type");
+            let numeric: Vec<Leaf> = leaves(ty)
+                .expect("leaves")
+                .into_iter()
+                .filter(|l| l.prim != Prim::String)
+                .collect();
+            let values: Vec<(&str, f64)> = numeric
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (l.path.as_str(), distinct(i, l.prim)))
+                .collect();
+            let le = encode_with(Endian::Little, ty, 0, "be_frame", &values).expect("le");
+            let be = encode_with(Endian::Big, ty, 0, "be_frame", &values).expect("be");
+            assert_eq!((&le[..4], &be[..4]), (&[0, 1, 0, 0][..], &[0, 0, 0, 0][..]));
+            assert_eq!(le.len(), be.len(), "{name}");
+            assert_ne!(le[4..], be[4..], "{name}: the orders differ on the wire");
+            let (from_le, from_be) = (decode_all(ty, &numeric, &le), decode_all(ty, &numeric, &be));
+            let want: Vec<f64> = values.iter().map(|v| v.1).collect();
+            assert_eq!(from_le, want, "{name} little endian");
+            assert_eq!(from_be, want, "{name} big endian");
+            // The stamp (and a type's fallback) decode alike too.
+            let ex = Extractor::new(ty, &names(&["stamp"])).expect("ex");
+            let mut out = [0.0; 1];
+            let s_le = ex.decode(&le, 7.0, &mut out).expect("le");
+            assert_eq!(ex.decode(&be, 7.0, &mut out).expect("be"), s_le, "{name}");
+            // The header is what decides: big-endian bytes labelled little endian differ.
+            let mut mislabelled = be.clone();
+            mislabelled[1] = 1;
+            let wrong = numeric
+                .chunks(MAX_FIELDS)
+                .next()
+                .map(|c| c.iter().map(|l| l.path.clone()).collect::<Vec<_>>())
+                .and_then(|p| Extractor::new(ty, &p).ok())
+                .and_then(|ex| {
+                    let mut out = [0.0; MAX_FIELDS];
+                    ex.decode(&mislabelled, 7.0, &mut out).ok().map(|_| out)
+                });
+            if let Some(out) = wrong {
+                assert_ne!(
+                    out[..want.len().min(MAX_FIELDS)],
+                    want[..want.len().min(MAX_FIELDS)]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn other_representations_are_refused_naming_the_supported_ones() {
+        let ty = input_type("sensor_msgs/msg/Temperature").expect("type");
+        let msg = encode(ty, 0, "t", &[("temperature", 21.5)]).expect("encode");
+        let ex = Extractor::new(ty, &names(&["temperature"])).expect("ex");
+        let mut out = [0.0; 1];
+        for (id, name) in [
+            (0x0002u16, "PL_CDR_BE"),
+            (0x0003, "PL_CDR_LE"),
+            (0x0004, "XML"),
+            (0x0006, "CDR2_BE"),
+            (0x0007, "CDR2_LE"),
+            (0x0009, "D_CDR2_LE"),
+            (0x000b, "PL_CDR2_LE"),
+            (0x0100, "unknown"),
+        ] {
+            let mut m = msg.clone();
+            m[..2].copy_from_slice(&id.to_be_bytes());
+            let err = ex.decode(&m, 0.0, &mut out).expect_err(name);
+            assert_eq!(err, CdrError::Encapsulation(id.to_be_bytes()));
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("0x{id:04x}"))
+                    && text.contains(name)
+                    && text.contains("CDR_LE (0x0001)")
+                    && text.contains("CDR_BE (0x0000)"),
+                "{text}"
+            );
+        }
+        assert_eq!(ex.decode(&msg, 0.0, &mut out).expect("plain"), 0.0);
+        assert_eq!(out[0], 21.5);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!
 //! - [`types`]: the supported message types as field lists (ROS 2 Jazzy definitions);
 //!   [`hash::rihs01`]: their RIHS01 type hashes (the ones rosbag2 and rmw_zenoh use).
-//! - [`cdr`]: plain CDR (XCDR1) reading and writing; [`extract`]: chosen numeric fields out
+//! - [`cdr`]: plain CDR (XCDR1) reading and writing, little or big endian (other
+//!   representations refused by name); [`extract`]: chosen numeric fields out
 //!   of a message without allocation, and messages of the supported types built from values.
 //! - [`spec`]: `--ros2-input TOPIC:TYPE:FIELDS` and `--ros2-target`; [`assemble`]: rows from
 //!   messages, paired by stamp within a tolerance, bad messages counted.

@@ -137,6 +137,15 @@ pub fn topic_key_any(domain: u32, topic: &str) -> String {
     format!("{domain}/{}/*/*", topic.trim_matches('/'))
 }
 
+/// The key of a transient-local publisher's cache, as zenoh-ext's `AdvancedPublisher` (which
+/// rmw_zenoh uses) declares it for a publisher whose samples carry timestamps:
+/// `<topic key>/@adv/pub/<zid>/uhlc/_`. A liveliness token on it makes the publisher
+/// detectable; a queryable on it hands its cached samples to late `AdvancedSubscriber`s,
+/// which query `<topic key>/@adv/**` and the keys of the tokens they see.
+pub fn advanced_cache_key(topic_key: &str, zid: &str) -> String {
+    format!("{topic_key}/@adv/pub/{zid}/uhlc/_")
+}
+
 /// One entity of the graph.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entity {
@@ -260,6 +269,11 @@ mod tests {
         let fix = lookup("sensor_msgs/msg/NavSatFix").expect("type");
         assert!(topic_key(3, "/robot1/fix", fix).starts_with("3/robot1/fix/sensor_msgs::msg::"));
         assert_eq!(topic_key_any(0, "/a/b/"), "0/a/b/*/*");
+        // zenoh-ext's `ke_liveliness` format, `…/@adv/${entity}/${zid}/${eid}/${meta:**}`,
+        // with the empty metadata chunk `_` and `uhlc` for a timestamped publisher.
+        let cache = advanced_cache_key("0/map/T/H", "8b7e5c1f");
+        assert_eq!(cache, "0/map/T/H/@adv/pub/8b7e5c1f/uhlc/_");
+        assert!(cache.starts_with("0/map/T/H/@adv/"));
     }
 
     #[test]

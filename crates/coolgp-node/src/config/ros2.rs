@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{or_list, ZenohArgs};
 use crate::error::{NodeError, Result};
-use crate::ros2::{Middleware, Ros2Settings};
+use crate::ros2::{MapDurability, Middleware, Ros2Settings};
 
 /// `coolgp node`'s ROS 2 participant options (docs/ROS2.md).
 #[derive(Args, Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -56,13 +56,21 @@ pub struct Ros2NodeArgs {
     /// own].
     #[arg(long, value_name = "fleet|own", help_heading = "ROS 2")]
     pub ros2_map_source: Option<String>,
+    /// The map publisher's durability: volatile (keep last 10, rclpy's default: a subscriber
+    /// gets the maps published after it joined) or transient-local (latched, keep last 1: a
+    /// subscriber with transient-local QoS that joins late gets the latest map at once; over
+    /// rmw_zenoh as rmw_zenoh does it, a cache that late advanced subscribers query)
+    /// [default: volatile].
+    #[arg(long, value_name = "volatile|transient-local", help_heading = "ROS 2")]
+    pub ros2_map_durability: Option<String>,
 }
 
 impl Ros2NodeArgs {
     /// The keys of a configuration file.
-    pub const KEYS: [&'static str; 11] = [
+    pub const KEYS: [&'static str; 12] = [
         "ros2",
         "ros2-map-source",
+        "ros2-map-durability",
         "ros2-localhost",
         "ros2-domain",
         "ros2-namespace",
@@ -88,6 +96,7 @@ impl Ros2NodeArgs {
             ros2_map_every: self.ros2_map_every.or(f.ros2_map_every),
             ros2_map_topic: self.ros2_map_topic.or(f.ros2_map_topic),
             ros2_map_source: self.ros2_map_source.or(f.ros2_map_source),
+            ros2_map_durability: self.ros2_map_durability.or(f.ros2_map_durability),
         }
     }
 
@@ -112,7 +121,8 @@ impl Ros2NodeArgs {
                 || self.ros2_map.is_some()
                 || self.ros2_map_every.is_some()
                 || self.ros2_map_topic.is_some()
-                || self.ros2_map_source.is_some();
+                || self.ros2_map_source.is_some()
+                || self.ros2_map_durability.is_some();
             if given || live.is_some() {
                 return Err(NodeError::Config(
                     "ROS 2 options need --ros2 zenoh (live topics over rmw_zenoh); a recording \
@@ -183,8 +193,10 @@ impl Ros2NodeArgs {
                 )))
             }
         };
+        let map_durability = self.map_durability()?;
         Ok(Some(Ros2Settings {
             map_fleet,
+            map_durability,
             middleware,
             localhost_only: self.ros2_localhost,
             domain,
@@ -201,6 +213,19 @@ impl Ros2NodeArgs {
             map_topic,
         }))
     }
+
+    /// `--ros2-map-durability`: volatile (the default) or transient-local.
+    fn map_durability(&self) -> Result<MapDurability> {
+        match self.ros2_map_durability.as_deref() {
+            None | Some("volatile") => Ok(MapDurability::Volatile),
+            Some("transient-local") => Ok(MapDurability::TransientLocal),
+            Some(other) => Err(NodeError::Config(format!(
+                "--ros2-map-durability {other}: use volatile (rclpy's default) or \
+                 transient-local (latched: late transient-local subscribers get the last map)"
+            ))),
+        }
+    }
+
     /// `--ros2-domain`, else `$ROS_DOMAIN_ID`, else 0; ROS 2 domains are 0–232.
     fn domain(&self) -> Result<u32> {
         let domain = match self.ros2_domain {

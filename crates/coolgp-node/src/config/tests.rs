@@ -296,3 +296,59 @@ fn ros2_options_resolve_and_refuse_with_the_fix() {
     a.ros2.ros2_target = Some("/*/temp:sensor_msgs/msg/Temperature:temperature".into());
     refused(a, "one robot's topics");
 }
+
+#[test]
+fn ros2_map_durability_from_the_flag_and_the_file() {
+    use crate::ros2::MapDurability;
+    let dir = std::env::temp_dir().join(format!("coolgp-node-durab-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join("node.toml");
+    std::fs::write(
+        &path,
+        "id = 7\nfleet = \"lab\"\nros2 = \"dds\"\nros2-map-durability = \"transient-local\"\n\
+         ros2-input = [\"/fix:sensor_msgs/msg/NavSatFix:latitude,longitude\"]\n\
+         ros2-target = \"/temp:sensor_msgs/msg/Temperature:temperature\"\n",
+    )
+    .expect("write");
+    let durability = |a: NodeArgs| a.resolve().expect("valid").ros2.map(|r| r.map_durability);
+    let file = || NodeArgs {
+        config: Some(path.clone()),
+        ..NodeArgs::default()
+    };
+    assert_eq!(durability(file()), Some(MapDurability::TransientLocal));
+    let mut flag = file();
+    flag.ros2_node.ros2_map_durability = Some("volatile".into());
+    assert_eq!(
+        durability(flag),
+        Some(MapDurability::Volatile),
+        "the flag wins"
+    );
+    std::fs::write(
+        &path,
+        "id = 7\nfleet = \"lab\"\nros2 = \"zenoh\"\n\
+         ros2-input = [\"/fix:sensor_msgs/msg/NavSatFix:latitude,longitude\"]\n\
+         ros2-target = \"/temp:sensor_msgs/msg/Temperature:temperature\"\n",
+    )
+    .expect("write");
+    assert_eq!(
+        durability(file()),
+        Some(MapDurability::Volatile),
+        "volatile by default"
+    );
+    let mut bad = file();
+    bad.ros2_node.ros2_map_durability = Some("latched".into());
+    let e = bad.resolve().map(|_| ()).expect_err("refused").to_string();
+    assert!(
+        e.contains("--ros2-map-durability latched") && e.contains("transient-local"),
+        "{e}"
+    );
+    let mut without = file();
+    without.ros2_node.ros2 = None;
+    without.ros2.ros2_input = None;
+    without.ros2.ros2_target = None;
+    without.ros2_node.ros2_map_durability = Some("transient-local".into());
+    std::fs::write(&path, "id = 7\nfleet = \"lab\"\ninputs = [\"a\"]\n").expect("write");
+    let e = without.resolve().map(|_| ()).expect_err("needs --ros2");
+    assert!(e.to_string().contains("need --ros2"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -15,11 +15,11 @@
 mod dds;
 pub mod zenoh;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use coolgp_ros2::{RowAssembler, RowSpec};
+use coolgp_ros2::{CdrError, RowAssembler, RowSpec};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
@@ -41,6 +41,30 @@ pub enum Middleware {
     Zenoh,
     /// DDS/RTPS (Fast DDS's wire protocol), cargo feature `dds`.
     Dds,
+}
+
+/// The durability of the map publisher (`--ros2-map-durability`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MapDurability {
+    /// Volatile, keep last 10 (rclpy's default): a subscriber gets the maps published after
+    /// it joined.
+    #[default]
+    Volatile,
+    /// Transient local, keep last 1 (latched): a transient-local subscriber that joins late
+    /// gets the latest map at once. Over DDS the publisher's QoS; over rmw_zenoh what
+    /// rmw_zenoh does (a cache queryable and a liveliness token of zenoh-ext's advanced
+    /// publisher).
+    TransientLocal,
+}
+
+impl MapDurability {
+    /// `volatile` or `transient-local`, as the flag spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MapDurability::Volatile => "volatile",
+            MapDurability::TransientLocal => "transient-local",
+        }
+    }
 }
 
 /// Validated ROS 2 settings of a node.
@@ -68,6 +92,8 @@ pub struct Ros2Settings {
     pub map_topic: String,
     /// The map shows the fleet query (else this node's own answer).
     pub map_fleet: bool,
+    /// The map publisher's durability.
+    pub map_durability: MapDurability,
 }
 
 /// What the ROS 2 link reports in the node's status.
@@ -123,6 +149,10 @@ pub struct Feed {
     rows: AtomicU64,
     dropped: AtomicU64,
     seen_at_flush: AtomicU64,
+    /// A message the middleware refused was reported in the log.
+    warned_refusal: AtomicBool,
+    /// The representations other than plain CDR reported in the log (each once).
+    representations: Mutex<Vec<u8>>,
 }
 
 impl Feed {
@@ -137,6 +167,8 @@ impl Feed {
             rows: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             seen_at_flush: AtomicU64::new(0),
+            warned_refusal: AtomicBool::new(false),
+            representations: Mutex::new(Vec::new()),
         })
     }
 
@@ -144,11 +176,40 @@ impl Feed {
         self.asm.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// One message of `topic` sent at `sent_ns`; its rows go to the agent.
+    /// One message of `topic` sent at `sent_ns`; its rows go to the agent. A message in
+    /// another representation than plain CDR (XCDR2, parameter lists) is counted as bad CDR;
+    /// the first of each representation is reported in the log, naming what is read.
     pub fn push(&self, topic: &str, payload: &[u8], sent_ns: i64) {
+        // A representation id (its first byte 0) other than plain CDR's; other bytes are
+        // garbage, counted alike but not worth a line each.
+        if let [0, id @ (2..), ..] = payload {
+            let mut seen = self
+                .representations
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if !seen.contains(id) {
+                seen.push(*id);
+                let e = CdrError::Encapsulation([0, *id]);
+                tracing::warn!(topic, error = %e, "a ROS 2 message refused (counted as bad_cdr)");
+            }
+        }
         let mut a = self.lock();
         a.push(topic, payload, sent_ns as f64 * 1e-9);
         self.forward(&mut a);
+    }
+
+    /// A message of `topic` the middleware could not read (`why`), e.g. DDS's refusal of a
+    /// representation other than plain CDR: counted as bad CDR, the first reported in the log.
+    pub fn refused(&self, topic: &str, why: &str) {
+        if !self.warned_refusal.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                topic,
+                error = why,
+                "a ROS 2 message refused (counted as bad_cdr); coolgp reads plain CDR (XCDR1), \
+                 CDR_LE or CDR_BE"
+            );
+        }
+        self.push(topic, &[], now_ns());
     }
 
     /// A message on a named topic with another type.
@@ -252,6 +313,7 @@ impl Ros2Link {
             node = %node,
             topics = s.live.as_ref().map_or(0, |l| l.topics().len()),
             map = s.map.as_ref().map(|_| s.map_topic.as_str()),
+            map_durability = s.map_durability.as_str(),
             "ROS 2 node up"
         );
         Ok(Self {

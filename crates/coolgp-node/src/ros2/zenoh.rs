@@ -1,35 +1,116 @@
 //! ROS 2 over rmw_zenoh: a zenoh session of its own, rmw_zenoh's key expressions,
 //! attachments and liveliness tokens ([`coolgp_ros2::rmw_zenoh`]).
+//!
+//! A transient-local (latched) map is published as rmw_zenoh publishes a transient-local
+//! topic: rmw_zenoh's publisher is a zenoh-ext `AdvancedPublisher` with a cache of `depth`
+//! samples and publisher detection, and a transient-local subscription an
+//! `AdvancedSubscriber` with history that detects late publishers. On the wire that is a
+//! liveliness token and a queryable on `<topic key>/@adv/pub/<zid>/<id>/_`, which a
+//! subscriber queries (`<topic key>/@adv/**` when it starts, the token's key when it sees a
+//! publisher appear) and which answers with the cached samples on the topic's key. The
+//! workspace's zenoh crate has no zenoh-ext and no `unstable` feature (sequence numbers in
+//! `SourceInfo`), so [`Latch`] speaks that protocol with the stable API: the last map is kept
+//! and served, its samples carry timestamps (`<id>` = `uhlc`, as zenoh-ext writes for a
+//! timestamped publisher), by which a subscriber drops a copy it already has.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use coolgp_ros2::rmw_zenoh::{self as rz, Entity, Kind, Qos};
 use coolgp_ros2::types::{lookup, MsgType};
+use zenoh::bytes::ZBytes;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::{Publisher, Subscriber};
+use zenoh::time::Timestamp;
 use zenoh::Session;
 
-use super::{now_ns, Feed, Ros2Settings, DIAGNOSTICS_TOPIC};
+use super::{now_ns, Feed, MapDurability, Ros2Settings, DIAGNOSTICS_TOPIC};
 use crate::error::{NodeError, Result};
 use crate::transport::{self, Role};
 
-/// One rmw_zenoh publisher: its zenoh publisher, GID and sequence.
+/// One rmw_zenoh publisher: its zenoh publisher, GID and sequence, and for a
+/// transient-local one its latch.
 struct RosPublisher {
     publisher: Publisher<'static>,
     gid: [u8; 16],
     seq: i64,
     _token: LivelinessToken,
+    latch: Option<Latch>,
 }
 
 impl RosPublisher {
     async fn put(&mut self, bytes: Vec<u8>) -> Result<()> {
         self.seq += 1;
-        let att = rz::attachment(self.seq, now_ns(), &self.gid);
-        self.publisher
-            .put(bytes)
-            .attachment(att.to_vec())
-            .await
+        let att = ZBytes::from(rz::attachment(self.seq, now_ns(), &self.gid).to_vec());
+        let payload = ZBytes::from(bytes);
+        let mut put = self.publisher.put(payload.clone()).attachment(att.clone());
+        if let Some(latch) = &self.latch {
+            let timestamp = latch.session.new_timestamp();
+            put = put.timestamp(timestamp);
+            let mut last = latch.last.lock().unwrap_or_else(|p| p.into_inner());
+            *last = Some(Latched {
+                payload,
+                attachment: att,
+                timestamp,
+            });
+        }
+        put.await
             .map_err(|e| NodeError::zenoh("publishing a ROS 2 message", e))
+    }
+}
+
+/// The last sample of a transient-local publisher.
+#[derive(Clone)]
+struct Latched {
+    payload: ZBytes,
+    attachment: ZBytes,
+    timestamp: Timestamp,
+}
+
+/// A transient-local publisher's cache (depth 1), as zenoh-ext's `AdvancedPublisher` with
+/// `cache` and `publisher_detection` offers it: a liveliness token and a queryable on
+/// `<topic key>/@adv/pub/<zid>/uhlc/_`, answering with the last sample on the topic's key.
+struct Latch {
+    session: Session,
+    last: Arc<Mutex<Option<Latched>>>,
+    server: tokio::task::JoinHandle<()>,
+    _token: LivelinessToken,
+}
+
+impl Latch {
+    async fn declare(session: &Session, topic_key: &str) -> Result<Self> {
+        let err = |e| NodeError::zenoh("declaring a transient-local ROS 2 publisher", e);
+        let cache_key = rz::advanced_cache_key(topic_key, &session.zid().to_string());
+        let queryable = session
+            .declare_queryable(cache_key.clone())
+            .await
+            .map_err(err)?;
+        let token = session
+            .liveliness()
+            .declare_token(cache_key)
+            .await
+            .map_err(err)?;
+        let last: Arc<Mutex<Option<Latched>>> = Arc::default();
+        let (reply_key, cached) = (topic_key.to_string(), Arc::clone(&last));
+        let server = tokio::spawn(async move {
+            while let Ok(query) = queryable.recv_async().await {
+                let sample = cached.lock().map_or(None, |l| l.clone());
+                if let Some(s) = sample {
+                    let reply = query
+                        .reply(reply_key.as_str(), s.payload)
+                        .attachment(s.attachment)
+                        .timestamp(s.timestamp);
+                    if let Err(e) = reply.await {
+                        tracing::debug!(error = %e, "answering a late ROS 2 subscriber");
+                    }
+                }
+            }
+        });
+        Ok(Self {
+            session: session.clone(),
+            last,
+            server,
+            _token: token,
+        })
     }
 }
 
@@ -82,11 +163,21 @@ async fn publisher(
     graph: &mut Graph<'_>,
     topic: &str,
     ty: &'static MsgType,
+    durability: MapDurability,
 ) -> Result<RosPublisher> {
-    let e = graph.entity(Kind::Publisher, Some((topic, ty, Qos::DEFAULT)));
+    let qos = match durability {
+        MapDurability::Volatile => Qos::DEFAULT,
+        MapDurability::TransientLocal => Qos::LATCHED,
+    };
+    let e = graph.entity(Kind::Publisher, Some((topic, ty, qos)));
+    let key = rz::topic_key(graph.s.domain, topic, ty);
+    let latch = match durability {
+        MapDurability::Volatile => None,
+        MapDurability::TransientLocal => Some(Latch::declare(session, &key).await?),
+    };
     let tok = token(session, &e).await?;
     let p = session
-        .declare_publisher(rz::topic_key(graph.s.domain, topic, ty))
+        .declare_publisher(key)
         .congestion_control(zenoh::qos::CongestionControl::Drop)
         .await
         .map_err(|err| NodeError::zenoh("declaring a ROS 2 publisher", err))?;
@@ -95,6 +186,7 @@ async fn publisher(
         gid: rz::gid(&e.token()),
         seq: 0,
         _token: tok,
+        latch,
     })
 }
 
@@ -155,12 +247,14 @@ impl ZenohSide {
         let map = match &s.map {
             Some(_) => {
                 let ty = known("sensor_msgs/msg/PointCloud2")?;
-                Some(publisher(&session, &mut graph, &s.map_topic, ty).await?)
+                let d = s.map_durability;
+                Some(publisher(&session, &mut graph, &s.map_topic, ty, d).await?)
             }
             None => None,
         };
         let ty = known("diagnostic_msgs/msg/DiagnosticArray")?;
-        let diagnostics = publisher(&session, &mut graph, DIAGNOSTICS_TOPIC, ty).await?;
+        let volatile = MapDurability::Volatile;
+        let diagnostics = publisher(&session, &mut graph, DIAGNOSTICS_TOPIC, ty, volatile).await?;
         Ok(Self {
             session,
             map,
@@ -183,6 +277,9 @@ impl ZenohSide {
     }
 
     pub(super) async fn close(self) {
+        if let Some(latch) = self.map.as_ref().and_then(|m| m.latch.as_ref()) {
+            latch.server.abort();
+        }
         drop(self._tokens);
         if let Err(e) = self.session.close().await {
             tracing::debug!(error = %e, "closing the ROS 2 session");

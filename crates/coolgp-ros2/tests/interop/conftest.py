@@ -79,9 +79,12 @@ def temperature(ts, t_ns, value):
     return ts.types["sensor_msgs/msg/Temperature"](header=stamp(ts, t_ns), temperature=value, variance=0.01)
 
 
-def write_bag(ts, path, fixes, temps, storage="mcap", compression=None, extra=None):
+def write_bag(ts, path, fixes, temps, storage="mcap", compression=None, extra=None,
+              little_endian=True, representation=None):
     """A rosbag2 bag written by rosbags: /fix (NavSatFix) and /temp (Temperature), in log-time
-    order; `extra(writer)` may add more."""
+    order, serialized by rosbags in the byte order asked (`little_endian`); `representation`
+    (2 bytes) replaces each message's representation identifier; `extra(writer)` may add
+    more."""
     from rosbags.rosbag2 import StoragePlugin, Writer
 
     plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
@@ -94,13 +97,17 @@ def write_bag(ts, path, fixes, temps, storage="mcap", compression=None, extra=No
         fix = w.add_connection("/fix", "sensor_msgs/msg/NavSatFix", typestore=ts)
         tmp = w.add_connection("/temp", "sensor_msgs/msg/Temperature", typestore=ts)
         events = [(t, 0, (t, la, lo)) for t, la, lo in fixes] + [(t, 1, (t, v)) for t, v in temps]
+
+        def cdr(msg, typename):
+            data = bytes(ts.serialize_cdr(msg, typename, little_endian=little_endian))
+            assert data[:2] == (b"\x00\x01" if little_endian else b"\x00\x00"), data[:4]
+            return representation + data[2:] if representation else data
+
         for t, kind, e in sorted(events, key=lambda e: (e[0], e[1])):
             if kind == 0:
-                msg = navsatfix(ts, *e)
-                w.write(fix, t, ts.serialize_cdr(msg, "sensor_msgs/msg/NavSatFix"))
+                w.write(fix, t, cdr(navsatfix(ts, *e), "sensor_msgs/msg/NavSatFix"))
             else:
-                msg = temperature(ts, *e)
-                w.write(tmp, t, ts.serialize_cdr(msg, "sensor_msgs/msg/Temperature"))
+                w.write(tmp, t, cdr(temperature(ts, *e), "sensor_msgs/msg/Temperature"))
         if extra:
             extra(w)
     return path

@@ -48,6 +48,34 @@ def test_bag_learns_exactly_what_the_csv_teaches(coolgp_bin, typestore, tmp_path
     assert from_bag["rmse_post"] < from_bag["rmse_constant"]
 
 
+def test_a_big_endian_recording_learns_the_rows_of_the_little_endian_one(coolgp_bin, typestore,
+                                                                         tmp_path):
+    """rosbags serializes every message big-endian (CDR_BE, representation 0x0000): coolgp
+    learns exactly what it learns from the same recording in little endian."""
+    fixes, temps = survey(600)
+    le = write_bag(typestore, tmp_path / "le", fixes, temps)
+    be = write_bag(typestore, tmp_path / "be", fixes, temps, little_endian=False)
+    assert sorted(le.glob("*.mcap"))[0].read_bytes() != sorted(be.glob("*.mcap"))[0].read_bytes()
+    common = ["--ros2-input", INPUT, "--ros2-target", TARGET]
+    from_le = simulate(coolgp_bin, tmp_path / "out_le", "--data", le, *common)
+    from_be = simulate(coolgp_bin, tmp_path / "out_be", "--data", be, *common)
+    assert from_be["points"] == from_le["points"] > 500
+    for k in sorted(set(from_le) | set(from_be)):
+        if k not in TIMINGS:
+            assert from_be.get(k) == from_le.get(k), k
+    _, out, _ = run([coolgp_bin, "ros2", "bag", be])
+    assert any(l.startswith("/fix") and " 600 " in l and "yes" in l for l in out.splitlines()), out
+
+
+def test_a_recording_in_xcdr2_is_refused_naming_what_is_read(coolgp_bin, typestore, tmp_path):
+    fixes, temps = survey(50)
+    for rep, name in [(b"\x00\x07", "0x0007 (CDR2_LE (XCDR2))"), (b"\x00\x03", "0x0003 (PL_CDR_LE)")]:
+        bag = write_bag(typestore, tmp_path / f"x{rep[1]}", fixes, temps, representation=rep)
+        code, _, err = run([coolgp_bin, "simulate", "--data", bag, "--ros2-input", INPUT,
+                            "--ros2-target", TARGET, "--quiet"], check=False)
+        assert code != 0 and name in err and "CDR_LE (0x0001) or CDR_BE (0x0000)" in err, err
+
+
 def test_an_mcap_file_alone_and_the_bag_listing(coolgp_bin, typestore, tmp_path):
     fixes, temps = survey(100)
     bag = write_bag(typestore, tmp_path / "run", fixes, temps)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import free_port, grid_csv, run, stop
+from conftest import free_port, grid_csv, run, status, stop, wait_for
 
 HERE = pathlib.Path(__file__).resolve().parent
 GRID = "latitude=48:48.0006:4,longitude=11:11.00006:3"
@@ -82,4 +82,52 @@ def test_rclpy_and_a_coolgp_node_over_dds(coolgp_bin, tmp_path):
         assert ["/coolgp/map", ["sensor_msgs/msg/PointCloud2"]] in g["publishers"], g
         assert ["/diagnostics", ["diagnostic_msgs/msg/DiagnosticArray"]] in g["publishers"], g
     finally:
+        stop(node)
+
+
+@pytest.mark.parametrize("durability", ["transient-local", "volatile"])
+def test_a_late_transient_local_subscriber_gets_the_latched_map(coolgp_bin, tmp_path, durability):
+    """`--ros2-map-durability transient-local`: an rclpy subscriber with TRANSIENT_LOCAL QoS
+    created after the node published its map (maps every 15 s, so no new one comes while it
+    waits) gets that map at once (Fast DDS also hands it to a late volatile subscriber of a
+    transient-local writer). With the default (volatile) publisher neither gets anything:
+    the transient-local subscriber does not match, the volatile one gets no history."""
+    domain = 10 + (os.getpid() + 7 + len(durability)) % 200
+    env = {**os.environ, "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp", "ROS_DOMAIN_ID": str(domain),
+           "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+    rows = tmp_path / "rows.csv"
+    rows.write_text("latitude,longitude,temperature\n" + "".join(
+        f"{48 + 1e-5 * k!r},{11 + 1e-5 * (k % 7)!r},{21.0 + 0.2 * math.cos(k / 4)!r}\n"
+        for k in range(40)))
+    port, fleet = free_port(), f"latch{os.getpid()}{len(durability)}"
+    flags = [] if durability == "volatile" else ["--ros2-map-durability", durability]
+    node = subprocess.Popen(
+        [coolgp_bin, "node", "--id", "1", "--fleet", fleet, "--inducing", "12", "--batch", "10",
+         "--round-ms", "50", "--listen", f"tcp/127.0.0.1:{port}", "--data", rows,
+         "--target", "temperature", "--inputs", "latitude,longitude", "--local-memory", "0",
+         "--ros2", "dds", "--ros2-localhost", "--ros2-domain", str(domain),
+         "--ros2-map", GRID, "--ros2-map-every", "15", *flags],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "node.log", "w"), env=env)
+    viewer = subprocess.Popen([sys.executable, HERE / "rclpy_latched.py", "--wait", "4"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert viewer.stdout.readline().strip() == "ready"
+        maps = lambda s: s.get("ros2", {}).get("maps", 0)
+        before = wait_for(lambda s: maps(s) >= 1, "the first map", coolgp_bin, port, fleet,
+                          timeout=60, every=0.2)
+        viewer.stdin.write("go\n")
+        viewer.stdin.flush()
+        got = json.loads(viewer.stdout.readline())
+        assert viewer.wait(timeout=30) == 0
+        after = status(coolgp_bin, port, fleet)
+        assert maps(after) == maps(before), "a map was published while the viewer waited"
+        if durability == "transient-local":
+            tl = got["transient_local"]
+            assert len(tl) == 1, got
+            assert (tl[0]["width"], tl[0]["height"]) == (4, 3) and tl[0]["after_s"] < 3.0, got
+            assert len(got["volatile"]) == 1, got
+        else:
+            assert got["transient_local"] == got["volatile"] == [], got
+    finally:
+        viewer.kill()
         stop(node)

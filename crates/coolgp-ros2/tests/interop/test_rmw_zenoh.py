@@ -142,27 +142,33 @@ def test_bad_messages_are_counted_not_learned(coolgp_bin, tmp_path, router, type
     try:
         wait_for(lambda s: "ros2" in s, "the node up", coolgp_bin, port, fleet)
         time.sleep(1.0)
-        ser = lambda m, t: typestore.serialize_cdr(m, t)
+        ser = lambda m, t, le=True: typestore.serialize_cdr(m, t, little_endian=le)
         fix_t, temp_t = "sensor_msgs/msg/NavSatFix", "sensor_msgs/msg/Temperature"
         t0 = 1_700_000_000_000_000_000
         good = 0
         for k in range(20):
             t = t0 + k * 100_000_000
-            put("fix", fix_t, ser(navsatfix(typestore, t, 48.0 + k * 1e-4, 11.0), fix_t))
-            put("temp", temp_t, ser(temperature(typestore, t + 1_000_000, 20.0 + k), temp_t))
+            le = k % 2 == 0  # every other pair big-endian (CDR_BE), learned alike
+            put("fix", fix_t, ser(navsatfix(typestore, t, 48.0 + k * 1e-4, 11.0), fix_t, le))
+            put("temp", temp_t, ser(temperature(typestore, t + 1_000_000, 20.0 + k), temp_t, le))
             good += 1
             time.sleep(0.01)
         bad_fix = ser(navsatfix(typestore, t0 + 30 * 10**8, 48.0, 11.0), fix_t)
         put("fix", fix_t, bad_fix[:20])                                  # truncated
         put("fix", fix_t, b"\x07\x07garbage")                            # not CDR
+        xcdr2 = bytearray(ser(navsatfix(typestore, t0 + 30 * 10**8, 48.0, 11.0), fix_t))
+        xcdr2[:2] = b"\x00\x07"
+        put("fix", fix_t, bytes(xcdr2))                                  # XCDR2: refused
         put("fix", fix_t, ser(navsatfix(typestore, t0 + 31 * 10**8, float("nan"), 11.0), fix_t))
         put("fix", fix_t, ser(navsatfix(typestore, t0, 48.0, 11.0), fix_t))  # stamp backwards
         put("fix", temp_t, ser(temperature(typestore, t0 + 32 * 10**8, 1.0), temp_t))  # wrong type
         st = wait_for(lambda s: s["ros2"]["wrong_type"] == 1 and s["points"] == good,
                       "the bad messages counted", coolgp_bin, port, fleet)
         r = st["ros2"]
-        assert (r["bad_cdr"], r["non_finite"], r["stamp_backwards"]) == (2, 1, 1), r
+        assert (r["bad_cdr"], r["non_finite"], r["stamp_backwards"]) == (3, 1, 1), r
         assert r["rows"] == good and st["rows_skipped"] == 0
+        log = (tmp_path / "node.log").read_text()
+        assert "0x0007 (CDR2_LE (XCDR2))" in log and "CDR_BE (0x0000)" in log, log[-2000:]
         assert node.poll() is None  # still running
     finally:
         session.close()
@@ -220,3 +226,65 @@ def test_the_map_is_the_fleet_query_where_memory_is_on(coolgp_bin, tmp_path, rou
     finally:
         stop(n1)
         stop(n2)
+
+
+@pytest.mark.parametrize("durability", ["transient-local", "volatile"])
+def test_a_late_advanced_subscriber_gets_the_latched_map(coolgp_bin, tmp_path, router, typestore,
+                                                        durability):
+    """`--ros2-map-durability transient-local` over rmw_zenoh: a zenoh-ext AdvancedSubscriber
+    with history and late-publisher detection (what rmw_zenoh makes of a TRANSIENT_LOCAL
+    subscription), declared after the node published its map (maps every 15 s), gets that map
+    once, with rmw_zenoh's attachment; a plain subscriber gets nothing. With the default
+    (volatile) publisher the advanced subscriber gets nothing either."""
+    import zenoh
+    import zenoh.ext
+
+    rows = tmp_path / "rows.csv"
+    rows.write_text("latitude,longitude,temperature\n" + "".join(
+        f"{48 + 1e-5 * k!r},{11 + 1e-5 * (k % 7)!r},{21.0 + 0.2 * math.cos(k / 4)!r}\n"
+        for k in range(40)))
+    flags = [] if durability == "volatile" else ["--ros2-map-durability", durability]
+    node, port, fleet = start_node(
+        coolgp_bin, tmp_path, router, "--data", rows, "--target", "temperature",
+        "--inputs", "latitude,longitude", "--local-memory", "0", "--ros2-map", GRID,
+        "--ros2-map-every", "15", *flags)
+    conf = zenoh.Config()
+    conf.insert_json5("mode", '"client"')
+    conf.insert_json5("connect/endpoints", json.dumps([router]))
+    session = zenoh.open(conf)
+    ty = "sensor_msgs/msg/PointCloud2"
+    key = f"0/coolgp/map/sensor_msgs::msg::dds_::PointCloud2_/{typestore.hash_rihs01(ty)}"
+    try:
+        maps = lambda s: s.get("ros2", {}).get("maps", 0)
+        before = wait_for(lambda s: maps(s) >= 1, "the first map", coolgp_bin, port, fleet,
+                          timeout=60, every=0.2)
+        t0 = time.time()
+        latched, plain = [], []
+        history = zenoh.ext.HistoryConfig(detect_late_publishers=True, max_samples=1)
+        adv = zenoh.ext.declare_advanced_subscriber(
+            session, key, lambda s: latched.append((time.time() - t0, s)), history=history)
+        sub = session.declare_subscriber(key, lambda s: plain.append(s))
+        time.sleep(4.0)
+        assert maps(status(coolgp_bin, port, fleet)) == maps(before), "a map came meanwhile"
+        assert plain == []
+        # The map publisher's token in the ROS graph carries its QoS (rmw_zenoh's encoding).
+        tokens = [str(r.ok.key_expr) for r in session.liveliness().get("@ros2_lv/0/**")
+                  if r.ok is not None]
+        map_tokens = [t for t in tokens if "/MP/" in t and "%coolgp%map/" in t]
+        qos = ":1:,1:,:,:,," if durability == "transient-local" else "::,10:,:,:,,"
+        assert len(map_tokens) == 1 and map_tokens[0].endswith("/" + qos), tokens
+        if durability == "volatile":
+            assert latched == []
+            return
+        assert len(latched) == 1, [(t, str(s.key_expr)) for t, s in latched]
+        after_s, sample = latched[0]
+        assert after_s < 3.0 and str(sample.key_expr) == key
+        cloud = typestore.deserialize_cdr(bytes(sample.payload.to_bytes()), ty)
+        assert (cloud.width, cloud.height) == (4, 3)
+        att = bytes(sample.attachment.to_bytes())
+        assert len(att) == 33 and att[16] == 16, att
+        adv.undeclare()
+        sub.undeclare()
+    finally:
+        session.close()
+        stop(node)
