@@ -149,8 +149,15 @@ pub async fn measure(
         tracing::info!(rows = c.rows, "fleet calibration: too few rows");
         return None;
     }
-    let rule = best_rule(&c.rules)?;
+    let rule = chosen_rule(&c.rules)?;
     let cal = c.rules.iter().find(|r| r.rule == rule)?;
+    let scores: Vec<(&str, f64)> = c.rules.iter().map(|r| (r.rule.name(), r.mse)).collect();
+    tracing::info!(
+        ?scores,
+        chosen = rule.name(),
+        rows = c.rows,
+        "fleet calibration: held-out mse"
+    );
     Some(FleetCalibration {
         rule: rule.name().to_owned(),
         weight: cal.weight,
@@ -158,6 +165,24 @@ pub async fn measure(
         rows: c.rows as u64,
         fit,
     })
+}
+
+/// A rule other than [`crate::DEFAULT_FLEET_RULE`] is chosen only when its held-out squared
+/// error is at least this fraction below the default's: the default stays unless the rows
+/// show another rule decisively better (on 1,000 airline regions the held-out rows preferred
+/// most-informed by a little, and it answered the test rows 5.6% worse than rbcm).
+pub const RULE_MARGIN: f64 = 0.03;
+
+/// The rule the fitter publishes: the best of `cals` by held-out error ([`best_rule`]) if it
+/// beats the default's by [`RULE_MARGIN`], else the default.
+pub fn chosen_rule(cals: &[RuleCalibration]) -> Option<FleetRule> {
+    let best = best_rule(cals)?;
+    let default = crate::DEFAULT_FLEET_RULE;
+    let mse = |r: FleetRule| cals.iter().find(|c| c.rule == r).map(|c| c.mse);
+    match (mse(best), mse(default)) {
+        (Some(b), Some(d)) if d.is_finite() && b > (1.0 - RULE_MARGIN) * d => Some(default),
+        _ => Some(best),
+    }
 }
 
 /// The calibration in the fitter's status `st` that a query may apply: checked
@@ -235,6 +260,32 @@ mod tests {
         ] {
             assert!(bad.checked().is_none(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn another_rule_than_rbcm_needs_a_decisive_margin() {
+        let cal = |rule, mse| RuleCalibration {
+            rule,
+            weight: 1.0,
+            scale: 1.0,
+            mse,
+        };
+        let with = |other: f64| {
+            chosen_rule(&[
+                cal(FleetRule::Rbcm, 1.0),
+                cal(FleetRule::Bcm, other),
+                cal(FleetRule::MinVariance, 1.5),
+            ])
+        };
+        assert_eq!(with(0.90), Some(FleetRule::Bcm));
+        assert_eq!(with(0.98), Some(FleetRule::Rbcm));
+        assert_eq!(with(1.20), Some(FleetRule::Rbcm));
+        // Without the default's score, the best.
+        assert_eq!(
+            chosen_rule(&[cal(FleetRule::Bcm, 0.99), cal(FleetRule::MinVariance, 1.0)]),
+            Some(FleetRule::Bcm)
+        );
+        assert_eq!(chosen_rule(&[]), None);
     }
 
     #[test]

@@ -15,48 +15,116 @@ use crate::keys;
 /// How long one round of [`briefs`] waits for replies before it is repeated.
 const ATTEMPT: Duration = Duration::from_millis(1500);
 
+/// A pause in the replies that ends a round of [`briefs`] early.
+const QUIET: Duration = Duration::from_millis(200);
+
 /// The brief status of every node that replies to one get on `coolgp/<fleet>/*/status?brief`,
-/// by id, repeated until every live member replied or `timeout` passed; replies that are not
-/// brief documents, or whose id is not their key's, are dropped (named in the second value).
+/// by id; then, until every live member replied or `timeout` passed, gets on the status key
+/// of each member still missing, all at once ([`ask_each`]), reading until every live member
+/// is in; replies that are not brief
+/// documents, or whose id is not their key's, are dropped (named in the second value).
+///
+/// A thousand briefs are about 3.5 MB; a few replies of such a burst are lost under load, and
+/// asking the whole fleet again (as this did) sent the burst again: `coolgp status --all` on
+/// a settled 1,000-agent fleet took 0.65–5.3 s (BENCHMARKS.md §16).
 ///
 /// # Errors
-/// [`NodeError::Zenoh`] if the get cannot be sent.
+/// [`NodeError::Zenoh`](crate::NodeError::Zenoh) if the first get cannot be sent.
 pub async fn briefs(
     session: &zenoh::Session,
     fleet: &str,
     timeout: Duration,
 ) -> Result<(BTreeMap<u64, Brief>, Vec<String>)> {
-    let selector = format!("{}?brief=true", keys::status_all(fleet));
     let deadline = Instant::now() + timeout;
     let mut got: BTreeMap<u64, Brief> = BTreeMap::new();
     let mut dropped = Vec::new();
     let mut alive: BTreeSet<u64> = BTreeSet::new();
+    let mut rounds = 0;
     loop {
+        rounds += 1;
         let left = deadline.saturating_duration_since(Instant::now());
         let wait = ATTEMPT.min(left).max(Duration::from_millis(100));
         let live_wait = wait.min(Duration::from_millis(500));
         alive.extend(crate::fleet_query::members(session, fleet, live_wait).await);
         dropped.clear();
-        let replies = crate::fleet_query::get_all(session, &selector, (None, None), wait).await?;
-        while let Ok(reply) = replies.recv_async().await {
-            let Ok(sample) = reply.result() else { continue };
-            let key = sample.key_expr().as_str().to_owned();
+        let missing: Vec<u64> = alive
+            .iter()
+            .copied()
+            .filter(|id| !got.contains_key(id))
+            .collect();
+        // The whole fleet at first (and while no member is known); then only who is missing.
+        let keys = if got.is_empty() || alive.is_empty() {
+            vec![format!("{}?brief=true", keys::status_all(fleet))]
+        } else {
+            missing
+                .iter()
+                .map(|&id| format!("{}?brief=true", keys::status(fleet, id)))
+                .collect()
+        };
+        // Read replies as they come, and stop once every live member is in: a get's end waits
+        // for every host's final word, which under load came a full attempt late.
+        let mut take = |key: String, bytes: &[u8]| {
             let id = keys::parse_status(&key);
-            match serde_json::from_slice::<Brief>(&sample.payload().to_bytes()) {
+            match serde_json::from_slice::<Brief>(bytes) {
                 Ok(b) if Some(b.id) == id => {
                     got.insert(b.id, b);
                 }
                 Ok(b) => dropped.push(format!("{key}: a brief of agent {} on its key", b.id)),
                 Err(e) => dropped.push(format!("{key}: not a brief status: {e}")),
             }
-        }
+            !alive.is_empty() && alive.iter().all(|id| got.contains_key(id))
+        };
+        ask_each(session, keys, wait, &mut take).await?;
         let everyone = !alive.is_empty() && alive.iter().all(|id| got.contains_key(id));
         if everyone || Instant::now() >= deadline {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        if rounds > 1 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
     Ok((got, dropped))
+}
+
+/// Gets on every selector of `selectors` at once, each waiting at most `wait`; each reply
+/// (key, payload) goes to `take`, and the reading stops when `take` returns true.
+///
+/// # Errors
+/// [`NodeError::Zenoh`](crate::NodeError::Zenoh) if a get cannot be sent.
+async fn ask_each(
+    session: &zenoh::Session,
+    selectors: Vec<String>,
+    wait: Duration,
+    take: &mut (dyn FnMut(String, &[u8]) -> bool + Send),
+) -> Result<()> {
+    let mut channels = Vec::with_capacity(selectors.len());
+    for sel in &selectors {
+        channels.push(crate::fleet_query::get_all(session, sel, (None, None), wait).await?);
+    }
+    let mut heard = false;
+    for replies in channels {
+        loop {
+            // Once replies came, a pause of QUIET ends the round: the rest are late or lost,
+            // and the next round asks them by name rather than waiting out the get.
+            let next = if heard {
+                match tokio::time::timeout(QUIET, replies.recv_async()).await {
+                    Ok(r) => r,
+                    Err(_) => return Ok(()),
+                }
+            } else {
+                replies.recv_async().await
+            };
+            let Ok(reply) = next else { break };
+            if let Ok(sample) = reply.result() {
+                heard = true;
+                let key = sample.key_expr().as_str().to_owned();
+                if take(key, &sample.payload().to_bytes()) {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Which agents answer which rows of a routed query: per agent id (ascending), the rows of
