@@ -26,9 +26,11 @@ pub enum Ros2Command {
     },
 }
 
-/// The types coolgp publishes.
-const PUBLISHED: [&str; 2] = [
+/// The types coolgp publishes (the map as a PointCloud2 or, `--ros2-map-format grid_map`, a
+/// GridMap; the health).
+const PUBLISHED: [&str; 3] = [
     "sensor_msgs/msg/PointCloud2",
+    "grid_map_msgs/msg/GridMap",
     "diagnostic_msgs/msg/DiagnosticArray",
 ];
 

@@ -110,6 +110,19 @@ mod tests {
                 "sensor_msgs/msg/PointCloud2",
                 "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5",
             ),
+            // grid_map_msgs registered in rosbags from grid_map's Humble .msg files.
+            (
+                "grid_map_msgs/msg/GridMap",
+                "RIHS01_343b0e72887541beda6b035cc053f2d6fffaad9d6dcb2773c15a808dfca31fde",
+            ),
+            (
+                "grid_map_msgs/msg/GridMapInfo",
+                "RIHS01_0a36d6b5bc9af8463d1d5a5008ef9fcac0c1373ba090f80c3594e47cc565b745",
+            ),
+            (
+                "std_msgs/msg/Float32MultiArray",
+                "RIHS01_0599f6f85b4bfca379873a0b4375a0aca022156bd2d7021275d116ed1fa8bfe0",
+            ),
             (
                 "diagnostic_msgs/msg/DiagnosticArray",
                 "RIHS01_5a8a36efb05fb25070fa0fb3810290c0e6cd4862b54a8fb975a1ee8dc55a333e",

@@ -11,7 +11,8 @@
 //! - [`spec`]: `--ros2-input TOPIC:TYPE:FIELDS` and `--ros2-target`; [`assemble`]: rows from
 //!   messages, paired by stamp within a tolerance, bad messages counted.
 //! - [`bag`]: rosbag2 MCAP recordings as a [`coolgp_data::Dataset`].
-//! - [`map`]: the grid a node maps and its `PointCloud2`; [`diagnostics`]: its health as a
+//! - [`map`]: the grid a node maps and its `PointCloud2`; [`grid_map`]: the same map as a
+//!   `grid_map_msgs/msg/GridMap` (layers mean and variance); [`diagnostics`]: its health as a
 //!   `DiagnosticArray`.
 //!
 //! - [`rmw_zenoh`]: rmw_zenoh's key expressions, attachments and liveliness tokens.
@@ -27,6 +28,7 @@ pub mod cdr;
 pub mod diagnostics;
 pub mod error;
 pub mod extract;
+pub mod grid_map;
 pub mod hash;
 pub mod map;
 pub mod rmw_zenoh;

@@ -336,6 +336,50 @@ pub static TYPES: &[MsgType] = &[
             ),
         ],
     },
+    MsgType {
+        name: "std_msgs/msg/MultiArrayDimension",
+        fields: &[
+            f("label", Prim::String),
+            f("size", Prim::U32),
+            f("stride", Prim::U32),
+        ],
+    },
+    MsgType {
+        name: "std_msgs/msg/MultiArrayLayout",
+        fields: &[
+            seq("dim", Elem::Nested("std_msgs/msg/MultiArrayDimension")),
+            f("data_offset", Prim::U32),
+        ],
+    },
+    MsgType {
+        name: "std_msgs/msg/Float32MultiArray",
+        fields: &[
+            n("layout", "std_msgs/msg/MultiArrayLayout"),
+            seq("data", Elem::Prim(Prim::F32)),
+        ],
+    },
+    // grid_map_msgs as of ROS 2 Humble (the header moved from GridMapInfo to GridMap).
+    MsgType {
+        name: "grid_map_msgs/msg/GridMapInfo",
+        fields: &[
+            f("resolution", Prim::F64),
+            f("length_x", Prim::F64),
+            f("length_y", Prim::F64),
+            n("pose", "geometry_msgs/msg/Pose"),
+        ],
+    },
+    MsgType {
+        name: "grid_map_msgs/msg/GridMap",
+        fields: &[
+            HEADER,
+            n("info", "grid_map_msgs/msg/GridMapInfo"),
+            seq("layers", Elem::Prim(Prim::String)),
+            seq("basic_layers", Elem::Prim(Prim::String)),
+            seq("data", Elem::Nested("std_msgs/msg/Float32MultiArray")),
+            f("outer_start_index", Prim::U16),
+            f("inner_start_index", Prim::U16),
+        ],
+    },
 ];
 
 /// The types a node can learn from (`--ros2-input` / `--ros2-target`).

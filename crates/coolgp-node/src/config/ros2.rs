@@ -2,6 +2,7 @@
 //! [`Ros2Settings`].
 
 use clap::Args;
+use coolgp_ros2::grid_map::{Geometry, MapFormat};
 use coolgp_ros2::RowSpec;
 use serde::{Deserialize, Serialize};
 
@@ -39,7 +40,7 @@ pub struct Ros2NodeArgs {
     /// ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST) [default: every interface].
     #[arg(long, help_heading = "ROS 2")]
     pub ros2_localhost: bool,
-    /// Publish the node's predictions over a grid as sensor_msgs/PointCloud2:
+    /// Publish the node's predictions over a grid (as --ros2-map-format says):
     /// NAME=LO:HI:N,NAME=LO:HI:N spans two inputs, NAME=VALUE fixes another (the rest take
     /// their latest values), e.g. longitude=11:11.01:100,latitude=48:48.02:100.
     #[arg(long, value_name = "GRID", help_heading = "ROS 2")]
@@ -63,12 +64,20 @@ pub struct Ros2NodeArgs {
     /// [default: volatile].
     #[arg(long, value_name = "volatile|transient-local", help_heading = "ROS 2")]
     pub ros2_map_durability: Option<String>,
+    /// The map's message: pointcloud2 (sensor_msgs/msg/PointCloud2, an organized cloud with
+    /// fields x, y, z, mean, variance) or grid_map (grid_map_msgs/msg/GridMap, ROS 2
+    /// Humble+: layers mean and variance, float32, grid_map's column-major cells; the two
+    /// spanned inputs must be equally spaced, (HI - LO) / (N - 1) the resolution)
+    /// [default: pointcloud2].
+    #[arg(long, value_name = "pointcloud2|grid_map", help_heading = "ROS 2")]
+    pub ros2_map_format: Option<String>,
 }
 
 impl Ros2NodeArgs {
     /// The keys of a configuration file.
-    pub const KEYS: [&'static str; 12] = [
+    pub const KEYS: [&'static str; 13] = [
         "ros2",
+        "ros2-map-format",
         "ros2-map-source",
         "ros2-map-durability",
         "ros2-localhost",
@@ -97,6 +106,7 @@ impl Ros2NodeArgs {
             ros2_map_topic: self.ros2_map_topic.or(f.ros2_map_topic),
             ros2_map_source: self.ros2_map_source.or(f.ros2_map_source),
             ros2_map_durability: self.ros2_map_durability.or(f.ros2_map_durability),
+            ros2_map_format: self.ros2_map_format.or(f.ros2_map_format),
         }
     }
 
@@ -122,7 +132,8 @@ impl Ros2NodeArgs {
                 || self.ros2_map_every.is_some()
                 || self.ros2_map_topic.is_some()
                 || self.ros2_map_source.is_some()
-                || self.ros2_map_durability.is_some();
+                || self.ros2_map_durability.is_some()
+                || self.ros2_map_format.is_some();
             if given || live.is_some() {
                 return Err(NodeError::Config(
                     "ROS 2 options need --ros2 zenoh (live topics over rmw_zenoh); a recording \
@@ -194,9 +205,11 @@ impl Ros2NodeArgs {
             }
         };
         let map_durability = self.map_durability()?;
+        let map_format = self.map_format()?;
         Ok(Some(Ros2Settings {
             map_fleet,
             map_durability,
+            map_format,
             middleware,
             localhost_only: self.ros2_localhost,
             domain,
@@ -224,6 +237,19 @@ impl Ros2NodeArgs {
                  transient-local (latched: late transient-local subscribers get the last map)"
             ))),
         }
+    }
+
+    /// `--ros2-map-format`: pointcloud2 (the default) or grid_map, whose grid (`--ros2-map`)
+    /// must have one resolution: refused here, at start-up, naming both spacings.
+    fn map_format(&self) -> Result<MapFormat> {
+        let format = match self.ros2_map_format.as_deref() {
+            None => MapFormat::PointCloud2,
+            Some(f) => MapFormat::parse(f).map_err(|e| NodeError::Config(e.to_string()))?,
+        };
+        if let (MapFormat::GridMap, Some(grid)) = (format, self.ros2_map.as_deref()) {
+            Geometry::of_text(grid).map_err(|e| NodeError::Config(e.to_string()))?;
+        }
+        Ok(format)
     }
 
     /// `--ros2-domain`, else `$ROS_DOMAIN_ID`, else 0; ROS 2 domains are 0–232.

@@ -352,3 +352,58 @@ fn ros2_map_durability_from_the_flag_and_the_file() {
     assert!(e.to_string().contains("need --ros2"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn ros2_map_format_from_the_flag_and_the_file() {
+    use coolgp_ros2::grid_map::MapFormat;
+    let dir = std::env::temp_dir().join(format!("coolgp-node-mapfmt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join("node.toml");
+    let toml = |extra: &str| {
+        format!(
+            "id = 7\nfleet = \"lab\"\nros2 = \"zenoh\"\n\
+             ros2-input = [\"/fix:sensor_msgs/msg/NavSatFix:latitude,longitude\"]\n\
+             ros2-target = \"/temp:sensor_msgs/msg/Temperature:temperature\"\n\
+             ros2-map = \"latitude=48:48.0006:4,longitude=11:11.0004:3\"\n{extra}"
+        )
+    };
+    std::fs::write(&path, toml("ros2-map-format = \"grid_map\"\n")).expect("write");
+    let file = || NodeArgs {
+        config: Some(path.clone()),
+        ..NodeArgs::default()
+    };
+    let format = |a: NodeArgs| a.resolve().expect("valid").ros2.map(|r| r.map_format);
+    assert_eq!(format(file()), Some(MapFormat::GridMap));
+    let mut flag = file();
+    flag.ros2_node.ros2_map_format = Some("pointcloud2".into());
+    assert_eq!(format(flag), Some(MapFormat::PointCloud2), "the flag wins");
+    let mut bad = file();
+    bad.ros2_node.ros2_map_format = Some("gridmap".into());
+    let e = bad.resolve().map(|_| ()).expect_err("refused").to_string();
+    assert!(
+        e.contains("--ros2-map-format gridmap") && e.contains("grid_map"),
+        "{e}"
+    );
+    // Unequal spacings: refused at start-up for grid_map only, naming both inputs.
+    let mut uneven = file();
+    uneven.ros2_node.ros2_map = Some("latitude=48:48.0006:4,longitude=11:11.0004:5".into());
+    let e = uneven
+        .clone()
+        .resolve()
+        .map(|_| ())
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        e.contains("`latitude`") && e.contains("`longitude`") && e.contains("equal spacings"),
+        "{e}"
+    );
+    uneven.ros2_node.ros2_map_format = Some("pointcloud2".into());
+    assert_eq!(format(uneven), Some(MapFormat::PointCloud2));
+    std::fs::write(&path, toml("")).expect("write");
+    assert_eq!(
+        format(file()),
+        Some(MapFormat::PointCloud2),
+        "pointcloud2 by default"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,12 +1,14 @@
 //! The node's ROS 2 side in the loop: each `--ros2-map-every` seconds, the map and the
 //! health. The map is computed off the loop: the fleet query over the grid (as `coolgp query
 //! --all`, on the fleet's session, default with a local memory) or this node's own answers
-//! (on a blocking thread).
+//! (on a blocking thread). The map goes out as `--ros2-map-format` says: a PointCloud2 or a
+//! grid_map GridMap (whose single resolution the configuration checked at start-up).
 
 use std::time::{Duration, Instant};
 
 use coolgp_ros2::diagnostics::{diagnostic_array, Level, Status};
-use coolgp_ros2::map::{point_cloud, MapGrid};
+use coolgp_ros2::grid_map::MapFormat;
+use coolgp_ros2::map::MapGrid;
 
 use super::Node;
 use crate::query::{predict_rows, QueryModel};
@@ -43,12 +45,13 @@ impl Ros2Side {
 const FLEET_MAP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The fleet query's map over `grid` at `rows` (the nodes nearest each row answer, combined
-/// by the default rule, suspects left out), as PointCloud2 bytes, and the milliseconds.
+/// by the default rule and calibration, suspects left out), as `format`'s bytes, and the
+/// milliseconds.
 async fn fleet_map(
     session: &zenoh::Session,
     fleet: &str,
     inputs: Vec<String>,
-    (grid, rows): (&MapGrid, Vec<Vec<f64>>),
+    (grid, rows, format): (&MapGrid, Vec<Vec<f64>>, MapFormat),
     roster: Option<&crate::auth::Roster>,
 ) -> Result<(Vec<u8>, f64), String> {
     let t0 = Instant::now();
@@ -57,11 +60,9 @@ async fn fleet_map(
         x: rows,
         ..crate::status::PredictRequest::default()
     };
-    let ask = (
-        Some(crate::DEFAULT_FLEET_RULE),
-        (None, None),
-        Some(crate::config::DEFAULT_ROUTE),
-    );
+    // No rule named: the fitter's calibration (rule, weight, variance scale) where it has
+    // published one, as `coolgp query --all` applies it (docs/NODE.md).
+    let ask = (None, (None, None), Some(crate::config::DEFAULT_ROUTE));
     let mut notes = Vec::new();
     let reply = crate::fleet_answers(
         session,
@@ -77,7 +78,9 @@ async fn fleet_map(
     for n in notes {
         tracing::debug!(note = %n, "fleet map");
     }
-    let bytes = point_cloud(grid, &reply.mean, &reply.var_f, now_ns(), "map");
+    let bytes = format
+        .encode(grid, &reply.mean, &reply.var_f, now_ns(), "map")
+        .map_err(|e| e.to_string())?;
     Ok((bytes, t0.elapsed().as_secs_f64() * 1e3))
 }
 
@@ -87,16 +90,17 @@ fn now_ns() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
-/// The map of `model` over `grid` at `rows`, as PointCloud2 bytes, and the milliseconds.
+/// The map of `model` over `grid` at `rows`, as `format`'s bytes, and the milliseconds.
 fn compute_map(
     model: &QueryModel,
-    grid: &MapGrid,
-    rows: &[Vec<f64>],
+    (grid, rows, format): (&MapGrid, &[Vec<f64>], MapFormat),
     frame: &str,
 ) -> Result<(Vec<u8>, f64), String> {
     let t0 = Instant::now();
     let reply = predict_rows(model, rows)?;
-    let bytes = point_cloud(grid, &reply.mean, &reply.var_f, now_ns(), frame);
+    let bytes = format
+        .encode(grid, &reply.mean, &reply.var_f, now_ns(), frame)
+        .map_err(|e| e.to_string())?;
     Ok((bytes, t0.elapsed().as_secs_f64() * 1e3))
 }
 
@@ -131,6 +135,7 @@ impl Node {
             None
         };
         let fleet_wide = side.fleet;
+        let format = side.link.map_format;
         if let Some(grid) = grid {
             let rows = grid.rows(self.intake.latest_x.as_deref());
             if rows.iter().flatten().all(|v| v.is_finite()) && self.agent.n_own() > 0 {
@@ -140,11 +145,14 @@ impl Node {
                     let inputs = self.inputs.layout.inputs.clone();
                     let roster = self.peers.auth.as_ref().map(|a| a.roster.clone());
                     tokio::spawn(async move {
-                        fleet_map(&session, &fleet, inputs, (&grid, rows), roster.as_ref()).await
+                        let map = (&grid, rows, format);
+                        fleet_map(&session, &fleet, inputs, map, roster.as_ref()).await
                     })
                 } else {
                     let model = self.query_model();
-                    tokio::task::spawn_blocking(move || compute_map(&model, &grid, &rows, "map"))
+                    tokio::task::spawn_blocking(move || {
+                        compute_map(&model, (&grid, &rows, format), "map")
+                    })
                 };
                 if let Some(side) = self.ros2.as_mut() {
                     side.job = Some(job);

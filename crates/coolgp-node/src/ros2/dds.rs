@@ -249,7 +249,7 @@ impl DdsSide {
         let map = match &s.map {
             Some(_) => Some(publisher(
                 &s.map_topic,
-                "sensor_msgs/msg/PointCloud2",
+                s.map_format.type_name(),
                 map_qos(s.map_durability),
             )?),
             None => None,

@@ -1,7 +1,7 @@
 //! The node as a ROS 2 participant (docs/ROS2.md): it subscribes to the topics
 //! `--ros2-input` and `--ros2-target` name, pairs their messages into rows
-//! ([`coolgp_ros2::RowAssembler`]) for the agent, and publishes its map (`PointCloud2`) and
-//! health (`DiagnosticArray`), over one of two middlewares:
+//! ([`coolgp_ros2::RowAssembler`]) for the agent, and publishes its map (`PointCloud2` or `GridMap`,
+//! `--ros2-map-format`) and health (`DiagnosticArray`), over one of two middlewares:
 //!
 //! - [`zenoh`]: rmw_zenoh's conventions (keys, attachments, liveliness tokens) on a zenoh
 //!   session of its own (the robots' router, not the fleet's);
@@ -94,6 +94,8 @@ pub struct Ros2Settings {
     pub map_fleet: bool,
     /// The map publisher's durability.
     pub map_durability: MapDurability,
+    /// The map's message type (`--ros2-map-format`).
+    pub map_format: coolgp_ros2::grid_map::MapFormat,
 }
 
 /// What the ROS 2 link reports in the node's status.
@@ -273,6 +275,8 @@ pub struct Ros2Link {
     feed: Option<Arc<Feed>>,
     /// Counters reported in the status (the feed's are folded in by [`Ros2Link::status`]).
     pub status: Ros2Status,
+    /// The message type the map is published as.
+    pub map_format: coolgp_ros2::grid_map::MapFormat,
 }
 
 impl Ros2Link {
@@ -314,11 +318,13 @@ impl Ros2Link {
             topics = s.live.as_ref().map_or(0, |l| l.topics().len()),
             map = s.map.as_ref().map(|_| s.map_topic.as_str()),
             map_durability = s.map_durability.as_str(),
+            map_format = s.map_format.as_str(),
             "ROS 2 node up"
         );
         Ok(Self {
             backend,
             feed,
+            map_format: s.map_format,
             status: Ros2Status {
                 middleware: middleware.into(),
                 node,
@@ -344,7 +350,8 @@ impl Ros2Link {
         }
     }
 
-    /// Publishes a map (PointCloud2 bytes), if the node maps.
+    /// Publishes a map (bytes of the type [`Ros2Settings::map_format`] names), if the node
+    /// maps.
     ///
     /// # Errors
     /// [`NodeError::Zenoh`] / [`NodeError::Config`] if the middleware refuses the message.

@@ -246,7 +246,7 @@ impl ZenohSide {
         }
         let map = match &s.map {
             Some(_) => {
-                let ty = known("sensor_msgs/msg/PointCloud2")?;
+                let ty = known(s.map_format.type_name())?;
                 let d = s.map_durability;
                 Some(publisher(&session, &mut graph, &s.map_topic, ty, d).await?)
             }

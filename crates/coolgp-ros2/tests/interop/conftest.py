@@ -31,11 +31,36 @@ def run(args, check=True, timeout=300):
     return p.returncode, p.stdout, p.stderr
 
 
+# grid_map_msgs as ANYbotics/grid_map's humble (and jazzy) branch defines them, comments left
+# out: rosbags' Jazzy store does not have them.
+GRID_MAP_MSGS = {
+    "grid_map_msgs/msg/GridMapInfo": """float64 resolution
+float64 length_x
+float64 length_y
+geometry_msgs/Pose pose
+""",
+    "grid_map_msgs/msg/GridMap": """std_msgs/Header header
+GridMapInfo info
+string[] layers
+string[] basic_layers
+std_msgs/Float32MultiArray[] data
+uint16 outer_start_index
+uint16 inner_start_index
+""",
+}
+
+
 @pytest.fixture(scope="session")
 def typestore():
-    from rosbags.typesys import Stores, get_typestore
+    """rosbags' ROS 2 Jazzy types, and grid_map_msgs registered from their .msg text."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-    return get_typestore(Stores.ROS2_JAZZY)
+    ts = get_typestore(Stores.ROS2_JAZZY)
+    types = {}
+    for name, text in GRID_MAP_MSGS.items():
+        types.update(get_types_from_msg(text, name))
+    ts.register(types)
+    return ts
 
 
 def field(x, y, t):
