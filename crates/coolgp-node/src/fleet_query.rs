@@ -235,7 +235,10 @@ pub(crate) async fn get_all(
 }
 
 /// One round of the query: every reply that arrives within `wait`, into `into`, or until
-/// every agent of `want` answered.
+/// every agent of `want` answered. With several gets (a routed query, one per agent), the
+/// replies of all are read as they come, and a pause of [`QUIET`] after the first ends the
+/// round: the agents still missing are asked again by name, rather than a lost answer
+/// holding the round for the whole of `wait` (issue 31).
 async fn ask_once(
     session: &zenoh::Session,
     fleet: &str,
@@ -247,64 +250,82 @@ async fn ask_once(
     let at_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let mut channels = Vec::with_capacity(gets.len());
+    let quiet = (gets.len() > 1).then_some(QUIET);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for (selector, body) in gets {
         let attachment = signer.map(|(s, id)| sign_request(s, fleet, id, at_ms, &body));
-        channels.push(get_all(session, &selector, (Some(body), attachment), wait).await?);
+        let replies = get_all(session, &selector, (Some(body), attachment), wait).await?;
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Ok(reply) = replies.recv_async().await {
+                if tx.send(reply).is_err() {
+                    break;
+                }
+            }
+        });
     }
-    for replies in channels {
-        if read_replies(replies, (n, want), into).await {
+    drop(tx);
+    let mut heard = false;
+    loop {
+        let next = match quiet {
+            Some(q) if heard => match tokio::time::timeout(q, rx.recv()).await {
+                Ok(r) => r,
+                Err(_) => return Ok(()),
+            },
+            _ => rx.recv().await,
+        };
+        let Some(reply) = next else {
+            return Ok(());
+        };
+        heard = true;
+        take_reply(&reply, n, into);
+        // Every agent awaited answered: the get's end (every host's final word) can come a
+        // full attempt later under load (issue 31).
+        if !want.is_empty() && want.iter().all(|w| into.answers.contains_key(w)) {
             return Ok(());
         }
     }
-    Ok(())
 }
 
-/// Reads one get's replies into `into` (module doc of [`ask_once`]); true once every agent
-/// of `want` answered.
-async fn read_replies(
-    replies: zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>,
-    (n, want): (&(dyn Fn(u64) -> Option<usize> + Sync), &BTreeSet<u64>),
+/// A pause in a routed round's replies that ends the round ([`ask_once`]).
+const QUIET: Duration = Duration::from_millis(300);
+
+/// One reply into `into`: an answer by its key's agent, or why it was dropped.
+fn take_reply(
+    reply: &zenoh::query::Reply,
+    n: &(dyn Fn(u64) -> Option<usize> + Sync),
     into: &mut FleetAnswers,
-) -> bool {
-    while let Ok(reply) = replies.recv_async().await {
-        match reply.result() {
-            Ok(sample) => {
-                let key = sample.key_expr().as_str();
-                let Some(id) = keys::parse_predict(key) else {
-                    into.dropped.push((
-                        key.to_owned(),
-                        "a reply on a key that names no agent".into(),
-                    ));
-                    continue;
-                };
-                match parse_reply(&sample.payload().to_bytes(), n(id)) {
-                    Ok((a, rows)) => {
-                        into.answers.insert(id, a);
-                        if let Some(rows) = rows {
-                            into.held_out.insert(id, rows);
-                        }
-                        // Every agent awaited answered: the get's end (every host's final
-                        // word) can come a full attempt later under load (issue 31).
-                        if !want.is_empty() && want.iter().all(|w| into.answers.contains_key(w)) {
-                            return true;
-                        }
+) {
+    match reply.result() {
+        Ok(sample) => {
+            let key = sample.key_expr().as_str();
+            let Some(id) = keys::parse_predict(key) else {
+                into.dropped.push((
+                    key.to_owned(),
+                    "a reply on a key that names no agent".into(),
+                ));
+                return;
+            };
+            match parse_reply(&sample.payload().to_bytes(), n(id)) {
+                Ok((a, rows)) => {
+                    into.answers.insert(id, a);
+                    if let Some(rows) = rows {
+                        into.held_out.insert(id, rows);
                     }
-                    Err(e) => into.dropped.push((format!("agent {id}"), e)),
                 }
-            }
-            Err(err) => {
-                let bytes = err.payload().to_bytes();
-                let message = serde_json::from_slice::<ErrorReply>(&bytes)
-                    .map(|e| e.error)
-                    .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
-                // An error reply carries no key: the peer is named by what it said.
-                into.dropped
-                    .push(("a node".to_owned(), format!("error reply: {message}")));
+                Err(e) => into.dropped.push((format!("agent {id}"), e)),
             }
         }
+        Err(err) => {
+            let bytes = err.payload().to_bytes();
+            let message = serde_json::from_slice::<ErrorReply>(&bytes)
+                .map(|e| e.error)
+                .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
+            // An error reply carries no key: the peer is named by what it said.
+            into.dropped
+                .push(("a node".to_owned(), format!("error reply: {message}")));
+        }
     }
-    false
 }
 
 /// The gets of one round of [`gather`] (selector, body). A plain routed query (no rows asked
