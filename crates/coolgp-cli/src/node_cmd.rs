@@ -22,8 +22,35 @@ pub fn node(args: NodeArgs) -> Result<()> {
 /// Runs `coolgp host` until SIGTERM/SIGINT.
 pub fn host(args: HostArgs) -> Result<()> {
     few_malloc_arenas();
+    trim_freed_memory();
     coolgp_node::run_host(args, &load_vocab)?;
     Ok(())
+}
+
+/// How often a host hands the heap memory its allocator holds free back to the system.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Starts a thread that calls glibc's `malloc_trim(0)` every [`TRIM_EVERY`]. A query asking
+/// all 1,000 agents of ten hosts about 1,000 rows (`--route 0`) left the hosts at 5.30 MB per
+/// agent against 3.16 MB before it (issue 31): freed, but kept by the allocator.
+fn trim_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let spawned = std::thread::Builder::new()
+            .name("malloc-trim".into())
+            .spawn(|| loop {
+                std::thread::sleep(TRIM_EVERY);
+                // SAFETY: malloc_trim only hands whole free pages of every arena back to the
+                // system (glibc ≥ 2.8); it takes the allocator's own locks.
+                unsafe {
+                    libc::malloc_trim(0);
+                }
+            });
+        if let Err(e) = spawned {
+            eprintln!("warning: no thread to return freed memory to the system: {e}");
+        }
+    }
 }
 
 /// Malloc arenas a host process keeps at the most (glibc's `M_ARENA_MAX`).
