@@ -251,10 +251,32 @@ async fn ask_once(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let quiet = (gets.len() > 1).then_some(QUIET);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut channels = Vec::with_capacity(gets.len());
     for (selector, body) in gets {
         let attachment = signer.map(|(s, id)| sign_request(s, fleet, id, at_ms, &body));
-        let replies = get_all(session, &selector, (Some(body), attachment), wait).await?;
+        channels.push(get_all(session, &selector, (Some(body), attachment), wait).await?);
+    }
+    // Every agent awaited answered: the get's end (every host's final word) can come a full
+    // attempt later under load (issue 31).
+    read_merged(channels, quiet, &mut |reply| {
+        take_reply(reply, n, into);
+        !want.is_empty() && want.iter().all(|w| into.answers.contains_key(w))
+    })
+    .await;
+    Ok(())
+}
+
+/// Reads the replies of `channels` (gets sent at once) as they come, each into `take`, until
+/// `take` returns true or every get ended; with `quiet`, also when no reply came for that long
+/// after the first (the rest are late or lost, and the next round asks them by name rather
+/// than waiting out the gets: issue 31).
+pub(crate) async fn read_merged(
+    channels: Vec<zenoh::handlers::FifoChannelHandler<zenoh::query::Reply>>,
+    quiet: Option<Duration>,
+    take: &mut (dyn FnMut(&zenoh::query::Reply) -> bool + Send),
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for replies in channels {
         let tx = tx.clone();
         tokio::spawn(async move {
             while let Ok(reply) = replies.recv_async().await {
@@ -270,19 +292,16 @@ async fn ask_once(
         let next = match quiet {
             Some(q) if heard => match tokio::time::timeout(q, rx.recv()).await {
                 Ok(r) => r,
-                Err(_) => return Ok(()),
+                Err(_) => return,
             },
             _ => rx.recv().await,
         };
         let Some(reply) = next else {
-            return Ok(());
+            return;
         };
         heard = true;
-        take_reply(&reply, n, into);
-        // Every agent awaited answered: the get's end (every host's final word) can come a
-        // full attempt later under load (issue 31).
-        if !want.is_empty() && want.iter().all(|w| into.answers.contains_key(w)) {
-            return Ok(());
+        if take(&reply) {
+            return;
         }
     }
 }

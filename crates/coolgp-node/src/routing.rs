@@ -87,7 +87,8 @@ pub async fn briefs(
 }
 
 /// Gets on every selector of `selectors` at once, each waiting at most `wait`; each reply
-/// (key, payload) goes to `take`, and the reading stops when `take` returns true.
+/// (key, payload) goes to `take`, and the reading stops when `take` returns true or after a
+/// pause of [`QUIET`] ([`crate::fleet_query::read_merged`]).
 ///
 /// # Errors
 /// [`NodeError::Zenoh`](crate::NodeError::Zenoh) if a get cannot be sent.
@@ -101,29 +102,13 @@ async fn ask_each(
     for sel in &selectors {
         channels.push(crate::fleet_query::get_all(session, sel, (None, None), wait).await?);
     }
-    let mut heard = false;
-    for replies in channels {
-        loop {
-            // Once replies came, a pause of QUIET ends the round: the rest are late or lost,
-            // and the next round asks them by name rather than waiting out the get.
-            let next = if heard {
-                match tokio::time::timeout(QUIET, replies.recv_async()).await {
-                    Ok(r) => r,
-                    Err(_) => return Ok(()),
-                }
-            } else {
-                replies.recv_async().await
-            };
-            let Ok(reply) = next else { break };
-            if let Ok(sample) = reply.result() {
-                heard = true;
-                let key = sample.key_expr().as_str().to_owned();
-                if take(key, &sample.payload().to_bytes()) {
-                    return Ok(());
-                }
-            }
-        }
-    }
+    crate::fleet_query::read_merged(channels, Some(QUIET), &mut |reply| {
+        reply.result().is_ok_and(|sample| {
+            let key = sample.key_expr().as_str().to_owned();
+            take(key, &sample.payload().to_bytes())
+        })
+    })
+    .await;
     Ok(())
 }
 

@@ -79,16 +79,7 @@ impl Node {
             _ => Vec::new(),
         };
         let (suspects, member_checks, suspects_by, suspects_sig) = self.suspects_status();
-        let fleet_calibration = self.calibration.held.clone();
-        let fleet_calibration_sig = match (&self.peers.auth, &fleet_calibration) {
-            (Some(a), Some(c)) => crate::fleet_calibration::CalibrationClaim {
-                fleet: &self.s.fleet,
-                node: self.s.id,
-                calibration: c,
-            }
-            .sign(&a.signer),
-            _ => Vec::new(),
-        };
+        let (fleet_calibration, fleet_calibration_sig) = self.calibration_status();
         Status {
             fleet_calibration,
             fleet_calibration_sig,
@@ -214,6 +205,22 @@ impl Node {
 
     /// Answers a status query (`?fused` adds the excesses; `?brief` gives the brief status
     /// instead, [`Brief`]; `?own` the own excess alone, [`ExcessJson`]).
+    /// The fleet calibration this node measured as the fitter, and with `--tls` its
+    /// signature ([`crate::fleet_calibration::CalibrationClaim`]).
+    fn calibration_status(&self) -> (Option<crate::fleet_calibration::FleetCalibration>, Vec<u8>) {
+        let held = self.calibration.held.clone();
+        let sig = match (&self.peers.auth, &held) {
+            (Some(a), Some(c)) => crate::fleet_calibration::CalibrationClaim {
+                fleet: &self.s.fleet,
+                node: self.s.id,
+                calibration: c,
+            }
+            .sign(&a.signer),
+            _ => Vec::new(),
+        };
+        (held, sig)
+    }
+
     pub(super) async fn answer_status(&mut self, q: Query) {
         let bytes = if q.parameters().get("brief").is_some() {
             serde_json::to_vec(&self.brief())

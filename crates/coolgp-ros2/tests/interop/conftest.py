@@ -4,11 +4,15 @@ import json
 import math
 import os
 import pathlib
+import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
 
@@ -143,6 +147,18 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture()
+def router(tmp_path):
+    """A zenoh router (router.py) on a free loopback port, as rmw_zenoh's `rmw_zenohd`."""
+    ep = f"tcp/127.0.0.1:{free_port()}"
+    p = subprocess.Popen([sys.executable, HERE / "router.py", ep], stdout=subprocess.PIPE,
+                         stderr=open(tmp_path / "router.log", "w"), text=True)
+    assert "listening" in p.stdout.readline()
+    yield ep
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=10)
 
 
 def status(coolgp_bin, port, fleet):

@@ -7,8 +7,6 @@ spaced grid is refused at start-up, naming both spacings."""
 import json
 import math
 import os
-import pathlib
-import signal
 import subprocess
 import sys
 import threading
@@ -20,23 +18,11 @@ from conftest import free_port, grid_csv, run, stop, wait_for
 
 pytest.importorskip("zenoh")
 
-HERE = pathlib.Path(__file__).resolve().parent
 # latitude spans x (4 points), longitude y (3 points), both spaced 0.0002.
 GRID = "latitude=48:48.0006:4,longitude=11:11.0004:3"
 LATS = [48 + 0.0006 * k / 3 for k in range(4)]
 LONS = [11 + 0.0004 * k / 2 for k in range(3)]
 TYPE = "grid_map_msgs/msg/GridMap"
-
-
-@pytest.fixture()
-def router(tmp_path):
-    ep = f"tcp/127.0.0.1:{free_port()}"
-    p = subprocess.Popen([sys.executable, HERE / "router.py", ep], stdout=subprocess.PIPE,
-                         stderr=open(tmp_path / "router.log", "w"), text=True)
-    assert "listening" in p.stdout.readline()
-    yield ep
-    p.send_signal(signal.SIGTERM)
-    p.wait(timeout=10)
 
 
 def rows_csv(path, n=40):

@@ -7,7 +7,6 @@ import json
 import math
 import os
 import pathlib
-import signal
 import subprocess
 import sys
 import time
@@ -21,17 +20,6 @@ pytest.importorskip("zenoh_ros2_sdk")
 
 HERE = pathlib.Path(__file__).resolve().parent
 GRID = "latitude=48:48.0006:4,longitude=11:11.0004:3"
-
-
-@pytest.fixture()
-def router(tmp_path):
-    ep = f"tcp/127.0.0.1:{free_port()}"
-    p = subprocess.Popen([sys.executable, HERE / "router.py", ep], stdout=subprocess.PIPE,
-                         stderr=open(tmp_path / "router.log", "w"), text=True)
-    assert "listening" in p.stdout.readline()
-    yield ep
-    p.send_signal(signal.SIGTERM)
-    p.wait(timeout=10)
 
 
 def peer(router, *args, timeout=60):
