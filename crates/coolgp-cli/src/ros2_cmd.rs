@@ -10,11 +10,12 @@ use coolgp_ros2::types::{lookup, INPUT_TYPES, TYPES};
 /// `coolgp ros2 …`.
 #[derive(Subcommand, Debug)]
 pub enum Ros2Command {
-    /// The message types coolgp learns from and publishes, with their DDS names and RIHS01
-    /// type hashes (the hashes in rmw_zenoh's key expressions and rosbag2's metadata).
+    /// The message types coolgp learns from and publishes, and the point-query service's
+    /// type, with their DDS names and RIHS01 type hashes (the hashes in rmw_zenoh's key
+    /// expressions and rosbag2's metadata).
     Types {
-        /// One JSON object per line: name, dds_name, hash, role (input, published, nested)
-        /// and, for inputs, the numeric fields.
+        /// One JSON object per line: name, dds_name, hash, role (input, published, nested,
+        /// service) and, for inputs, the numeric fields.
         #[arg(long)]
         json: bool,
     },
@@ -78,6 +79,20 @@ fn types(json: bool) {
                 println!("    fields: {}, stamp", fields.join(", "));
             }
         }
+    }
+    // The point-query service (`--ros2-query-service`).
+    let (name, dds_name, hash) = (
+        coolgp_ros2::service::SERVICE_TYPE,
+        coolgp_ros2::service::dds_name(),
+        coolgp_ros2::service::rihs01(),
+    );
+    if json {
+        let obj = serde_json::json!({
+            "name": name, "dds_name": dds_name, "hash": hash, "role": "service", "fields": [],
+        });
+        println!("{obj}");
+    } else {
+        println!("{name:<38} {:<9} {hash}", "service");
     }
 }
 

@@ -22,6 +22,12 @@ const SEQUENCE: u32 = 144;
 /// `type_id` of a nested type.
 const NESTED: u32 = 1;
 
+/// `type_id` offset of a bounded sequence (`T[<=n]`, capacity n).
+const BOUNDED: u32 = 96;
+
+/// One field of a type description: name, `type_id`, capacity and nested type name.
+type FieldDesc<'a> = (&'a str, u32, usize, &'a str);
+
 /// The RIHS01 hash of `ty`: `RIHS01_` and 64 lowercase hex digits.
 pub fn rihs01(ty: &MsgType) -> String {
     let mut referenced = BTreeMap::new();
@@ -29,12 +35,64 @@ pub fn rihs01(ty: &MsgType) -> String {
     referenced.remove(ty.name);
     let mut json = String::from("{\"type_description\": ");
     describe(ty, &mut json);
+    finish(json, referenced.values().map(|r| Desc::Msg(r)))
+}
+
+/// The RIHS01 hash of the service `name` (`pkg/srv/Name`) whose request and response are
+/// `request` and `response` (named `<name>_Request`, `<name>_Response`): the hash of the
+/// service's description, as rosidl writes it (REP 2011): fields `request_message`,
+/// `response_message` and `event_message` (`<name>_Event`: `service_msgs/ServiceEventInfo
+/// info`, `<name>_Request[<=1] request`, `<name>_Response[<=1] response`), every type they
+/// nest referenced. This is the hash in a service's rmw_zenoh key.
+pub fn rihs01_service(name: &str, request: &'static MsgType, response: &'static MsgType) -> String {
+    let event = format!("{name}_Event");
+    let mut referenced = BTreeMap::new();
+    for ty in [request, response] {
+        referenced.insert(ty.name, ty);
+        collect(ty, &mut referenced);
+    }
+    if let Some(info) = lookup("service_msgs/msg/ServiceEventInfo") {
+        referenced.insert(info.name, info);
+        collect(info, &mut referenced);
+    }
+    let mut descs: Vec<(String, Desc)> = referenced
+        .values()
+        .map(|r| (r.name.to_string(), Desc::Msg(r)))
+        .collect();
+    let event_fields = vec![
+        ("info", NESTED, 0, "service_msgs/msg/ServiceEventInfo"),
+        ("request", NESTED + BOUNDED, 1, request.name),
+        ("response", NESTED + BOUNDED, 1, response.name),
+    ];
+    descs.push((event.clone(), Desc::Fields(&event, event_fields)));
+    descs.sort_by(|a, b| a.0.cmp(&b.0));
+    let top = [
+        ("request_message", NESTED, 0, request.name),
+        ("response_message", NESTED, 0, response.name),
+        ("event_message", NESTED, 0, event.as_str()),
+    ];
+    let mut json = String::from("{\"type_description\": ");
+    describe_fields(name, &top, &mut json);
+    finish(json, descs.into_iter().map(|(_, d)| d))
+}
+
+/// A referenced type: a known message or fields given directly.
+enum Desc<'a> {
+    Msg(&'a MsgType),
+    Fields(&'a str, Vec<FieldDesc<'a>>),
+}
+
+/// Appends the referenced descriptions and hashes the JSON.
+fn finish<'a>(mut json: String, referenced: impl Iterator<Item = Desc<'a>>) -> String {
     json.push_str(", \"referenced_type_descriptions\": [");
-    for (i, r) in referenced.values().enumerate() {
+    for (i, r) in referenced.enumerate() {
         if i > 0 {
             json.push_str(", ");
         }
-        describe(r, &mut json);
+        match r {
+            Desc::Msg(ty) => describe(ty, &mut json),
+            Desc::Fields(name, fields) => describe_fields(name, &fields, &mut json),
+        }
     }
     json.push_str("]}");
     let digest = Sha256::digest(json.as_bytes());
@@ -60,26 +118,36 @@ fn collect(ty: &MsgType, into: &mut BTreeMap<&'static str, &'static MsgType>) {
 
 /// One type's description object.
 fn describe(ty: &MsgType, json: &mut String) {
-    let _ = write!(json, "{{\"type_name\": \"{}\", \"fields\": [", ty.name);
-    for (i, field) in ty.fields.iter().enumerate() {
+    let fields: Vec<FieldDesc> = ty
+        .fields
+        .iter()
+        .map(|field| {
+            let (base, nested) = match field.elem {
+                Elem::Prim(p) => (p.type_id(), ""),
+                Elem::Nested(name) => (NESTED, name),
+            };
+            let (offset, capacity) = match field.shape {
+                Shape::Single => (0, 0),
+                Shape::Array(len) => (ARRAY, len),
+                Shape::Sequence => (SEQUENCE, 0),
+            };
+            (field.name, base + offset, capacity, nested)
+        })
+        .collect();
+    describe_fields(ty.name, &fields, json);
+}
+
+/// A description object of `name` with `fields`.
+fn describe_fields(name: &str, fields: &[FieldDesc], json: &mut String) {
+    let _ = write!(json, "{{\"type_name\": \"{name}\", \"fields\": [");
+    for (i, (field, type_id, capacity, nested)) in fields.iter().enumerate() {
         if i > 0 {
             json.push_str(", ");
         }
-        let (base, nested) = match field.elem {
-            Elem::Prim(p) => (p.type_id(), ""),
-            Elem::Nested(name) => (NESTED, name),
-        };
-        let (offset, capacity) = match field.shape {
-            Shape::Single => (0, 0),
-            Shape::Array(len) => (ARRAY, len),
-            Shape::Sequence => (SEQUENCE, 0),
-        };
         let _ = write!(
             json,
-            "{{\"name\": \"{}\", \"type\": {{\"type_id\": {}, \"capacity\": {capacity}, \
-             \"string_capacity\": 0, \"nested_type_name\": \"{nested}\"}}}}",
-            field.name,
-            base + offset
+            "{{\"name\": \"{field}\", \"type\": {{\"type_id\": {type_id}, \"capacity\": \
+             {capacity}, \"string_capacity\": 0, \"nested_type_name\": \"{nested}\"}}}}"
         );
     }
     json.push_str("]}");

@@ -15,7 +15,8 @@
 //!   `grid_map_msgs/msg/GridMap` (layers mean and variance); [`diagnostics`]: its health as a
 //!   `DiagnosticArray`.
 //!
-//! - [`rmw_zenoh`]: rmw_zenoh's key expressions, attachments and liveliness tokens.
+//! - [`rmw_zenoh`]: rmw_zenoh's key expressions, attachments and liveliness tokens;
+//!   [`service`]: point queries as a ROS 2 service (`rcl_interfaces/srv/GetParameters`).
 //!
 //! The transport (the zenoh sessions) lives in `coolgp-node`; everything here is pure
 //! functions of bytes, except [`bag`], which reads files.
@@ -32,6 +33,7 @@ pub mod grid_map;
 pub mod hash;
 pub mod map;
 pub mod rmw_zenoh;
+pub mod service;
 pub mod spec;
 pub mod types;
 

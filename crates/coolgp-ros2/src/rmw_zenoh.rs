@@ -7,7 +7,8 @@
 //! - Attachment (33 bytes): sequence number (i64 LE, from 1), source time (i64 LE, ns since
 //!   the epoch), then the publisher's GID as a length byte 16 and 16 bytes.
 //! - Liveliness token: `@ros2_lv/<domain>/<zid>/<node id>/<entity id>/<NN|MP|MS>/<enclave>/
-//!   <namespace>/<node>[/<topic>/<type>/<hash>/<qos>]`, each field's `/` written `%` and an
+//!   <namespace>/<node>[/<topic>/<type>/<hash>/<qos>]` (`SS`/`SC` for a service's server and
+//!   client, the service's name and type in place of the topic's), each field's `/` written `%` and an
 //!   empty field `%`; the GID is the XXH3-128 of the token (low 64 bits first, little endian).
 //! - QoS field: `<reliability>:<durability>:<history>,<depth>:<deadline s>,<ns>:<lifespan s>,
 //!   <ns>:<liveliness>,<lease s>,<ns>`, with the RMW enum numbers (reliable 1, best effort 2,
@@ -32,6 +33,10 @@ pub enum Kind {
     Publisher,
     /// A subscription (`MS`).
     Subscription,
+    /// A service server (`SS`).
+    ServiceServer,
+    /// A service client (`SC`).
+    ServiceClient,
 }
 
 impl Kind {
@@ -40,6 +45,8 @@ impl Kind {
             Kind::Node => "NN",
             Kind::Publisher => "MP",
             Kind::Subscription => "MS",
+            Kind::ServiceServer => "SS",
+            Kind::ServiceClient => "SC",
         }
     }
 
@@ -48,6 +55,8 @@ impl Kind {
             "NN" => Some(Kind::Node),
             "MP" => Some(Kind::Publisher),
             "MS" => Some(Kind::Subscription),
+            "SS" => Some(Kind::ServiceServer),
+            "SC" => Some(Kind::ServiceClient),
             _ => None,
         }
     }

@@ -108,17 +108,20 @@ pub struct MsgType {
 }
 
 impl MsgType {
-    /// The package, `msg` and the short name.
-    fn parts(&self) -> (&'static str, &'static str) {
-        let pkg = self.name.split('/').next().unwrap_or_default();
+    /// The package, the kind (`msg`, `srv`) and the short name.
+    fn parts(&self) -> (&'static str, &'static str, &'static str) {
+        let mut it = self.name.split('/');
+        let pkg = it.next().unwrap_or_default();
+        let kind = it.next().unwrap_or("msg");
         let short = self.name.rsplit('/').next().unwrap_or_default();
-        (pkg, short)
+        (pkg, kind, short)
     }
 
-    /// The DDS type name rmw_zenoh and rmw_fastrtps use: `pkg::msg::dds_::Name_`.
+    /// The DDS type name rmw_zenoh and rmw_fastrtps use: `pkg::msg::dds_::Name_` (a
+    /// service's request or response: `pkg::srv::dds_::Name_Request_`).
     pub fn dds_name(&self) -> String {
-        let (pkg, short) = self.parts();
-        format!("{pkg}::msg::dds_::{short}_")
+        let (pkg, kind, short) = self.parts();
+        format!("{pkg}::{kind}::dds_::{short}_")
     }
 
     /// Whether the type starts with a `std_msgs/msg/Header` named `header`.
@@ -153,7 +156,7 @@ const fn arr(name: &'static str, p: Prim, len: usize) -> Field {
     }
 }
 
-const fn seq(name: &'static str, elem: Elem) -> Field {
+pub(crate) const fn seq(name: &'static str, elem: Elem) -> Field {
     Field {
         name,
         elem,
@@ -378,6 +381,32 @@ pub static TYPES: &[MsgType] = &[
             seq("data", Elem::Nested("std_msgs/msg/Float32MultiArray")),
             f("outer_start_index", Prim::U16),
             f("inner_start_index", Prim::U16),
+        ],
+    },
+    // The point-query service's answers (`rcl_interfaces/srv/GetParameters`, crate::service)
+    // and what every service's event message nests (the service's type hash covers it).
+    MsgType {
+        name: "rcl_interfaces/msg/ParameterValue",
+        fields: &[
+            f("type", Prim::U8),
+            f("bool_value", Prim::Bool),
+            f("integer_value", Prim::I64),
+            f("double_value", Prim::F64),
+            f("string_value", Prim::String),
+            seq("byte_array_value", Elem::Prim(Prim::Byte)),
+            seq("bool_array_value", Elem::Prim(Prim::Bool)),
+            seq("integer_array_value", Elem::Prim(Prim::I64)),
+            seq("double_array_value", Elem::Prim(Prim::F64)),
+            seq("string_array_value", Elem::Prim(Prim::String)),
+        ],
+    },
+    MsgType {
+        name: "service_msgs/msg/ServiceEventInfo",
+        fields: &[
+            f("event_type", Prim::U8),
+            n("stamp", "builtin_interfaces/msg/Time"),
+            arr("client_gid", Prim::U8, 16),
+            f("sequence_number", Prim::I64),
         ],
     },
 ];

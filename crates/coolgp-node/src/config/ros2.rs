@@ -71,12 +71,20 @@ pub struct Ros2NodeArgs {
     /// [default: pointcloud2].
     #[arg(long, value_name = "pointcloud2|grid_map", help_heading = "ROS 2")]
     pub ros2_map_format: Option<String>,
+    /// Answer point queries as the ROS 2 service NAME (relative: under the namespace), of the
+    /// standard type rcl_interfaces/srv/GetParameters: each request name is one point, the
+    /// node's inputs as decimals separated by commas; each answer a double array [mean,
+    /// var_f, var_y] (from the same source as the map, --ros2-map-source), or a string
+    /// "error: ..." (docs/ROS2.md) [default: no service].
+    #[arg(long, value_name = "NAME", help_heading = "ROS 2")]
+    pub ros2_query_service: Option<String>,
 }
 
 impl Ros2NodeArgs {
     /// The keys of a configuration file.
-    pub const KEYS: [&'static str; 13] = [
+    pub const KEYS: [&'static str; 14] = [
         "ros2",
+        "ros2-query-service",
         "ros2-map-format",
         "ros2-map-source",
         "ros2-map-durability",
@@ -107,6 +115,7 @@ impl Ros2NodeArgs {
             ros2_map_source: self.ros2_map_source.or(f.ros2_map_source),
             ros2_map_durability: self.ros2_map_durability.or(f.ros2_map_durability),
             ros2_map_format: self.ros2_map_format.or(f.ros2_map_format),
+            ros2_query_service: self.ros2_query_service.or(f.ros2_query_service),
         }
     }
 
@@ -133,7 +142,8 @@ impl Ros2NodeArgs {
                 || self.ros2_map_topic.is_some()
                 || self.ros2_map_source.is_some()
                 || self.ros2_map_durability.is_some()
-                || self.ros2_map_format.is_some();
+                || self.ros2_map_format.is_some()
+                || self.ros2_query_service.is_some();
             if given || live.is_some() {
                 return Err(NodeError::Config(
                     "ROS 2 options need --ros2 zenoh (live topics over rmw_zenoh); a recording \
@@ -204,10 +214,12 @@ impl Ros2NodeArgs {
                 )))
             }
         };
+        let query_service = self.query_service(&namespace)?;
         let map_durability = self.map_durability()?;
         let map_format = self.map_format()?;
         Ok(Some(Ros2Settings {
             map_fleet,
+            query_service,
             map_durability,
             map_format,
             middleware,
@@ -225,6 +237,27 @@ impl Ros2NodeArgs {
             every,
             map_topic,
         }))
+    }
+
+    /// `--ros2-query-service`, resolved against the namespace: a valid ROS 2 name (parts of
+    /// letters, digits and _, not starting with a digit).
+    fn query_service(&self, namespace: &str) -> Result<Option<String>> {
+        let Some(name) = self.ros2_query_service.as_deref() else {
+            return Ok(None);
+        };
+        let valid = |p: &str| {
+            !p.is_empty()
+                && !p.starts_with(|c: char| c.is_ascii_digit())
+                && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        let trimmed = name.trim_start_matches('/').trim_end_matches('/');
+        if trimmed.is_empty() || !trimmed.split('/').all(valid) {
+            return Err(NodeError::Config(format!(
+                "--ros2-query-service `{name}`: a ROS 2 service name is parts of letters, \
+                 digits and _ separated by /, e.g. coolgp/query"
+            )));
+        }
+        Ok(Some(coolgp_ros2::rmw_zenoh::resolve(namespace, name)))
     }
 
     /// `--ros2-map-durability`: volatile (the default) or transient-local.

@@ -407,3 +407,51 @@ fn ros2_map_format_from_the_flag_and_the_file() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn ros2_query_service_from_the_flag_and_the_file() {
+    let dir = std::env::temp_dir().join(format!("coolgp-node-qsvc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join("node.toml");
+    std::fs::write(
+        &path,
+        "id = 7\nfleet = \"lab\"\nros2 = \"zenoh\"\nros2-namespace = \"/robot1\"\n\
+         ros2-input = [\"/fix:sensor_msgs/msg/NavSatFix:latitude,longitude\"]\n\
+         ros2-target = \"/temp:sensor_msgs/msg/Temperature:temperature\"\n\
+         ros2-query-service = \"coolgp/query\"\n",
+    )
+    .expect("write");
+    let file = || NodeArgs {
+        config: Some(path.clone()),
+        ..NodeArgs::default()
+    };
+    let service = |a: NodeArgs| {
+        a.resolve()
+            .expect("valid")
+            .ros2
+            .and_then(|r| r.query_service)
+    };
+    // Relative: under the namespace; absolute stays.
+    assert_eq!(service(file()).as_deref(), Some("/robot1/coolgp/query"));
+    let mut flag = file();
+    flag.ros2_node.ros2_query_service = Some("/gp_query".into());
+    assert_eq!(service(flag).as_deref(), Some("/gp_query"), "the flag wins");
+    for bad in ["", "/", "coolgp//query", "1query", "coolgp/que-ry"] {
+        let mut a = file();
+        a.ros2_node.ros2_query_service = Some(bad.into());
+        let e = a.resolve().map(|_| ()).expect_err(bad).to_string();
+        assert!(e.contains("--ros2-query-service"), "{bad}: {e}");
+    }
+    let mut without = file();
+    without.ros2_node.ros2 = None;
+    without.ros2.ros2_input = None;
+    without.ros2.ros2_target = None;
+    std::fs::write(
+        &path,
+        "id = 7\nfleet = \"lab\"\ninputs = [\"a\"]\nros2-query-service = \"q\"\n",
+    )
+    .expect("write");
+    let e = without.resolve().map(|_| ()).expect_err("needs --ros2");
+    assert!(e.to_string().contains("need --ros2"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

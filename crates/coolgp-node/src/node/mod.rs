@@ -18,6 +18,7 @@ mod intake;
 mod members;
 mod pooled;
 mod report;
+mod ros2_query;
 mod ros2_side;
 mod session;
 mod start;
@@ -523,6 +524,7 @@ impl Node {
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let shutdown = shutdown_signal();
         tokio::pin!(shutdown);
+        let mut calls = self.ros2.as_mut().and_then(|r| r.link.take_calls());
         loop {
             tokio::select! {
                 biased;
@@ -545,6 +547,9 @@ impl Node {
                     }
                 }
                 () = inbound.notify.notified() => self.drain_inbound(&inbound),
+                call = ros2_query::next_call(&mut calls) => {
+                    self.answer_ros2_call(call, endpoints.session());
+                }
             }
         }
     }

@@ -21,8 +21,8 @@ type MapJob = tokio::task::JoinHandle<Result<(Vec<u8>, f64), String>>;
 pub(crate) struct Ros2Side {
     pub(crate) link: Ros2Link,
     grid: Option<MapGrid>,
-    /// The map shows the fleet query (else this node's own answer).
-    fleet: bool,
+    /// The map and the query service show the fleet query (else this node's own answer).
+    pub(super) fleet: bool,
     every: Duration,
     next: Instant,
     job: Option<MapJob>,
@@ -44,17 +44,16 @@ impl Ros2Side {
 /// How long a fleet map waits for the nodes' answers.
 const FLEET_MAP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The fleet query's map over `grid` at `rows` (the nodes nearest each row answer, combined
-/// by the default rule and calibration, suspects left out), as `format`'s bytes, and the
-/// milliseconds.
-async fn fleet_map(
+/// The fleet query's answers at `rows` (inputs named `inputs`): the nodes nearest each row
+/// answer, combined by the default rule and calibration, suspects left out, as `coolgp query
+/// --all` answers. The map and the query service (`--ros2-query-service`) both ask this way.
+pub(super) async fn fleet_predict(
     session: &zenoh::Session,
     fleet: &str,
     inputs: Vec<String>,
-    (grid, rows, format): (&MapGrid, Vec<Vec<f64>>, MapFormat),
+    rows: Vec<Vec<f64>>,
     roster: Option<&crate::auth::Roster>,
-) -> Result<(Vec<u8>, f64), String> {
-    let t0 = Instant::now();
+) -> Result<crate::status::PredictReply, String> {
     let req = crate::status::PredictRequest {
         columns: Some(inputs),
         x: rows,
@@ -76,8 +75,22 @@ async fn fleet_map(
     .await
     .map_err(|e| e.to_string())?;
     for n in notes {
-        tracing::debug!(note = %n, "fleet map");
+        tracing::debug!(note = %n, "fleet query for ROS 2");
     }
+    Ok(reply)
+}
+
+/// The fleet query's map over `grid` at `rows` ([`fleet_predict`]), as `format`'s bytes, and
+/// the milliseconds.
+async fn fleet_map(
+    session: &zenoh::Session,
+    fleet: &str,
+    inputs: Vec<String>,
+    (grid, rows, format): (&MapGrid, Vec<Vec<f64>>, MapFormat),
+    roster: Option<&crate::auth::Roster>,
+) -> Result<(Vec<u8>, f64), String> {
+    let t0 = Instant::now();
+    let reply = fleet_predict(session, fleet, inputs, rows, roster).await?;
     let bytes = format
         .encode(grid, &reply.mean, &reply.var_f, now_ns(), "map")
         .map_err(|e| e.to_string())?;

@@ -149,8 +149,8 @@ fn dds_err(what: &str, e: impl fmt::Debug) -> NodeError {
     NodeError::Config(format!("DDS: {what}: {e:?}"))
 }
 
-/// A fully qualified topic as a `ros2-client` name (namespace, base).
-fn name(topic: &str) -> Result<Name> {
+/// A fully qualified topic (or service) as a `ros2-client` name (namespace, base).
+pub(super) fn name(topic: &str) -> Result<Name> {
     let (ns, base) = topic.rsplit_once('/').unwrap_or(("", topic));
     let ns = if ns.is_empty() { "/" } else { ns };
     Name::new(ns, base).map_err(|e| dds_err(&format!("topic name {topic}"), e))
@@ -190,15 +190,21 @@ pub struct DdsSide {
     diagnostics: Publisher<RawCdr>,
     stop: Arc<AtomicBool>,
     poller: Option<std::thread::JoinHandle<()>>,
+    server: Option<std::thread::JoinHandle<()>>,
 }
 
 impl DdsSide {
     /// Joins DDS domain `s.domain` as node `s.node_name` in `s.namespace`, with its
-    /// subscriptions (polled on a thread, into `feed`) and publishers.
+    /// subscriptions (polled on a thread, into `feed`), publishers and query service (its
+    /// calls into `calls`, [`super::dds_service`]).
     ///
     /// # Errors
     /// [`NodeError::Config`] naming what DDS refused.
-    pub(super) fn open(s: &Ros2Settings, feed: Option<Arc<Feed>>) -> Result<Self> {
+    pub(super) fn open(
+        s: &Ros2Settings,
+        feed: Option<Arc<Feed>>,
+        calls: Option<super::CallSink>,
+    ) -> Result<Self> {
         let domain = u16::try_from(s.domain).map_err(|e| dds_err("domain id", e))?;
         let context = if s.localhost_only {
             let dp = DomainParticipantBuilder::new(domain)
@@ -260,6 +266,19 @@ impl DdsSide {
             q.clone(),
         )?;
         let stop = Arc::new(AtomicBool::new(false));
+        let server = match (&s.query_service, calls) {
+            (Some(service), Some(sink)) => {
+                let srv = super::dds_service::declare(&mut node, service, q.clone())?;
+                let stop = Arc::clone(&stop);
+                Some(
+                    std::thread::Builder::new()
+                        .name("coolgp-dds-service".into())
+                        .spawn(move || super::dds_service::serve(srv, sink, &stop, POLL))
+                        .map_err(|e| dds_err("service thread", e))?,
+                )
+            }
+            _ => None,
+        };
         let poller = match feed {
             Some(feed) if !subs.is_empty() => {
                 let stop = Arc::clone(&stop);
@@ -278,6 +297,7 @@ impl DdsSide {
             diagnostics,
             stop,
             poller,
+            server,
         })
     }
 
@@ -300,8 +320,11 @@ impl DdsSide {
 
     pub(super) fn close(mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(p) = self.poller.take() {
-            let _ = p.join();
+        for t in [self.poller.take(), self.server.take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = t.join();
         }
         drop(self.node);
     }

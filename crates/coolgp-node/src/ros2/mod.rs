@@ -13,6 +13,8 @@
 
 #[cfg(feature = "dds")]
 mod dds;
+#[cfg(feature = "dds")]
+mod dds_service;
 pub mod zenoh;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -96,6 +98,8 @@ pub struct Ros2Settings {
     pub map_durability: MapDurability,
     /// The map's message type (`--ros2-map-format`).
     pub map_format: coolgp_ros2::grid_map::MapFormat,
+    /// The point-query service's fully qualified name (`--ros2-query-service`), if served.
+    pub query_service: Option<String>,
 }
 
 /// What the ROS 2 link reports in the node's status.
@@ -134,6 +138,22 @@ pub struct Ros2Status {
     pub last_map_ms: Option<f64>,
     /// Diagnostics published.
     pub diagnostics: u64,
+    /// Point-query service calls answered (`--ros2-query-service`).
+    #[serde(default)]
+    pub service_calls: u64,
+    /// Service requests refused with an error reply: not a request of the service's type,
+    /// without rmw_zenoh's attachment, or the queue full.
+    #[serde(default)]
+    pub service_refused: u64,
+}
+
+/// The point-query service's counts, shared by the middleware's handlers.
+#[derive(Debug, Default)]
+pub struct ServiceCounts {
+    /// Calls answered.
+    pub answered: AtomicU64,
+    /// Requests refused.
+    pub refused: AtomicU64,
 }
 
 pub(crate) fn now_ns() -> i64 {
@@ -278,6 +298,23 @@ impl Feed {
     }
 }
 
+/// The most point-query calls waiting for the node at once; more are refused as busy.
+pub const CALL_QUEUE: usize = 64;
+
+/// One point-query call of a ROS 2 client (`--ros2-query-service`): its request's names (one
+/// point each, [`coolgp_ros2::service`]); the answers, one per name, go back on `reply`, and
+/// the middleware sends them to the client as its response.
+#[derive(Debug)]
+pub struct ServiceCall {
+    /// The request's names, in order.
+    pub names: Vec<String>,
+    /// Where the answers go.
+    pub reply: tokio::sync::oneshot::Sender<Vec<coolgp_ros2::service::Answer>>,
+}
+
+/// Where a service's calls go: the node's queue and the counts.
+pub(crate) type CallSink = (mpsc::Sender<ServiceCall>, Arc<ServiceCounts>);
+
 /// The middleware's side of a link.
 enum Backend {
     Zenoh(Box<zenoh::ZenohSide>),
@@ -293,6 +330,10 @@ pub struct Ros2Link {
     pub status: Ros2Status,
     /// The message type the map is published as.
     pub map_format: coolgp_ros2::grid_map::MapFormat,
+    /// The point-query calls, until the node takes them ([`Ros2Link::take_calls`]).
+    calls: Option<mpsc::Receiver<ServiceCall>>,
+    /// The service's counts.
+    service: Arc<ServiceCounts>,
 }
 
 impl Ros2Link {
@@ -307,12 +348,22 @@ impl Ros2Link {
             (Some(spec), Some(tx)) => Some(Arc::new(Feed::new(spec, tx)?)),
             _ => None,
         };
-        let backend = match s.middleware {
-            Middleware::Zenoh => {
-                Backend::Zenoh(Box::new(zenoh::ZenohSide::open(s, feed.clone()).await?))
+        let service = Arc::new(ServiceCounts::default());
+        let (call_tx, calls) = match &s.query_service {
+            Some(_) => {
+                let (tx, rx) = mpsc::channel(CALL_QUEUE);
+                (Some((tx, Arc::clone(&service))), Some(rx))
             }
+            None => (None, None),
+        };
+        let backend = match s.middleware {
+            Middleware::Zenoh => Backend::Zenoh(Box::new(
+                zenoh::ZenohSide::open(s, feed.clone(), call_tx).await?,
+            )),
             #[cfg(feature = "dds")]
-            Middleware::Dds => Backend::Dds(Box::new(dds::DdsSide::open(s, feed.clone())?)),
+            Middleware::Dds => {
+                Backend::Dds(Box::new(dds::DdsSide::open(s, feed.clone(), call_tx)?))
+            }
             #[cfg(not(feature = "dds"))]
             Middleware::Dds => {
                 return Err(NodeError::Config(
@@ -335,11 +386,14 @@ impl Ros2Link {
             map = s.map.as_ref().map(|_| s.map_topic.as_str()),
             map_durability = s.map_durability.as_str(),
             map_format = s.map_format.as_str(),
+            query_service = s.query_service.as_deref(),
             "ROS 2 node up"
         );
         Ok(Self {
             backend,
             feed,
+            calls,
+            service,
             map_format: s.map_format,
             status: Ros2Status {
                 middleware: middleware.into(),
@@ -350,12 +404,19 @@ impl Ros2Link {
         })
     }
 
+    /// The point-query calls (`--ros2-query-service`), once: the node's loop answers them.
+    pub fn take_calls(&mut self) -> Option<mpsc::Receiver<ServiceCall>> {
+        self.calls.take()
+    }
+
     /// The status with the feed's counts folded in.
     pub fn status(&self) -> Ros2Status {
         let mut st = self.status.clone();
         if let Some(f) = &self.feed {
             f.report(&mut st);
         }
+        st.service_calls = self.service.answered.load(Ordering::Relaxed);
+        st.service_refused = self.service.refused.load(Ordering::Relaxed);
         st
     }
 

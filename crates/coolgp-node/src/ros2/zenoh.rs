@@ -13,17 +13,21 @@
 //! and served, its samples carry timestamps (`<id>` = `uhlc`, as zenoh-ext writes for a
 //! timestamped publisher), by which a subscriber drops a copy it already has.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use coolgp_ros2::rmw_zenoh::{self as rz, Entity, Kind, Qos};
+use coolgp_ros2::service;
 use coolgp_ros2::types::{lookup, MsgType};
 use zenoh::bytes::ZBytes;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::{Publisher, Subscriber};
+use zenoh::query::Query;
 use zenoh::time::Timestamp;
 use zenoh::Session;
 
 use super::{now_ns, Feed, MapDurability, Ros2Settings, DIAGNOSTICS_TOPIC};
+use super::{CallSink, ServiceCall, ServiceCounts, CALL_QUEUE};
 use crate::error::{NodeError, Result};
 use crate::transport::{self, Role};
 
@@ -114,6 +118,109 @@ impl Latch {
     }
 }
 
+/// The point-query service's server (`--ros2-query-service`), as rmw_zenoh serves a
+/// service: a complete queryable on `<domain>/<service>/<type>/<hash>`, a liveliness token of
+/// kind `SS`, and each reply on the service's key with the attachment of the request's
+/// sequence number, the reply's time and the client's GID. Requests go to the node's loop
+/// ([`ServiceCall`]); a request that is not one is refused with an error reply, logged.
+struct QueryService {
+    server: tokio::task::JoinHandle<()>,
+    _token: LivelinessToken,
+}
+
+impl QueryService {
+    async fn declare(
+        session: &Session,
+        graph: &mut Graph<'_>,
+        name: &str,
+        (tx, counts): CallSink,
+    ) -> Result<Self> {
+        let err = |e| NodeError::zenoh("declaring the ROS 2 query service", e);
+        let mut e = graph.entity(Kind::ServiceServer, None);
+        e.topic = Some((
+            name.to_string(),
+            service::dds_name(),
+            service::rihs01(),
+            Qos::DEFAULT.field(),
+        ));
+        let key = service::key(graph.s.domain, name);
+        let queryable = session
+            .declare_queryable(key.clone())
+            .complete(true)
+            .await
+            .map_err(err)?;
+        let tok = token(session, &e).await?;
+        let server = tokio::spawn(async move {
+            while let Ok(query) = queryable.recv_async().await {
+                serve(query, &tx, &counts, &key);
+            }
+        });
+        Ok(Self {
+            server,
+            _token: tok,
+        })
+    }
+}
+
+/// One request: decoded and queued for the node, whose answer a task sends back; or refused.
+fn serve(
+    query: Query,
+    tx: &tokio::sync::mpsc::Sender<ServiceCall>,
+    counts: &Arc<ServiceCounts>,
+    key: &str,
+) {
+    let attachment = query
+        .attachment()
+        .and_then(|z| rz::parse_attachment(&z.to_bytes()));
+    let payload = query.payload().map(|p| p.to_bytes().into_owned());
+    let call = match (attachment, payload) {
+        (None, _) => Err(
+            "no rmw_zenoh attachment (sequence number, time, client GID): call it with a ROS 2 \
+             client"
+                .to_string(),
+        ),
+        (_, None) => Err(format!("an empty request: {}", service::SERVICE_TYPE)),
+        (Some(a), Some(p)) => service::decode_request(&p)
+            .map(|names| (a, names))
+            .map_err(|e| e.to_string()),
+    };
+    let ((seq, _, gid), names) = match call {
+        Ok(c) => c,
+        Err(why) => return refuse(query, counts, why),
+    };
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    if tx.try_send(ServiceCall { names, reply }).is_err() {
+        let why = format!("busy: {CALL_QUEUE} calls are waiting; try again");
+        return refuse(query, counts, why);
+    }
+    let (counts, key) = (Arc::clone(counts), key.to_string());
+    tokio::spawn(async move {
+        let Ok(answers) = answer.await else {
+            tracing::debug!("a ROS 2 service call dropped unanswered (the node is stopping)");
+            return;
+        };
+        let bytes = service::encode_response(&answers, coolgp_ros2::cdr::Endian::Little);
+        let att = rz::attachment(seq, now_ns(), &gid).to_vec();
+        match query.reply(key, bytes).attachment(att).await {
+            Ok(()) => {
+                counts.answered.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => tracing::debug!(error = %e, "answering a ROS 2 service call"),
+        }
+    });
+}
+
+/// Refuses a request with an error reply saying why, logged and counted.
+fn refuse(query: Query, counts: &Arc<ServiceCounts>, why: String) {
+    counts.refused.fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(error = %why, "a ROS 2 query-service request refused");
+    tokio::spawn(async move {
+        if let Err(e) = query.reply_err(why).await {
+            tracing::debug!(error = %e, "refusing a ROS 2 service call");
+        }
+    });
+}
+
 /// Entity numbering of one node: the node is 0, its endpoints 1, 2, …
 struct Graph<'a> {
     s: &'a Ros2Settings,
@@ -200,17 +307,22 @@ pub struct ZenohSide {
     session: Session,
     map: Option<RosPublisher>,
     diagnostics: RosPublisher,
+    query_service: Option<QueryService>,
     _subscribers: Vec<Subscriber<()>>,
     _tokens: Vec<LivelinessToken>,
 }
 
 impl ZenohSide {
-    /// Opens the session and declares the node, its subscriptions (into `feed`) and its
-    /// publishers.
+    /// Opens the session and declares the node, its subscriptions (into `feed`), its
+    /// publishers and its query service (calls into `calls`).
     ///
     /// # Errors
     /// [`NodeError::Zenoh`] if the session or a declaration fails.
-    pub(super) async fn open(s: &Ros2Settings, feed: Option<Arc<Feed>>) -> Result<Self> {
+    pub(super) async fn open(
+        s: &Ros2Settings,
+        feed: Option<Arc<Feed>>,
+        calls: Option<CallSink>,
+    ) -> Result<Self> {
         let session = transport::open(&s.zenoh, Role::Client).await?;
         let mut graph = Graph {
             s,
@@ -255,10 +367,17 @@ impl ZenohSide {
         let ty = known("diagnostic_msgs/msg/DiagnosticArray")?;
         let volatile = MapDurability::Volatile;
         let diagnostics = publisher(&session, &mut graph, DIAGNOSTICS_TOPIC, ty, volatile).await?;
+        let query_service = match (&s.query_service, calls) {
+            (Some(name), Some(sink)) => {
+                Some(QueryService::declare(&session, &mut graph, name, sink).await?)
+            }
+            _ => None,
+        };
         Ok(Self {
             session,
             map,
             diagnostics,
+            query_service,
             _subscribers: subscribers,
             _tokens: tokens,
         })
@@ -279,6 +398,9 @@ impl ZenohSide {
     pub(super) async fn close(self) {
         if let Some(latch) = self.map.as_ref().and_then(|m| m.latch.as_ref()) {
             latch.server.abort();
+        }
+        if let Some(q) = &self.query_service {
+            q.server.abort();
         }
         drop(self._tokens);
         if let Err(e) = self.session.close().await {
