@@ -37,11 +37,13 @@
 #![warn(missing_docs)]
 
 mod agent;
+mod families;
 mod keys;
 pub mod memory;
 mod ros2;
 
 pub use agent::{AgentArgs, Tunes, Validated, DEFAULT_LOCAL_MEMORY, DEFAULT_LOCAL_POLICY};
+pub use families::{local_families, FitArgs};
 pub use keys::check_keys;
 pub use memory::{check_memory, machine_memory, Sizes};
 pub use ros2::Ros2Args;

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
+use coolgp::local::ResidualFamily;
 use coolgp::{AgentConfig, FusionRule};
-use coolgp_config::{AgentArgs, ConfigError, Driver, Ros2Args, Sizes};
+use coolgp_config::{AgentArgs, ConfigError, Driver, FitArgs, Ros2Args, Sizes};
 use coolgp_ros2::RowSpec;
 use serde::{Deserialize, Serialize};
 
@@ -127,6 +128,10 @@ pub struct NodeArgs {
     #[command(flatten)]
     #[serde(flatten)]
     pub agent: AgentArgs,
+    /// The fleet's pooled fit of the residual kernel (`--local-families`).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub fit: FitArgs,
     /// Seed of the agent's own randomness (importance samples) [default: the id].
     #[arg(long)]
     pub seed: Option<u64>,
@@ -295,6 +300,8 @@ pub struct NodeSettings {
     pub zenoh: ZenohArgs,
     /// The node as a ROS 2 participant (`--ros2`).
     pub ros2: Option<Ros2Settings>,
+    /// The kernel families this node's pooled fit chooses among (`--local-families`).
+    pub local_families: Vec<ResidualFamily>,
 }
 
 impl From<ConfigError> for NodeError {
@@ -417,6 +424,7 @@ impl NodeArgs {
     pub fn known_keys() -> Vec<&'static str> {
         let log = ["log-format"];
         let keys = Self::KEYS.iter().chain(&log).chain(&AgentArgs::KEYS);
+        let keys = keys.chain(&FitArgs::KEYS);
         keys.chain(&ZenohArgs::KEYS)
             .chain(&Ros2Args::KEYS)
             .chain(&Ros2NodeArgs::KEYS)
@@ -438,6 +446,7 @@ impl NodeArgs {
             fusion: self.fusion.or(f.fusion),
             fleet_size: self.fleet_size.or(f.fleet_size),
             agent: self.agent.merged(f.agent),
+            fit: self.fit.merged(f.fit),
             seed: self.seed.or(f.seed),
             data: self.data.or(f.data),
             follow: self.follow || f.follow,
@@ -647,6 +656,7 @@ impl NodeArgs {
             log_format,
             zenoh: self.zenoh,
             ros2,
+            local_families: self.fit.families(Driver::Node)?,
         })
     }
 }
@@ -670,5 +680,7 @@ fn check_memory(vocab: &VocabSource, agent: &AgentConfig, d: usize, machine: u64
     Ok(coolgp_config::check_memory(&sizes, machine, Driver::Node)?)
 }
 
+#[cfg(test)]
+mod families_tests;
 #[cfg(test)]
 mod tests;

@@ -10,26 +10,35 @@
 //! The kernel's words (`local_kernel` in the status, [`kernel_words`]): a learned kernel's
 //! parameters `[ln σ_r, ln σ_rn, ln ℓ_1..d]` followed, for a Matérn family, by its smoothness
 //! ν (1.5 or 2.5; docs/LOCAL.md §12a); the squared exponential (ν → ∞) has no word more, as
-//! before the families, so its words are the parameters alone. The family is signed with
-//! the parameters. A follower reads them back with [`kernel_of_words`] and refuses a family
-//! it does not know.
+//! before the families, so its words are the parameters alone. The sum family's words are its
+//! `2d + 4` parameters followed by [`SUM_WORD`] (0, never a Matérn ν): a node of a build
+//! before the sum counts `2d + 5` words where it expects `2 + d` or `3 + d` and refuses them
+//! with a log line, keeping its kernel. The family is signed with the parameters. A follower
+//! reads them back with [`kernel_of_words`] and refuses a family it does not know.
 
 use coolgp::local::ResidualFamily;
 
 use crate::auth::{statement, verifies, PublicKey, Signer};
 use crate::status::Status;
 
+/// The word after a sum kernel's parameters (module doc): 0, no Matérn smoothness.
+pub const SUM_WORD: f64 = 0.0;
+
 /// A learned kernel of `family` with `params` as a status reports it (module doc): the
-/// parameters, then ν for a Matérn family.
+/// parameters, then ν for a Matérn family or [`SUM_WORD`] for the sum.
 pub fn kernel_words(family: ResidualFamily, params: &[f64]) -> Vec<f64> {
     let mut words = params.to_vec();
     words.extend(family.smoothness());
+    if family == ResidualFamily::Sum {
+        words.push(SUM_WORD);
+    }
     words
 }
 
 /// The family and parameters of a status's kernel words (module doc), for a learned kernel
-/// of `len` parameters: `len` words are a squared exponential, `len + 1` a Matérn kernel
-/// whose last word is its smoothness ν.
+/// whose squared exponential has `len` parameters (`2 + d`): `len` words are a squared
+/// exponential, `len + 1` a Matérn kernel whose last word is its smoothness ν, `2·len + 1`
+/// (`2d + 5`) a sum whose last word is [`SUM_WORD`].
 ///
 /// # Errors
 /// The reason, for a log line: another number of words, or a ν of no family this build
@@ -37,6 +46,9 @@ pub fn kernel_words(family: ResidualFamily, params: &[f64]) -> Vec<f64> {
 pub fn kernel_of_words(words: &[f64], len: usize) -> Result<(ResidualFamily, &[f64]), String> {
     match words.len() {
         n if n == len => Ok((ResidualFamily::SquaredExponential, words)),
+        n if len >= 2 && n == 2 * len + 1 && words[n - 1] == SUM_WORD => {
+            Ok((ResidualFamily::Sum, &words[..n - 1]))
+        }
         n if n == len + 1 => {
             let nu = words[len];
             let family = ResidualFamily::from_smoothness(nu).ok_or_else(|| {
@@ -49,9 +61,10 @@ pub fn kernel_of_words(words: &[f64], len: usize) -> Result<(ResidualFamily, &[f
             Ok((family, &words[..len]))
         }
         n => Err(format!(
-            "{n} kernel words, expected {len} parameters (squared exponential) or {} \
-             (Matérn: the parameters and ν)",
-            len + 1
+            "{n} kernel words, expected {len} parameters (squared exponential), {} \
+             (Matérn: the parameters and ν) or {} (the sum: its 2d + 4 parameters and 0)",
+            len + 1,
+            2 * len + 1
         )),
     }
 }
@@ -271,13 +284,27 @@ mod tests {
     #[test]
     fn a_kernel_and_its_family_travel_as_words_and_an_unknown_family_is_refused() {
         let p = [0.1, -1.2, 0.7, 0.3];
-        for family in ResidualFamily::ALL {
+        for family in ResidualFamily::STATIONARY {
             let words = kernel_words(family, &p);
             // The squared exponential's words are its parameters alone, as before.
             let extra = usize::from(family != ResidualFamily::SquaredExponential);
             assert_eq!(words.len(), p.len() + extra);
             assert_eq!(kernel_of_words(&words, 4), Ok((family, &p[..])));
         }
+        // The sum (d = 2): its 8 parameters and 0; an older node's reading (len + 1 words
+        // at most) refuses its 9 words by count.
+        let q = [0.1, -1.2, 0.7, 0.3, -0.5, 0.2, 1.7, 1.3];
+        let words = kernel_words(ResidualFamily::Sum, &q);
+        assert_eq!(words.len(), 9);
+        assert_eq!(
+            kernel_of_words(&words, 4),
+            Ok((ResidualFamily::Sum, &q[..]))
+        );
+        let mut bad = words.clone();
+        bad[8] = 1.5;
+        assert!(kernel_of_words(&bad, 4).is_err(), "9 words with a ν");
+        let why = kernel_of_words(&words[..7], 4).expect_err("7 words");
+        assert!(why.contains("7 kernel words"), "{why}");
         let why = kernel_of_words(&[0.1, -1.2, 0.7, 0.3, 0.5], 4).expect_err("ν = 1/2");
         assert!(
             why.contains("unknown kernel family") && why.contains("0.5"),

@@ -13,7 +13,7 @@ use std::time::Duration;
 use coolgp::local::composite::Groups;
 use coolgp::local::groups::GroupOptions;
 use coolgp::local::pool::{fit_pooled_selected, halves, shares};
-use coolgp::local::select::{fit_grouped_selected, FAMILIES};
+use coolgp::local::select::fit_grouped_selected;
 use coolgp::local::{FitSample, PoolOptions, ResidualFamily, ResidualKernel};
 use coolgp::Vocabulary;
 use coolgp_data::Standardizer;
@@ -225,7 +225,8 @@ pub fn near_groups(
     let claimed = claimed.map_or_else(BTreeMap::new, |c| per_anchor(c, d, anchors.len(), routes));
     let (mut fit, mut held) = (Groups::new(d), Groups::new(d));
     for (i, a) in anchors.iter().enumerate() {
-        let (mut x, mut r) = (a.x.clone(), vec![a.r]);
+        // Each row's node: the sum family's per-agent offset (docs/LOCAL.md §12a).
+        let (mut x, mut r, mut ids) = (a.x.clone(), vec![a.r], vec![a.node]);
         let mut others: Vec<(f64, u64, usize)> = Vec::new();
         for (&id, offer) in &per {
             let Some(rows) = offer.rows(i) else { continue };
@@ -237,6 +238,7 @@ pub fn near_groups(
                 for j in own {
                     x.extend_from_slice(&s.x()[j * d..(j + 1) * d]);
                     r.push(s.r()[j]);
+                    ids.push(id);
                 }
                 if let Some((c, rows)) = claimed.get(&id).and_then(|c| Some((c.sample, c.rows(i)?)))
                 {
@@ -250,6 +252,7 @@ pub fn near_groups(
                     for j in fresh {
                         x.extend_from_slice(&c.x()[j * d..(j + 1) * d]);
                         r.push(c.r()[j]);
+                        ids.push(id);
                     }
                 }
             } else {
@@ -262,10 +265,11 @@ pub fn near_groups(
             let s = per[&id].sample;
             x.extend_from_slice(&s.x()[j * d..(j + 1) * d]);
             r.push(s.r()[j]);
+            ids.push(id);
         }
         let into = if a.held { &mut held } else { &mut fit };
-        // Finite rows of width d (to_sample checked them).
-        let _ = into.push(&x, &r);
+        // Finite rows of width d (to_sample checked them), one node per row.
+        let _ = into.push_from(&x, &r, &ids);
     }
     (fit, held)
 }
@@ -313,10 +317,10 @@ fn per_anchor<'a>(
 }
 
 /// The fit on neighbourhood groups (docs/LOCAL.md §11, §12a) as the simulator makes it
-/// ([`fit_grouped_selected`]: every start of every family of [`FAMILIES`], the squared
-/// exponential by default, at the first fit and when a cold candidate is due, else the warm
-/// chain in its own family unless its held-out errors are off). The chosen family and
-/// parameters; `None`: no fit (no groups).
+/// ([`fit_grouped_selected`]: every start of every family of `start.families`
+/// (`--local-families`, the squared exponential by default) at the first fit and when a cold
+/// candidate is due, else the warm chain in its own family unless its held-out errors are
+/// off). The chosen family and parameters; `None`: no fit (no groups).
 pub fn fit_near(
     start: &Start,
     (fit, held): (&Groups, &Groups),
@@ -328,7 +332,7 @@ pub fn fit_near(
         start.initial.params(),
         (fit, held),
         explore,
-        &FAMILIES,
+        &start.families,
     )
     .map(|s| {
         tracing::info!(
@@ -440,8 +444,9 @@ pub fn to_sample(
 }
 
 /// What one pooled fit starts from: the warm chain's kernel (`None` at the first fit), the
-/// agents' initial kernel (the cold start), and whether a cold candidate is due
-/// ([`coolgp::local::pool::cold_due`]).
+/// agents' initial kernel (the cold start), whether a cold candidate is due
+/// ([`coolgp::local::pool::cold_due`]), and the families whose starts the fit on
+/// neighbourhood groups tries (`--local-families`).
 pub struct Start {
     /// The previous pooled fit's kernel.
     pub warm: Option<ResidualKernel>,
@@ -449,6 +454,8 @@ pub struct Start {
     pub initial: ResidualKernel,
     /// Fit a cold candidate too.
     pub cold: bool,
+    /// The families explored ([`fit_grouped_selected`]; the node's `--local-families`).
+    pub families: Vec<ResidualFamily>,
 }
 
 /// The pooled fit on `samples` (agent-id order) as the simulator makes it: each sample's even
@@ -613,6 +620,8 @@ mod tests {
         let (x, r) = fit.group(0);
         assert_eq!(x, &[1.0, 10.0, 1.0, 11.0, 2.0, 14.0]);
         assert_eq!(r, &[0.1, 1.0, 2.0]);
+        // Each row carries its node (the sum family's per-agent offset).
+        assert_eq!(fit.group_agents(0), &[1, 1, 2]);
         // Anchor day 15 at node 2: itself, its own day 14, node 1's day 11.
         let (x, _) = fit.group(1);
         assert_eq!(x, &[2.0, 15.0, 2.0, 14.0, 1.0, 11.0]);

@@ -86,8 +86,9 @@ pub struct SimArgs {
     pub local_sample: Option<String>,
     /// The residual kernel families the fleet's fit on neighbourhood groups chooses among
     /// (`--local-sample near`), by the same held-out score as its starts: se (squared
-    /// exponential), matern32, matern52. Default se alone (the fit before the families: on
-    /// the wind and air stations the others did not pay, docs/LOCAL.md §12a).
+    /// exponential), matern32, matern52, sum (a per-agent offset + a short-range + a smooth
+    /// part). Default se alone (the fit before the families: on the wind and air stations
+    /// the others did not pay, docs/LOCAL.md §12a).
     #[cfg_attr(
         feature = "clap",
         arg(long, value_delimiter = ',', value_name = "FAMILY")
@@ -539,26 +540,7 @@ fn local_sample(name: Option<&str>) -> Result<PoolSample, SimError> {
 /// # Errors
 /// [`SimError::Config`] for an unknown name (listing the known ones) or an empty list.
 fn local_families(names: Option<&[String]>) -> Result<Vec<ResidualFamily>, SimError> {
-    let Some(names) = names else {
-        return Ok(PoolOptions::default().families);
-    };
-    let mut out = Vec::new();
-    for name in names {
-        let f = ResidualFamily::from_name(name.trim()).ok_or_else(|| {
-            let known: Vec<&str> = ResidualFamily::ALL.iter().map(|f| f.name()).collect();
-            SimError::Config(format!(
-                "unknown --local-families '{name}': use {}",
-                known.join(", ")
-            ))
-        })?;
-        if !out.contains(&f) {
-            out.push(f);
-        }
-    }
-    if out.is_empty() {
-        return Err(SimError::Config("--local-families needs a family".into()));
-    }
-    Ok(out)
+    Ok(coolgp_config::local_families(names, Driver::Simulate)?)
 }
 
 /// The union rules of `--union-k` (ascending, each k once; none without the flag).

@@ -240,7 +240,7 @@ fn bench_grouped_fit(c: &mut Criterion) {
         g.bench_function(BenchmarkId::from_parameter(format!("G128x16_d{d}")), |b| {
             b.iter(|| fit_grouped_selected(w, &initial, (&fit, &held), true, &se))
         });
-        let all = ResidualFamily::ALL;
+        let all = ResidualFamily::STATIONARY;
         g.bench_function(
             BenchmarkId::from_parameter(format!("G128x16_d{d}_families")),
             |b| b.iter(|| fit_grouped_selected(w, &initial, (&fit, &held), true, &all)),

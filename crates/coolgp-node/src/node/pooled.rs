@@ -170,6 +170,7 @@ impl Node {
             warm,
             initial: p.initial.clone(),
             cold: cold_due(p.last_points as u64, now as u64, COLD_GROWTH),
+            families: self.s.local_families.clone(),
         };
         tracing::info!(
             fused_points = now,
@@ -238,7 +239,8 @@ impl Node {
             _ => 0,
         };
         let (session, fleet) = (session.clone(), self.s.fleet.clone());
-        let len = self.agent.local().kernel().params().len();
+        // A squared exponential's parameter count, 2 + d (whatever family this node holds).
+        let len = 2 + self.agent.local().kernel().d();
         // With --tls, the fitter's roster key (None: not in the roster, nothing is taken; a
         // fitter added with `certs --add` since start-up is found by a reload).
         let key = self
@@ -350,7 +352,8 @@ impl Job {
         // 1/ℓ in standardized units), so the groups can test its claims (docs/LOCAL.md §11).
         let claimed = match &self.start.warm {
             Some(w) if !near_rows.is_empty() => {
-                let kernel: Vec<f64> = w.params()[2..].iter().map(|l| (-l).exp()).collect();
+                // The warm kernel's metric (the sum's short part).
+                let kernel = w.input_scale();
                 let mut req = near_request(&anchors, &self.inputs, self.scaler.as_ref(), &kernel);
                 if let Some(n) = req.near.as_mut() {
                     n.k = NEAR_ROWS + GROUP_OPTIONS.own;

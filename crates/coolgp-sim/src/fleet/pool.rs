@@ -178,9 +178,10 @@ pub fn fit_agents_near(
             .collect();
         let hood = Neighbourhood::new(d, rows);
         let (fit_anchors, held_anchors) = hood.anchors(&opts);
-        // The warm kernel's metric (its inverse lengthscales) adds the rows it claims.
+        // The warm kernel's metric (its inverse lengthscales; the sum's short part) adds the
+        // rows it claims.
         let kernel: Option<Vec<f64>> =
-            warm.map(|(_, p)| p[2..].iter().map(|l| (-l).exp()).collect());
+            warm.map(|(_, p)| p[2..2 + d].iter().map(|l| (-l).exp()).collect());
         let group = |anchors: &[RowRef]| -> Vec<Vec<RowRef>> {
             anchors
                 .par_iter()
@@ -206,7 +207,7 @@ pub fn fit_agents_near(
     let build = |groups: &[Vec<RowRef>]| {
         let mut out = Groups::new(d);
         for g in groups {
-            let (mut x, mut r) = (Vec::new(), Vec::new());
+            let (mut x, mut r, mut ids) = (Vec::new(), Vec::new(), Vec::new());
             for &(a, i) in g {
                 let (Some(s), Ok(k)) = (&samples[a], wanted[a].binary_search(&i)) else {
                     continue;
@@ -214,9 +215,11 @@ pub fn fit_agents_near(
                 if s.len() == wanted[a].len() {
                     x.extend_from_slice(&s.x()[k * d..(k + 1) * d]);
                     r.push(s.r()[k]);
+                    // Each row's agent: the sum family's offset (docs/LOCAL.md §12a).
+                    ids.push(a as u64);
                 }
             }
-            let _ = out.push(&x, &r);
+            let _ = out.push_from(&x, &r, &ids);
         }
         out
     };

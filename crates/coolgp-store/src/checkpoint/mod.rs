@@ -241,7 +241,8 @@ pub struct LocalMeta {
     /// Rows inserted since that fit.
     pub since_fit: u64,
     /// The learned residual kernel's family (`ResidualFamily::name`: `matern32`,
-    /// `matern52`); `None`: the squared exponential (absent for it, and in checkpoints
+    /// `matern52`, `sum`, whose `local/params` are then `2d + 4`); `None`: the squared
+    /// exponential (absent for it, and in checkpoints
     /// written before the families, which restore as the squared exponential).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<String>,

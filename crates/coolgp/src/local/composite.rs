@@ -20,17 +20,23 @@
 //! row given the rest of its group (the closed form of Sundararajan & Keerthi 2001):
 //! `μ_i = r_i − α_i/[A⁻¹]_ii`, `v_i = 1/[A⁻¹]_ii` (with the noise), so
 //! `ln N(r_i; μ_i, v_i) = −½ ln 2π + ½ ln [A⁻¹]_ii − ½ α_i²/[A⁻¹]_ii`.
+//!
+//! Each row carries the agent it came from ([`Groups::push_from`]); the sum family
+//! ([`super::sum`]) uses it for its per-agent offset (`σ_o² δ(a, a')` within a block), the other
+//! families ignore it.
 
 use super::pool::HeldOut;
 use super::ResidualFamily;
 use crate::error::{ensure_dim, ensure_finite, Result};
 
-/// Groups of rows: inputs `[n, d]` row-major, residuals `[n]`, and where each group starts.
+/// Groups of rows: inputs `[n, d]` row-major, residuals `[n]`, each row's agent `[n]`, and
+/// where each group starts.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Groups {
     d: usize,
     x: Vec<f64>,
     r: Vec<f64>,
+    agents: Vec<u64>,
     starts: Vec<usize>,
 }
 
@@ -44,19 +50,31 @@ impl Groups {
         }
     }
 
-    /// Appends one group of `r.len()` rows `x [g·d]`; a group of fewer than 2 rows is left out
-    /// (it says nothing about a covariance).
+    /// Appends one group of `r.len()` rows `x [g·d]`, all of one agent (agent 0; for rows of
+    /// several agents, [`Groups::push_from`]); a group of fewer than 2 rows is left out (it
+    /// says nothing about a covariance).
     ///
     /// # Errors
     /// [`crate::Error::DimensionMismatch`] if `x` does not hold `r.len()` rows of `d`,
     /// [`crate::Error::NonFinite`] for a non-finite value.
     pub fn push(&mut self, x: &[f64], r: &[f64]) -> Result<()> {
+        self.push_from(x, r, &vec![0; r.len()])
+    }
+
+    /// [`Groups::push`] with each row's agent `agents [g]` (any ids; equal ids are one agent).
+    ///
+    /// # Errors
+    /// As [`Groups::push`], and [`crate::Error::DimensionMismatch`] if `agents` does not hold
+    /// one id per row.
+    pub fn push_from(&mut self, x: &[f64], r: &[f64], agents: &[u64]) -> Result<()> {
         ensure_dim("local fit group rows", r.len() * self.d, x.len())?;
+        ensure_dim("local fit group agents", r.len(), agents.len())?;
         ensure_finite("local fit group rows", x)?;
         ensure_finite("local fit group residuals", r)?;
         if r.len() >= 2 {
             self.x.extend_from_slice(x);
             self.r.extend_from_slice(r);
+            self.agents.extend_from_slice(agents);
             self.starts.push(self.r.len());
         }
         Ok(())
@@ -88,6 +106,11 @@ impl Groups {
         (&self.x[s * self.d..e * self.d], &self.r[s..e])
     }
 
+    /// Group `b`'s rows' agents `[g]`.
+    pub fn group_agents(&self, b: usize) -> &[u64] {
+        &self.agents[self.starts[b]..self.starts[b + 1]]
+    }
+
     /// Every residual, in group order.
     pub fn residuals(&self) -> &[f64] {
         &self.r
@@ -95,15 +118,26 @@ impl Groups {
 }
 
 /// `CL(p)` and its gradient over `groups` (module doc) under a kernel of `family`,
-/// `p = [ln σ_r, ln σ_rn, ln ℓ_1..d]`. `None` if a block cannot be factored or `p` has the
-/// wrong length.
+/// `p = [ln σ_r, ln σ_rn, ln ℓ_1..d]` (the sum: [`super::sum`]'s `2d + 4`, each block with its
+/// rows' agents). `None` if a block cannot be factored or `p` has the wrong length.
 pub fn log_likelihood(
     family: ResidualFamily,
     p: &[f64],
     groups: &Groups,
 ) -> Option<(f64, Vec<f64>)> {
-    if p.len() != groups.d + 2 {
+    if p.len() != family.param_len(groups.d) {
         return None;
+    }
+    if family == ResidualFamily::Sum {
+        let (mut total, mut grad) = (0.0, vec![0.0; p.len()]);
+        for b in 0..groups.len() {
+            let rows = groups.group(b);
+            let agents = Some(groups.group_agents(b));
+            let (l, g) = super::sum::log_marginal(p, groups.d, rows, agents).ok()?;
+            total += l;
+            grad.iter_mut().zip(&g).for_each(|(a, v)| *a += v);
+        }
+        return (total.is_finite()).then_some((total, grad));
     }
     let mut total = 0.0;
     let mut grad = vec![0.0; p.len()];
@@ -146,7 +180,7 @@ pub fn log_likelihood(
 /// `(r_i − μ_i)²/v_i` (module doc). `None` if a block cannot be factored, `p` has the wrong
 /// length, or there is no group.
 pub fn loo_score(family: ResidualFamily, p: &[f64], groups: &Groups) -> Option<HeldOut> {
-    if p.len() != groups.d + 2 || groups.is_empty() {
+    if p.len() != family.param_len(groups.d) || groups.is_empty() {
         return None;
     }
     let mut ws = Workspace::new(family);
@@ -154,8 +188,17 @@ pub fn loo_score(family: ResidualFamily, p: &[f64], groups: &Groups) -> Option<H
     let half_ln_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
     for b in 0..groups.len() {
         let (x, r) = groups.group(b);
-        ws.block(p, x, r, groups.d)?;
         let g = r.len();
+        if family == ResidualFamily::Sum {
+            let agents = Some(groups.group_agents(b));
+            let (_, alpha, ainv) = super::sum::solve(p, groups.d, (x, r), agents).ok()?;
+            ws.alpha = alpha;
+            ws.ainv.clear();
+            ws.ainv.resize(g * g, 0.0);
+            (0..g).for_each(|i| ws.ainv[i * g + i] = ainv[(i, i)]);
+        } else {
+            ws.block(p, x, r, groups.d)?;
+        }
         for i in 0..g {
             let a = ws.ainv[i * g + i];
             if a <= 0.0 {
@@ -318,7 +361,7 @@ mod tests {
     #[test]
     fn each_block_is_the_exact_log_marginal_and_the_sum_is_the_composite() {
         // Reference: docs/LOCAL.md §11, §12a (every family).
-        for family in ResidualFamily::ALL {
+        for family in ResidualFamily::STATIONARY {
             let gs = groups(3, &[5, 9, 1, 16], 3, true);
             assert_eq!(gs.len(), 3, "a single row is left out");
             let k = ResidualKernel::learned(family, P.to_vec(), 3).expect("k");
@@ -347,7 +390,7 @@ mod tests {
     fn the_gradient_matches_finite_differences() {
         // Reference: docs/LOCAL.md §12a: ∂A_ij/∂ln ℓ_k = σ_r² g(r_ij) u_k²; coincident rows
         // (r = 0) in every group.
-        for (family, coincident) in ResidualFamily::ALL
+        for (family, coincident) in ResidualFamily::STATIONARY
             .into_iter()
             .flat_map(|f| [(f, false), (f, true)])
         {
@@ -373,7 +416,7 @@ mod tests {
 
     #[test]
     fn the_leave_one_out_score_equals_refitting_without_the_row() {
-        for family in ResidualFamily::ALL {
+        for family in ResidualFamily::STATIONARY {
             let gs = groups(9, &[6, 4], 3, false);
             let k = ResidualKernel::learned(family, P.to_vec(), 3).expect("k");
             let vocab = crate::model::Vocabulary::default_design(4, 2, 0).expect("vocab");
@@ -414,6 +457,9 @@ mod tests {
         let mut g = Groups::new(2);
         assert!(g.push(&[1.0, 2.0, 3.0], &[0.0, 1.0]).is_err());
         assert!(g.push(&[1.0, f64::NAN, 3.0, 4.0], &[0.0, 1.0]).is_err());
+        assert!(g
+            .push_from(&[1.0, 2.0, 3.0, 4.0], &[0.0, 1.0], &[1])
+            .is_err());
         assert!(g.is_empty());
         g.push(&[0.0, 0.0, 0.0, 0.0], &[1.0, 1.0]).expect("push");
         assert!(

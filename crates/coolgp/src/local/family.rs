@@ -21,6 +21,12 @@
 //!
 //! `g` is finite at `r = 0` (no division by r), where `u_k² = 0`: coincident rows add nothing
 //! to a lengthscale's gradient, and nothing is NaN.
+//!
+//! The fourth family, the **sum** ([`ResidualFamily::Sum`], [`super::sum`]), is not a profile of
+//! one distance: `σ_o² δ(a, a') + σ_s² f(r_s) + σ_l² f(r_l)`, a per-agent offset, a short-range
+//! and a smooth squared exponential on two lengthscale sets, with `2d + 4` parameters. Its
+//! [`ResidualFamily::unit`] and [`ResidualFamily::slope`] are each part's profile (the squared
+//! exponential's).
 
 use crate::simd::{dispatch, exp};
 
@@ -39,18 +45,60 @@ pub enum ResidualFamily {
     Matern32,
     /// Matérn ν = 5/2: `σ_r² (1 + √5 r + 5r²/3) exp(−√5 r)`, twice.
     Matern52,
+    /// A per-agent offset plus a short-range and a smooth squared exponential,
+    /// `σ_o² δ(a, a') + σ_s² exp(−r_s²/2) + σ_l² exp(−r_l²/2)` ([`super::sum`]; parameters
+    /// `[ln σ_s, ln σ_rn, ln ℓ^s_1..d, ln σ_o, ln σ_l, ln ℓ^l_1..d]`).
+    Sum,
 }
 
 impl ResidualFamily {
     /// Every family, in the order of [`ResidualFamily::name`]'s list.
-    pub const ALL: [Self; 3] = [Self::SquaredExponential, Self::Matern32, Self::Matern52];
+    pub const ALL: [Self; 4] = [
+        Self::SquaredExponential,
+        Self::Matern32,
+        Self::Matern52,
+        Self::Sum,
+    ];
 
-    /// The command-line name (`se`, `matern32`, `matern52`).
+    /// The families that are a profile `σ_r² f(r)` of one scaled distance (all but the sum),
+    /// with the parameters `[ln σ_r, ln σ_rn, ln ℓ_1..d]`.
+    pub const STATIONARY: [Self; 3] = [Self::SquaredExponential, Self::Matern32, Self::Matern52];
+
+    /// The command-line name (`se`, `matern32`, `matern52`, `sum`).
     pub fn name(self) -> &'static str {
         match self {
             Self::SquaredExponential => "se",
             Self::Matern32 => "matern32",
             Self::Matern52 => "matern52",
+            Self::Sum => "sum",
+        }
+    }
+
+    /// The number of parameters on `d` inputs: `2 + d` (`[ln σ_r, ln σ_rn, ln ℓ_1..d]`), or
+    /// `2d + 4` for the sum ([`super::sum`]).
+    pub fn param_len(self, d: usize) -> usize {
+        match self {
+            Self::Sum => 2 * d + 4,
+            _ => 2 + d,
+        }
+    }
+
+    /// The indices of the parameters that are log standard deviations (`ln σ`): `[0, 1]`
+    /// (σ_r, σ_rn), for the sum also `2 + d`, `3 + d` (σ_o, σ_l). Adding `½ ln c` to each
+    /// multiplies every covariance and the noise by c (the calibrated candidates).
+    pub fn variance_params(self, d: usize) -> Vec<usize> {
+        match self {
+            Self::Sum => vec![0, 1, 2 + d, 3 + d],
+            _ => vec![0, 1],
+        }
+    }
+
+    /// Features per row of a learned kernel on `d` inputs: `x/ℓ` (`d`), for the sum
+    /// `[x/ℓ^s, x/ℓ^l]` (`2d`).
+    pub fn feature_len(self, d: usize) -> usize {
+        match self {
+            Self::Sum => 2 * d,
+            _ => d,
         }
     }
 
@@ -59,10 +107,11 @@ impl ResidualFamily {
         Self::ALL.into_iter().find(|f| f.name() == name)
     }
 
-    /// The Matérn smoothness ν (1.5, 2.5); `None` for the squared exponential (ν → ∞).
+    /// The Matérn smoothness ν (1.5, 2.5); `None` for the squared exponential (ν → ∞) and
+    /// the sum.
     pub fn smoothness(self) -> Option<f64> {
         match self {
-            Self::SquaredExponential => None,
+            Self::SquaredExponential | Self::Sum => None,
             Self::Matern32 => Some(1.5),
             Self::Matern52 => Some(2.5),
         }
@@ -74,10 +123,11 @@ impl ResidualFamily {
         Self::ALL.into_iter().find(|f| f.smoothness() == Some(nu))
     }
 
-    /// `f(r)` at `d2 = r²` (module doc): the unit kernel, 1 at `r = 0`.
+    /// `f(r)` at `d2 = r²` (module doc): the unit kernel, 1 at `r = 0` (the sum: each part's,
+    /// the squared exponential's).
     pub fn unit(self, d2: f64) -> f64 {
         match self {
-            Self::SquaredExponential => (-0.5 * d2).exp(),
+            Self::SquaredExponential | Self::Sum => (-0.5 * d2).exp(),
             Self::Matern32 => {
                 let a = SQRT3 * d2.max(0.0).sqrt();
                 (1.0 + a) * (-a).exp()
@@ -92,7 +142,7 @@ impl ResidualFamily {
     /// `g(r) = −f'(r)/r` at `d2 = r²` (module doc): `∂k/∂ln ℓ_k = σ_r² g u_k²`; finite at 0.
     pub fn slope(self, d2: f64) -> f64 {
         match self {
-            Self::SquaredExponential => (-0.5 * d2).exp(),
+            Self::SquaredExponential | Self::Sum => (-0.5 * d2).exp(),
             Self::Matern32 => 3.0 * (-SQRT3 * d2.max(0.0).sqrt()).exp(),
             Self::Matern52 => {
                 let a = SQRT5 * d2.max(0.0).sqrt();
@@ -106,7 +156,7 @@ impl ResidualFamily {
     /// `scaled_exp_in_place`, bit for bit.
     pub(crate) fn unit_in_place(self, v: &mut [f64], s: f64) {
         match self {
-            Self::SquaredExponential => se_in_place(v, s),
+            Self::SquaredExponential | Self::Sum => se_in_place(v, s),
             Self::Matern32 => matern32_in_place(v, s),
             Self::Matern52 => matern52_in_place(v, s),
         }
@@ -116,7 +166,7 @@ impl ResidualFamily {
     /// vectorized exponential.
     pub(crate) fn slope_into(self, d2: &[f64], g: &mut [f64]) {
         match self {
-            Self::SquaredExponential => {
+            Self::SquaredExponential | Self::Sum => {
                 g.copy_from_slice(d2);
                 se_in_place(g, 1.0);
             }
@@ -228,6 +278,10 @@ mod tests {
             }
         }
         assert_eq!(ResidualFamily::from_name("rbf"), None);
+        assert_eq!(ResidualFamily::from_name("sum"), Some(ResidualFamily::Sum));
+        assert_eq!(ResidualFamily::Sum.param_len(3), 10);
+        assert_eq!(ResidualFamily::Matern32.param_len(3), 5);
+        assert_eq!(ResidualFamily::Sum.variance_params(3), vec![0, 1, 5, 6]);
         assert_eq!(ResidualFamily::from_smoothness(0.5), None);
     }
 }

@@ -170,11 +170,13 @@ impl Agent {
     /// # Errors
     /// As [`Agent::set_local_kernel_params`].
     pub fn set_local_kernel(&mut self, family: ResidualFamily, params: &[f64]) -> Result<()> {
-        ensure_dim(
-            "local residual kernel parameters",
-            self.local().kernel().params().len(),
-            params.len(),
-        )?;
+        let kernel = self.local().kernel();
+        // A learned kernel takes the family's length (the sum has more parameters).
+        let want = match kernel.kind() {
+            ResidualKind::Learned => family.param_len(kernel.d()),
+            ResidualKind::GlobalResidual => kernel.params().len(),
+        };
+        ensure_dim("local residual kernel parameters", want, params.len())?;
         ensure_finite("local residual kernel parameters", params)?;
         let vocab = self.vocabulary().clone();
         self.local_mut().set_kernel(&vocab, family, params)

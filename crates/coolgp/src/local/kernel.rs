@@ -5,12 +5,14 @@
 //! - `Learned`: an ARD kernel of a [`ResidualFamily`] on the scaled distance
 //!   `r² = Σ_k (x_k − x'_k)²/ℓ_k²` — the squared exponential `σ_r² exp(−r²/2)` (the default),
 //!   Matérn 3/2 or 5/2 ([`super::family`]) — with its own noise σ_rn; parameters
-//!   `[ln σ_r, ln σ_rn, ln ℓ_1..d]` in every family.
+//!   `[ln σ_r, ln σ_rn, ln ℓ_1..d]`; or the sum of a per-agent offset, a short-range and a
+//!   smooth squared exponential ([`super::sum`], `2d + 4` parameters).
 //! - `GlobalResidual`: the global kernel's own residual at the mean projection W̄,
 //!   `k_r(x, x') = σ_s² (k(W̄x, W̄x') − k_xᵀ K⁻¹ k_x')` with `k_x = k(W̄x, Z)` and noise σ_n;
 //!   parameters `[ln σ_s, ln σ_n, W̄ (d'·d, row-major)]`, taken from the global q(W) at each fit.
 //!
-//! Rows enter through *features* computed once per row (Learned: `x_k/ℓ_k`; GlobalResidual:
+//! Rows enter through *features* computed once per row (Learned: `x_k/ℓ_k`, the sum
+//! `[x/ℓ^s, x/ℓ^l]`; GlobalResidual:
 //! `[W̄x (d'), k_x (m), K⁻¹k_x (m)]`), so a covariance is O(d) or O(d' + m).
 
 use faer::reborrow::{Reborrow, ReborrowMut};
@@ -89,14 +91,45 @@ impl ResidualKernel {
     }
 
     /// A learned kernel of `family` on `d` inputs with parameters
-    /// `[ln σ_r, ln σ_rn, ln ℓ_1..d]`.
+    /// `[ln σ_r, ln σ_rn, ln ℓ_1..d]` (the sum: [`super::sum`]'s `2d + 4`).
     ///
     /// # Errors
-    /// As [`ResidualKernel::from_params`].
+    /// [`Error::DimensionMismatch`] for a parameter vector of another length than
+    /// [`ResidualFamily::param_len`], [`Error::NonFinite`] for a non-finite parameter.
     pub fn learned(family: ResidualFamily, params: Vec<f64>, d: usize) -> Result<Self> {
-        let mut k = Self::from_params(ResidualKind::Learned, params, d, 0)?;
-        k.family = family;
-        Ok(k)
+        let want = family.param_len(d);
+        crate::error::ensure_dim("local residual kernel parameters", want, params.len())?;
+        crate::error::ensure_finite("local residual kernel parameters", &params)?;
+        Ok(Self {
+            kind: ResidualKind::Learned,
+            family,
+            params,
+            d,
+            dz: 0,
+        })
+    }
+
+    /// A kernel of `kind` from stored parameters in `family` (a restore): a learned kernel
+    /// of that family ([`ResidualKernel::learned`]), a `GlobalResidual` kernel as
+    /// [`ResidualKernel::from_params`] (its family is the squared exponential's).
+    ///
+    /// # Errors
+    /// As [`ResidualKernel::learned`] and [`ResidualKernel::from_params`].
+    pub fn restored(
+        kind: ResidualKind,
+        family: ResidualFamily,
+        params: Vec<f64>,
+        (d, dz): (usize, usize),
+    ) -> Result<Self> {
+        match kind {
+            ResidualKind::Learned => Self::learned(family, params, d),
+            ResidualKind::GlobalResidual => Self::from_params(kind, params, d, dz),
+        }
+    }
+
+    /// The raw inputs' width d.
+    pub fn d(&self) -> usize {
+        self.d
     }
 
     /// The kind.
@@ -121,12 +154,13 @@ impl ResidualKernel {
         &self.params
     }
 
-    /// Sets the parameters (same length).
+    /// Sets the parameters (of the family's length: the caller checked it).
     pub(crate) fn set_params(&mut self, p: &[f64]) {
-        self.params.copy_from_slice(p);
+        self.params.clear();
+        self.params.extend_from_slice(p);
     }
 
-    /// `σ_r²` (Learned) or `σ_s²` (GlobalResidual).
+    /// `σ_r²` (Learned; the sum's short part σ_s²) or `σ_s²` (GlobalResidual).
     pub fn signal_var(&self) -> f64 {
         (2.0 * self.params[0]).exp()
     }
@@ -141,7 +175,8 @@ impl ResidualKernel {
     pub fn input_scale(&self) -> Vec<f64> {
         let d = self.d;
         match self.kind {
-            ResidualKind::Learned => self.params[2..].iter().map(|l| (-l).exp()).collect(),
+            // The sum's short part (its first lengthscales).
+            ResidualKind::Learned => self.params[2..2 + d].iter().map(|l| (-l).exp()).collect(),
             ResidualKind::GlobalResidual => {
                 let w = &self.params[2..];
                 (0..d)
@@ -159,7 +194,7 @@ impl ResidualKernel {
     /// Features per row.
     pub fn feature_len(&self, m: usize) -> usize {
         match self.kind {
-            ResidualKind::Learned => self.d,
+            ResidualKind::Learned => self.family.feature_len(self.d),
             ResidualKind::GlobalResidual => self.dz + 2 * m,
         }
     }
@@ -167,6 +202,9 @@ impl ResidualKernel {
     /// Appends the features of `x [d]` to `out`.
     pub fn features(&self, vocab: &Vocabulary, x: &[f64], out: &mut Vec<f64>) {
         match self.kind {
+            ResidualKind::Learned if self.family == ResidualFamily::Sum => {
+                super::sum::features(&self.params, x, out)
+            }
             ResidualKind::Learned => {
                 out.extend(x.iter().zip(&self.params[2..]).map(|(v, l)| v * (-l).exp()))
             }
@@ -194,6 +232,9 @@ impl ResidualKernel {
     /// `k_r(a, b)` of two feature rows (exactly symmetric in its arguments).
     pub fn cov(&self, a: &[f64], b: &[f64]) -> f64 {
         match self.kind {
+            ResidualKind::Learned if self.family == ResidualFamily::Sum => {
+                super::sum::cov(&self.params, a, b)
+            }
             ResidualKind::Learned => self.signal_var() * self.family.unit(sqdist(a, b)),
             ResidualKind::GlobalResidual => {
                 let (dz, m) = (self.dz, (a.len() - self.dz) / 2);
@@ -212,6 +253,9 @@ impl ResidualKernel {
     pub fn cov_column(&self, rows: &[f64], fx: &[f64], out: &mut [f64]) {
         let f = fx.len();
         match self.kind {
+            ResidualKind::Learned if self.family == ResidualFamily::Sum => {
+                super::sum::cov_column(&self.params, rows, fx, out)
+            }
             ResidualKind::Learned => {
                 for (o, r) in out.iter_mut().zip(rows.chunks_exact(f)) {
                     *o = sqdist(r, fx);
@@ -232,7 +276,7 @@ impl ResidualKernel {
     /// the rows (one transposition of `rows`).
     pub fn cov_columns(&self, rows: &[f64], fxs: &[f64], f: usize, out: &mut Mat<f64>) {
         let n = out.nrows();
-        if self.kind != ResidualKind::Learned || f == 0 {
+        if self.kind != ResidualKind::Learned || f == 0 || self.family == ResidualFamily::Sum {
             for (r, fx) in fxs.chunks_exact(f.max(1)).enumerate() {
                 self.cov_column(rows, fx, out.col_as_slice_mut(r));
             }
@@ -269,6 +313,10 @@ impl ResidualKernel {
             ));
         }
         let (d, n) = (self.d, r.len());
+        if self.family == ResidualFamily::Sum {
+            // All rows one agent's (module doc of `sum`).
+            return super::sum::log_marginal(p, d, (x, r), None);
+        }
         let (s2, n2) = ((2.0 * p[0]).exp(), (2.0 * p[1]).exp());
         // Inputs scaled by the lengthscales, one column per input (D_k,ij = (xs_ik − xs_jk)²).
         let xs: Vec<Vec<f64>> = (0..d)
@@ -363,7 +411,7 @@ impl ResidualKernel {
 /// # Errors
 /// [`Error::NotPositiveDefinite`] if A cannot be factored.
 #[allow(clippy::type_complexity)]
-fn factor_seq(mut a: MatMut<'_, f64>, r: &[f64]) -> Result<((Vec<f64>, f64), Mat<f64>)> {
+pub(super) fn factor_seq(mut a: MatMut<'_, f64>, r: &[f64]) -> Result<((Vec<f64>, f64), Mat<f64>)> {
     use faer::dyn_stack::{MemBuffer, MemStack};
     use faer::linalg::cholesky::llt;
     let n = a.nrows();
@@ -443,7 +491,7 @@ mod tests {
             .map(|i| x[i * d].sin() + 0.3 * rng.normal())
             .collect();
         let p = vec![0.2, -1.1, 0.3, -0.2, 0.5];
-        for family in ResidualFamily::ALL {
+        for family in ResidualFamily::STATIONARY {
             let k = ResidualKernel::learned(family, p.clone(), d).expect("kernel");
             gradient_matches_finite_differences(&k, &p, &x, &r, family.name());
         }
@@ -554,6 +602,15 @@ mod tests {
             ResidualKernel::initial(ResidualKind::GlobalResidual, &proj),
             matern(ResidualFamily::Matern32),
             matern(ResidualFamily::Matern52),
+            {
+                let mut p = ResidualKernel::initial(ResidualKind::Learned, &proj)
+                    .params()
+                    .to_vec();
+                let long: Vec<f64> = p[2..].iter().map(|l| l + 1.0).collect();
+                p.extend([-0.7, 0.2]);
+                p.extend(long);
+                ResidualKernel::learned(ResidualFamily::Sum, p, d).expect("sum")
+            },
         ] {
             let kind = (k.kind(), k.family());
             let feats = |count: usize, rng: &mut Rng| {

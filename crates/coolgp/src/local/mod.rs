@@ -34,6 +34,7 @@ mod model;
 pub mod pool;
 pub mod select;
 pub mod snapshot;
+pub mod sum;
 #[cfg(test)]
 mod tests;
 pub mod union;
@@ -128,7 +129,8 @@ impl MemoryPolicy {
 pub enum ResidualKind {
     /// An ARD kernel on the raw inputs with its own scale, lengthscales and noise, learned
     /// by marginal likelihood on the memory's residuals: the squared exponential, or the
-    /// Matérn 3/2 or 5/2 family the fleet's fit chooses ([`ResidualFamily`]).
+    /// Matérn 3/2 or 5/2 family or the sum (a per-agent offset, a short-range and a smooth
+    /// part) the fleet's fit chooses ([`ResidualFamily`]).
     Learned,
     /// The global kernel's residual `K − Q` at the mean projection (its σ_s, σ_n).
     GlobalResidual,

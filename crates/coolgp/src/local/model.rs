@@ -220,6 +220,7 @@ impl LocalModel {
     /// is then unused until its rows or kernel change); kept for callers that refactor.
     pub fn set_kernel_params(&mut self, vocab: &Vocabulary, params: &[f64]) -> Result<()> {
         self.kernel.set_params(params);
+        self.flen = self.kernel.feature_len(vocab.m());
         self.memory.set_scale(self.kernel.input_scale());
         self.last_fit = self.len();
         self.since_fit = 0;
@@ -231,13 +232,18 @@ impl LocalModel {
     /// `GlobalResidual` kernel keeps its own).
     ///
     /// # Errors
-    /// As [`LocalModel::set_kernel_params`].
+    /// [`crate::Error::DimensionMismatch`] for a learned kernel's parameters of another length
+    /// than the family's ([`super::ResidualFamily::param_len`]).
     pub fn set_kernel(
         &mut self,
         vocab: &Vocabulary,
         family: super::ResidualFamily,
         params: &[f64],
     ) -> Result<()> {
+        if self.kernel.kind() == super::ResidualKind::Learned {
+            let want = family.param_len(self.kernel.d());
+            crate::error::ensure_dim("local residual kernel parameters", want, params.len())?;
+        }
         self.kernel.set_family(family);
         self.set_kernel_params(vocab, params)
     }

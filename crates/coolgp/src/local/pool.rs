@@ -225,14 +225,18 @@ pub fn fit_pooled(
     if kernel.kind() != ResidualKind::Learned {
         return None;
     }
-    let d = kernel.params().len() - 2;
+    let d = kernel.d();
     let (x, r) = pooled(samples, d);
+    let scales = kernel.family().variance_params(d);
     let starts: &[f64] = if first { &opts.starts } else { &[1.0] };
     let mut best: Option<(f64, Vec<f64>)> = None;
     for &c in starts {
         let mut p = kernel.params().to_vec();
         if c != 1.0 {
-            p[2..].iter_mut().for_each(|l| *l += c.ln());
+            // The lengthscales (every entry but the log standard deviations).
+            (2..p.len())
+                .filter(|i| !scales.contains(i))
+                .for_each(|i| p[i] += c.ln());
         }
         let Some(p) = rounds((kernel.family(), p), d, (&x, &r), first, opts.rounds) else {
             continue;
@@ -416,7 +420,7 @@ pub fn fit_pooled_selected(
     if initial.kind() != ResidualKind::Learned {
         return None;
     }
-    let d = initial.params().len() - 2;
+    let d = initial.d();
     let ((x, r), (xv, rv)) = (pooled(fit, d), pooled(validation, d));
     let score = |f: ResidualFamily, p: &[f64]| {
         let kernel = ResidualKernel::learned(f, p.to_vec(), d).ok()?;
@@ -459,10 +463,14 @@ pub fn fit_pooled_selected(
         let mut p = out.params.clone();
         let half = 0.5 * b.msr.ln();
         let inside = |v: &f64| (LOG_BOUNDS.0..=LOG_BOUNDS.1).contains(&(v + half));
-        let h = p[..2].iter().all(inside).then(|| b.scaled(b.msr, rv.len()));
-        p[..2]
-            .iter_mut()
-            .for_each(|v| *v = (*v + half).clamp(LOG_BOUNDS.0, LOG_BOUNDS.1));
+        let scales = out.family.variance_params(d);
+        let h = scales
+            .iter()
+            .all(|&i| inside(&p[i]))
+            .then(|| b.scaled(b.msr, rv.len()));
+        for i in scales {
+            p[i] = (p[i] + half).clamp(LOG_BOUNDS.0, LOG_BOUNDS.1);
+        }
         let h = h.or_else(|| score(out.family, &p));
         let family = out.family;
         consider(&mut out, (Candidate::Calibrated, family), p, h, rv.len());

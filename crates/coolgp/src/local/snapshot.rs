@@ -99,8 +99,8 @@ impl LocalModel {
             .collect();
         crate::error::ensure_finite("snapshot local memory rows", &x)?;
         crate::error::ensure_finite("snapshot local memory targets", &s.y)?;
-        let mut kernel = ResidualKernel::from_params(config.kernel, s.params, d, vocab.d_latent())?;
-        kernel.set_family(s.family);
+        let dims = (d, vocab.d_latent());
+        let kernel = ResidualKernel::restored(config.kernel, s.family, s.params, dims)?;
         let memory = Memory::from_rows(config.policy, config.capacity, d, seed, (x, s.y, s.seen));
         let last_fit = usize::try_from(s.last_fit)
             .unwrap_or(usize::MAX)
