@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use coolgp::local::calibrate::{best_rule, RuleCalibration, MIN_CALIBRATION_ROWS, SCALE_RANGE};
+use coolgp::local::calibrate::{chosen_rule, RuleCalibration, MIN_CALIBRATION_ROWS, SCALE_RANGE};
 use coolgp::local::FleetRule;
 use serde::{Deserialize, Serialize};
 
@@ -167,24 +167,6 @@ pub async fn measure(
     })
 }
 
-/// A rule other than [`crate::DEFAULT_FLEET_RULE`] is chosen only when its held-out squared
-/// error is at least this fraction below the default's: the default stays unless the rows
-/// show another rule decisively better (on 1,000 airline regions the held-out rows preferred
-/// most-informed by a little, and it answered the test rows 5.6% worse than rbcm).
-pub const RULE_MARGIN: f64 = 0.03;
-
-/// The rule the fitter publishes: the best of `cals` by held-out error ([`best_rule`]) if it
-/// beats the default's by [`RULE_MARGIN`], else the default.
-pub fn chosen_rule(cals: &[RuleCalibration]) -> Option<FleetRule> {
-    let best = best_rule(cals)?;
-    let default = crate::DEFAULT_FLEET_RULE;
-    let mse = |r: FleetRule| cals.iter().find(|c| c.rule == r).map(|c| c.mse);
-    match (mse(best), mse(default)) {
-        (Some(b), Some(d)) if d.is_finite() && b > (1.0 - RULE_MARGIN) * d => Some(default),
-        _ => Some(best),
-    }
-}
-
 /// The calibration in the fitter's status `st` that a query may apply: checked
 /// ([`FleetCalibration::checked`]) and, with a `roster` (a TLS fleet), signed by the fitter's
 /// key. `Err` says why a calibration present is not applied (for the querier's notes).
@@ -260,32 +242,6 @@ mod tests {
         ] {
             assert!(bad.checked().is_none(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn another_rule_than_rbcm_needs_a_decisive_margin() {
-        let cal = |rule, mse| RuleCalibration {
-            rule,
-            weight: 1.0,
-            scale: 1.0,
-            mse,
-        };
-        let with = |other: f64| {
-            chosen_rule(&[
-                cal(FleetRule::Rbcm, 1.0),
-                cal(FleetRule::Bcm, other),
-                cal(FleetRule::MinVariance, 1.5),
-            ])
-        };
-        assert_eq!(with(0.90), Some(FleetRule::Bcm));
-        assert_eq!(with(0.98), Some(FleetRule::Rbcm));
-        assert_eq!(with(1.20), Some(FleetRule::Rbcm));
-        // Without the default's score, the best.
-        assert_eq!(
-            chosen_rule(&[cal(FleetRule::Bcm, 0.99), cal(FleetRule::MinVariance, 1.0)]),
-            Some(FleetRule::Bcm)
-        );
-        assert_eq!(chosen_rule(&[]), None);
     }
 
     #[test]

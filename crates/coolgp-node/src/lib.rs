@@ -78,7 +78,7 @@ pub mod transport;
 use std::io::Write;
 use std::time::Duration;
 
-use coolgp::local::calibrate::{best_rule, RuleCalibration, MIN_CALIBRATION_ROWS};
+use coolgp::local::calibrate::{chosen_rule, RuleCalibration, MIN_CALIBRATION_ROWS};
 
 pub use certs::CertsArgs;
 pub use config::{LogFormat, NodeArgs, NodeSettings, QueryArgs, StatusArgs, ZenohArgs};
@@ -253,7 +253,7 @@ pub fn run_query(args: QueryArgs) -> Result<()> {
 pub type Calibrate<'a> = (Option<usize>, Option<fleet_query::Member<'a>>);
 
 /// The fleet rule of `coolgp query --all` without `--fleet-rule`.
-pub const DEFAULT_FLEET_RULE: FleetRule = FleetRule::Rbcm;
+pub const DEFAULT_FLEET_RULE: FleetRule = coolgp::local::calibrate::DEFAULT_RULE;
 
 /// [`NodeError::NoReply`] for `key` after `timeout`.
 fn no_reply(key: String, timeout: Duration) -> NodeError {
@@ -281,7 +281,7 @@ async fn calibrated_rule(
     let rules: Vec<FleetRule> = rule.map_or(FleetRule::ALL.to_vec(), |r| vec![r]);
     let c = fleet_query::calibrate(session, fleet, from, ks, &rules, timeout).await?;
     let rule = rule
-        .or_else(|| best_rule(&c.rules))
+        .or_else(|| chosen_rule(&c.rules))
         .unwrap_or(DEFAULT_FLEET_RULE);
     let cal = c
         .rules

@@ -73,6 +73,27 @@ fn f(x1: f64, x2: f64) -> f64 {
 /// # Panics
 /// If `batch` is 0.
 pub fn field(faults: &[(usize, Fault)], batch: usize, seed: u64) -> Workload {
+    build(STATIONS, faults, batch, seed)
+}
+
+/// The clean field of the first `stations` stations alone (run by as many agents: see
+/// [`config_for`]): every kept station's rows and the test rows are those of [`field`] with
+/// the same seed, so `field_of(STATIONS - 1, …)` is the fleet that never had station 9: the
+/// floor a contained fault at station 9 can reach (docs/MEMBERS.md §4).
+///
+/// # Panics
+/// If `batch` is 0 or `stations` is 0 or above [`STATIONS`].
+pub fn field_of(stations: usize, batch: usize, seed: u64) -> Workload {
+    assert!(
+        (1..=STATIONS).contains(&stations),
+        "1 to {STATIONS} stations"
+    );
+    build(stations, &[], batch, seed)
+}
+
+/// [`field`] over the first `stations` stations (the rows of the others are drawn and
+/// dropped, so every kept row is the same for any `stations`).
+fn build(stations: usize, faults: &[(usize, Fault)], batch: usize, seed: u64) -> Workload {
     assert!(batch > 0, "batches of at least one row");
     let mut rng = Rng::new(seed, 0x29);
     let x_scale = 1.0 / 3f64.sqrt();
@@ -83,10 +104,12 @@ pub fn field(faults: &[(usize, Fault)], batch: usize, seed: u64) -> Workload {
             let x = [6.0 * rng.uniform() - 3.0, 6.0 * rng.uniform() - 3.0];
             let y = f(x[0], x[1]) + 0.1 * rng.normal();
             let y = fault.map_or(y, |k| k.report(y, &mut rng));
-            rows.push((s, x, y));
+            if s < stations {
+                rows.push((s, x, y));
+            }
         }
     }
-    let (mean, sd) = fleet_scale(&rows);
+    let (mean, sd) = fleet_scale(&rows, stations);
     let batches = rows
         .chunks(batch)
         .flat_map(|c| {
@@ -107,6 +130,7 @@ pub fn field(faults: &[(usize, Fault)], batch: usize, seed: u64) -> Workload {
         })
         .collect();
     let honest: Vec<usize> = (0..STATIONS)
+        .filter(|&s| s < stations)
         .filter(|s| !faults.iter().any(|(k, _)| k == s))
         .collect();
     let mut test_rng = Rng::new(seed, 0x7E57);
@@ -127,7 +151,7 @@ pub fn field(faults: &[(usize, Fault)], batch: usize, seed: u64) -> Workload {
         d: 2,
         batches,
         tests: vec![TestSet { x, y, groups }],
-        groups: STATIONS,
+        groups: stations,
         test_by_group: false,
         projection_groups: Vec::new(),
         y_scale: sd,
@@ -137,7 +161,7 @@ pub fn field(faults: &[(usize, Fault)], batch: usize, seed: u64) -> Workload {
 /// The target's mean and standard deviation over the rows of the stations that do not alone
 /// widen its spread ([`coolgp_data::scale_outliers`]: the simulator's rule for a CSV routed by
 /// station, so a broken station cannot rescale every member's data).
-fn fleet_scale(rows: &[(usize, [f64; 2], f64)]) -> (f64, f64) {
+fn fleet_scale(rows: &[(usize, [f64; 2], f64)], stations: usize) -> (f64, f64) {
     let moments = |keep: &dyn Fn(usize) -> bool| {
         let kept = || rows.iter().filter(|r| keep(r.0)).map(|r| r.2);
         let n = kept().count() as f64;
@@ -150,7 +174,7 @@ fn fleet_scale(rows: &[(usize, [f64; 2], f64)]) -> (f64, f64) {
     let (mean, sd) = moments(&|_| true);
     let y: Vec<f64> = rows.iter().map(|r| (r.2 - mean) / sd).collect();
     let groups: Vec<usize> = rows.iter().map(|r| r.0).collect();
-    let out = coolgp_data::scale_outliers(&y, &groups, STATIONS);
+    let out = coolgp_data::scale_outliers(&y, &groups, stations);
     if out.is_empty() {
         (mean, sd)
     } else {
@@ -163,8 +187,13 @@ fn fleet_scale(rows: &[(usize, [f64; 2], f64)]) -> (f64, f64) {
 /// station, the fleet projection, m = 30 (the command), q(u) fused every 25 batches
 /// of 20 rows (a tenth of the stream), no references; `suspects` and `seed` as given.
 pub fn config(suspects: Policy, seed: u64) -> SimConfig {
+    config_for(STATIONS, suspects, seed)
+}
+
+/// [`config`] for a fleet of `agents` stations ([`field_of`]).
+pub fn config_for(agents: usize, suspects: Policy, seed: u64) -> SimConfig {
     SimConfig {
-        agents: STATIONS,
+        agents,
         inducing: 30,
         projection: ProjectionMode::Fleet,
         baselines: false,

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use anyhow::Result;
 use coolgp::members::Policy;
-use coolgp_sim::faults::{config, field, Fault};
+use coolgp_sim::faults::{config, config_for, field, field_of, Fault, STATIONS};
 use coolgp_sim::fleet::cpu_seconds;
 use coolgp_sim::{run as simulate, Report};
 use serde_json::json;
@@ -18,17 +18,34 @@ use serde_json::json;
 use super::{write_table, ExperimentArgs};
 use crate::plot::{self, Series};
 
-/// One case: its name and its faulty stations.
-type Case = (&'static str, Vec<(usize, Fault)>);
+/// One case: its name, its faulty stations and its stations (the first `.2` of the ten: the
+/// fleets without the faulty stations, the floor their containment can reach).
+type Case = (&'static str, Vec<(usize, Fault)>, usize);
 
 fn cases() -> Vec<Case> {
-    let mut v: Vec<Case> = vec![("clean", Vec::new())];
-    v.extend(Fault::ALL.iter().map(|&f| (f.name(), vec![(9, f)])));
+    let mut v: Vec<Case> = vec![("clean", Vec::new(), STATIONS)];
+    v.extend(
+        Fault::ALL
+            .iter()
+            .map(|&f| (f.name(), vec![(9, f)], STATIONS)),
+    );
     v.push((
         "offset+scaled",
         vec![(8, Fault::Offset), (9, Fault::Scaled)],
+        STATIONS,
     ));
+    v.push(("without-9", Vec::new(), STATIONS - 1));
+    v.push(("without-8-9", Vec::new(), STATIONS - 2));
     v
+}
+
+/// The case without the faulty stations of `case` (its floor), if it has faulty stations.
+fn floor_of(case: &Case) -> Option<&'static str> {
+    match case.1.len() {
+        0 => None,
+        1 => Some("without-9"),
+        _ => Some("without-8-9"),
+    }
 }
 
 /// One run's figures.
@@ -46,9 +63,13 @@ struct Row {
 }
 
 fn measure(case: &Case, policy: Policy, seed: u64) -> Result<Row> {
-    let work = field(&case.1, 20, seed);
+    let (work, cfg) = if case.2 == STATIONS {
+        (field(&case.1, 20, seed), config(policy, seed))
+    } else {
+        (field_of(case.2, 20, seed), config_for(case.2, policy, seed))
+    };
     let cpu = cpu_seconds();
-    let r: Report = simulate(&config(policy, seed), &work, &|_, _| {})?;
+    let r: Report = simulate(&cfg, &work, &|_, _| {})?;
     let cpu_s = cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
     let faulty = |i: usize| case.1.iter().any(|(s, _)| *s == i);
     let honest: Vec<f64> = r
@@ -136,9 +157,9 @@ fn write(dir: &Path, rows: &[Row], seeds: &[u64]) -> Result<()> {
         "case,suspects_policy,seed,honest_global_rmse,fleet_query_rmse,suspects,first_marked_block,check_cpu_s,cpu_s",
         &lines,
     )?;
-    let clean = |policy: Policy, seed: u64| {
+    let find = |name: &str, policy: Policy, seed: u64| {
         rows.iter()
-            .find(|r| r.case == "clean" && r.policy == policy && r.seed == seed)
+            .find(|r| r.case == name && r.policy == policy && r.seed == seed)
     };
     let mut summary = Vec::new();
     let mut series = Vec::new();
@@ -149,13 +170,17 @@ fn write(dir: &Path, rows: &[Row], seeds: &[u64]) -> Result<()> {
                 .iter()
                 .filter(|r| r.case == case.0 && r.policy == policy)
                 .collect();
-            // Ratios to the clean fleet of the same seed under the same policy.
-            let ratio = |f: fn(&Row) -> f64| -> Vec<f64> {
+            // Ratios to the clean fleet (or the floor) of the same seed under the same policy.
+            let ratio = |to: &str, f: fn(&Row) -> f64| -> Vec<f64> {
                 runs.iter()
-                    .filter_map(|r| clean(policy, r.seed).map(|c| f(r) / f(c)))
+                    .filter_map(|r| find(to, policy, r.seed).map(|c| f(r) / f(c)))
                     .collect()
             };
-            let (g, q) = (ratio(|r| r.honest_global), ratio(|r| r.fleet_query));
+            let (g, q) = (
+                ratio("clean", |r| r.honest_global),
+                ratio("clean", |r| r.fleet_query),
+            );
+            let floor = floor_of(case).map(|to| ratio(to, |r| r.fleet_query));
             let stat = |v: &[f64]| {
                 json!({"mean": v.iter().sum::<f64>() / v.len().max(1) as f64,
                        "worst": v.iter().copied().fold(f64::NAN, f64::max)})
@@ -177,6 +202,7 @@ fn write(dir: &Path, rows: &[Row], seeds: &[u64]) -> Result<()> {
             summary.push(json!({
                 "case": case.0, "suspects_policy": policy.name(), "runs": runs.len(),
                 "honest_global_vs_clean": stat(&g), "fleet_query_vs_clean": stat(&q),
+                "fleet_query_vs_without_the_faulty": floor.map(|v| stat(&v)),
                 "faulty_marked": marked.iter().filter(|b| b.is_some()).count(),
                 "faulty_total": marked.len(),
                 "latest_first_marked_block": marked.iter().flatten().max(),
@@ -203,7 +229,7 @@ fn write(dir: &Path, rows: &[Row], seeds: &[u64]) -> Result<()> {
         dir,
         "faults",
         "fleet query RMSE, mean over seeds",
-        "case: 0 clean, 1 offset, 2 noise, 3 stuck, 4 scaled, 5 offset + scaled",
+        "case: 0 clean, 1 offset, 2 noise, 3 stuck, 4 scaled, 5 offset + scaled, 6 without 9, 7 without 8, 9",
         "fleet query RMSE",
         &series,
     )

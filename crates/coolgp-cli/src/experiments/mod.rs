@@ -63,10 +63,11 @@ pub enum Name {
     /// best), runs worse than the global model, coverage and CPU. About an hour on 2 cores.
     LocalGrid,
     /// Issue 29: faulty members. The built-in ten-station field clean, with each fault at one
-    /// station (offset, noise, stuck, scaled) and with two faulty stations, seeds 0–4, with
-    /// and without the member check's containment: the honest stations' global RMSE and the
-    /// fleet query against the clean fleet, when each fault was marked, the check's CPU
-    /// share. About a minute.
+    /// station (offset, noise, stuck, scaled) and with two faulty stations, and the fleets
+    /// without the faulty stations (the floor containment can reach), seeds 0–4, with and
+    /// without the member check's containment: the honest stations' global RMSE and the
+    /// fleet query against the clean fleet and the floor, when each fault was marked, the
+    /// check's CPU share. About a minute.
     Faults,
 }
 

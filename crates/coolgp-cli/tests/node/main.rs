@@ -5,6 +5,7 @@ mod common;
 mod dashboard;
 mod node_fleet;
 mod node_host;
+mod node_influence;
 mod node_local;
 mod node_members;
 mod node_pooled;

@@ -80,6 +80,38 @@ fn a_faulty_node_is_marked_contained_and_readmitted_after_a_clean_restart() {
 }
 
 #[test]
+fn without_memory_a_faulty_node_is_marked_by_its_newest_rows_and_contained() {
+    // `--local-memory 0`: no pooled fit; each node checks its newest 64 rows (issue 29).
+    let _g = serial();
+    let mut fleet = Fleet::new("members-nomem", 3);
+    start_path(
+        &mut fleet,
+        &shares(5.0),
+        10,
+        40,
+        false,
+        &["--local-memory", "0"],
+    );
+    let st = fleet.wait_all(
+        "node 2 marked and contained without memory",
+        Duration::from_secs(90),
+        |i, s| {
+            s.stream_ended
+                && s.suspects == vec![2]
+                && s.withheld == (i == 2)
+                && s.fleet_points == if i == 2 { 240.0 } else { 160.0 }
+        },
+    );
+    let rows = |s: &coolgp_node::status::Status| s.member.map_or(0, |m| m.rows);
+    assert!(
+        st.iter().all(|s| rows(s) == 64),
+        "{:?}",
+        st.iter().map(|s| s.member).collect::<Vec<_>>()
+    );
+    assert_eq!(st[0].suspects_by, Some(0), "the fitter's verdict");
+}
+
+#[test]
 fn nodes_with_the_robust_likelihood_fuse_exactly_and_shrug_off_outliers() {
     // Issue 29 item 4 on real nodes: three nodes on a path with `--likelihood robust`, node
     // 2's sensor glitching (every 10th row reads 20 too high). Each row's weight is taken

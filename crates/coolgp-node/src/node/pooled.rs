@@ -91,10 +91,9 @@ impl Pooled {
 
 impl Node {
     /// Applies a finished job; starts the next one when due (module doc).
+    /// Without a pooled fit (no memory, or the agents' own fits) the member check runs alone,
+    /// on the memory's rows or without a memory on the newest rows (issue 29).
     pub(super) fn pooled_fit_step(&mut self, session: &zenoh::Session) {
-        if !self.pooled_result() || self.agent.local_points() == 0 {
-            return;
-        }
         let me = self.s.id;
         let fitter = self
             .peers
@@ -103,6 +102,16 @@ impl Node {
             .ok()
             .and_then(|m| m.first().copied())
             .map_or(me, |low| low.min(me));
+        if self.pooled.is_none() {
+            let rows = self.agent.local_points() + self.agent.recent_rows().len();
+            if rows > 0 {
+                self.member_check_step(session, fitter);
+            }
+            return;
+        }
+        if !self.pooled_result() || self.agent.local_points() == 0 {
+            return;
+        }
         self.member_check_step(session, fitter);
         if fitter == me {
             self.start_fit(session);

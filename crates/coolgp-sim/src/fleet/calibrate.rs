@@ -7,7 +7,7 @@
 //! would answer there.
 
 use coolgp::faer::Mat;
-use coolgp::local::calibrate::{best_rule, held_out_answer, offered_rows, CALIBRATION_ROWS};
+use coolgp::local::calibrate::{chosen_rule, held_out_answer, offered_rows, CALIBRATION_ROWS};
 use coolgp::local::pool::shares;
 use coolgp::local::{FleetRule, HeldOutRows, LocalAnswer};
 
@@ -41,10 +41,10 @@ impl Calibration {
         self.of(rule).scale
     }
 
-    /// The rule whose weighted answers have the smallest held-out error ([`best_rule`]): the
-    /// fleet query's `auto` rule (docs/LOCAL.md §12).
+    /// The fleet query's `auto` rule (docs/LOCAL.md §12): rbcm unless another rule's
+    /// weighted answers beat its held-out error decisively ([`chosen_rule`]).
     pub fn best(&self) -> Option<FleetRule> {
-        best_rule(&self.rules)
+        chosen_rule(&self.rules)
     }
 }
 

@@ -221,7 +221,7 @@ pub const PEERS: usize = 4;
 
 /// Each `due` agent's evidence (`None`: nothing to check, or not due) under its peers' own
 /// models, the best agreeing ([`evidence_among`]); the peers are the agents not suspect
-/// (`was`) with memory rows, the [`PEERS`] nearest by memory centre.
+/// (`was`) with rows to check, the [`PEERS`] nearest by the centre of those rows.
 fn member_evidence(
     agents: &[Agent],
     was: &[bool],
@@ -269,20 +269,29 @@ fn member_evidence(
         .collect()
 }
 
-/// The mean input of an agent's memory rows (`None` without rows).
+/// The mean input of an agent's memory rows, or without a memory of its newest rows (the
+/// rows its check reads, [`coolgp::members::check_rows`]); `None` without rows.
 fn centre(a: &Agent) -> Option<Vec<f64>> {
     let m = a.local().memory();
-    if m.is_empty() {
+    let recent = a.recent_rows();
+    let (n, d) = if m.is_empty() {
+        (recent.len(), recent.d())
+    } else {
+        (m.len(), m.d())
+    };
+    if n == 0 {
         return None;
     }
-    let d = m.d();
     let mut c = vec![0.0; d];
-    for r in 0..m.len() {
-        for (cj, v) in c.iter_mut().zip(m.row(r)) {
-            *cj += v;
-        }
+    for r in 0..n {
+        let row = if m.is_empty() {
+            recent.row(r)
+        } else {
+            m.row(r)
+        };
+        c.iter_mut().zip(row).for_each(|(cj, v)| *cj += v);
     }
-    c.iter_mut().for_each(|v| *v /= m.len() as f64);
+    c.iter_mut().for_each(|v| *v /= n as f64);
     Some(c)
 }
 

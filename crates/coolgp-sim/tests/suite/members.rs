@@ -136,3 +136,39 @@ fn push_sum_on_a_ring_contains_too() {
     assert!(gu > 1.3 * g, "containment must matter: {gu} vs {g}");
     assert!(r.fusion_max_rel_err < 1e-6, "{}", r.fusion_max_rel_err);
 }
+
+#[test]
+fn without_memory_each_fault_is_found_by_the_newest_rows_and_contained() {
+    // `--local-memory 0`: the check reads each member's newest rows (`RecentRows`).
+    let no_memory = |p: Policy| {
+        let mut c = cfg(p);
+        c.local.capacity = 0;
+        c
+    };
+    let clean = sim(&no_memory(Policy::Contain), &[]);
+    let m = clean.members.as_ref().expect("checked");
+    assert!(m.suspects.is_empty(), "{m:?}");
+    assert!(
+        m.members
+            .iter()
+            .all(|m| m.standing == "trusted" && m.rows > 0),
+        "{m:?}"
+    );
+    let g0 = honest_rmse(&clean);
+    for fault in Fault::ALL {
+        let faults = [(9, fault)];
+        let contained = sim(&no_memory(Policy::Contain), &faults);
+        let uncontained = sim(&no_memory(Policy::Off), &faults);
+        let m = contained.members.as_ref().expect("checked");
+        assert_eq!(m.suspects, vec![9], "{fault:?}: {m:?}");
+        let first = m.members[9].first_suspect_block.expect("marked");
+        let (g, gu) = (honest_rmse(&contained), honest_rmse(&uncontained));
+        eprintln!(
+            "no memory, {fault:?}: marked at block {first}; honest global {g:.4} \
+             (uncontained {gu:.4}, clean {g0:.4})"
+        );
+        assert!(first <= 10, "{fault:?}: marked at its block {first}");
+        assert!(g < 1.1 * g0, "{fault:?}: global {g} against clean {g0}");
+        assert!(contained.fusion_max_rel_err < 1e-9);
+    }
+}

@@ -14,9 +14,16 @@ use crate::model::predict::predict;
 use crate::model::{Posterior, Prediction};
 use crate::protocol::Agent;
 
-/// The rows of `member`'s memory the check uses (`x [k, d]`, `y [k]`), `None` without rows.
+/// The rows of `member` the check uses (`x [k, d]`, `y [k]`): up to `opts.rows` of its
+/// memory's, spread evenly over it, or without a memory of its newest rows
+/// ([`Agent::recent_rows`]); `None` without rows.
 pub fn check_rows(member: &Agent, opts: &CheckOptions) -> Option<(Mat<f64>, Vec<f64>)> {
     let memory = member.local().memory();
+    if memory.is_empty() {
+        let recent = member.recent_rows();
+        let rows = offered_rows(recent.len(), opts.rows);
+        return (!rows.is_empty()).then(|| recent.take(&rows));
+    }
     let rows = offered_rows(memory.len(), opts.rows);
     if rows.is_empty() {
         return None;

@@ -5,7 +5,8 @@
 //! - [`check`]: per member, the evidence of its rows against the others' model
 //!   ([`Evidence::measure`]) and the fleet-wide verdicts ([`judge`]): `Trusted`, `Suspect`,
 //!   `Unverifiable` (no one else knows its inputs) or `Unchecked` (no rows to check);
-//! - [`best_agreement`]: a member's evidence from its memory rows ([`check_rows`]) under each
+//! - [`best_agreement`]: a member's evidence from its memory rows, or without a memory its
+//!   newest rows ([`recent`], [`check_rows`]), under each
 //!   of a few peers' own models, the best-agreeing peer's ([`evidence_among`] in a fleet of
 //!   agents; a node takes its peers' own excesses from their status).
 //!
@@ -19,9 +20,11 @@
 pub mod bound;
 pub mod check;
 mod evidence;
+pub mod recent;
 
 pub use check::{judge, CheckOptions, Evidence, Standing};
 pub use evidence::{best_agreement, check_rows, evidence_among};
+pub use recent::{RecentRows, RECENT_ROWS};
 
 /// What a fleet does with its suspects (`--suspects`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

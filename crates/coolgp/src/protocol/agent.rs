@@ -31,6 +31,7 @@ use crate::learn::elbo::{BlockElbo, BlockPsi};
 use crate::learn::state::{block_rows, keep_block_psi, take_block_psi, LearnState};
 use crate::learn::{FleetSite, IsDiagnostics, Learner, Likelihood, StepCounts, UpdateMode};
 use crate::local::LocalModel;
+use crate::members::RecentRows;
 use crate::model::predict::predict;
 use crate::model::{Excess, NaturalParams, Posterior, Prediction, Projection, Vocabulary};
 use crate::protocol::event::Event;
@@ -66,6 +67,8 @@ pub struct Agent {
     site: FleetSite,
     /// The local memory and residual GP (issue 19; empty and unused with capacity 0).
     local: LocalModel,
+    /// The newest rows, kept for the member check when there is no local memory (issue 29).
+    recent: RecentRows,
     outbox: VecDeque<Message>,
     events: VecDeque<Event>,
 }
@@ -121,6 +124,7 @@ impl Agent {
             fusion,
             site,
             local,
+            recent: RecentRows::new(),
             outbox: VecDeque::new(),
             events: VecDeque::new(),
         })
@@ -364,8 +368,13 @@ impl Agent {
             }
         }
         keep_block_psi(bp);
-        // Issue 19: the local memory sees the block once it is absorbed.
-        self.offer_local(x, y);
+        // Issue 19: the local memory sees the block once it is absorbed; without one, the
+        // member check's ring does (issue 29).
+        if self.config.local.is_on() {
+            self.offer_local(x, y);
+        } else {
+            self.recent.push(x, y);
+        }
         Ok(())
     }
 
@@ -641,6 +650,12 @@ impl Agent {
     /// The local memory and residual GP.
     pub fn local(&self) -> &LocalModel {
         &self.local
+    }
+
+    /// The newest rows absorbed, kept for the member check without local memory (empty with
+    /// a memory, whose rows the check reads instead: [`crate::members::check_rows`]).
+    pub fn recent_rows(&self) -> &RecentRows {
+        &self.recent
     }
 
     /// The local memory, to change through its methods.

@@ -393,9 +393,16 @@ impl Fusion {
         Ok(Verdict::Fresh)
     }
 
-    /// A repeated message from `from`: only its round advances.
+    /// A repeated message from `from`: only its round advances, and its claim's (issue 29's
+    /// row rate): a sender that repeats its claim says it has no more rows at this round, so
+    /// the rows a later claim may add are counted from here, not from the claim's first
+    /// arrival (else a member could repeat a claim for a while and then jump by all the
+    /// rounds it waited).
     pub(crate) fn note_round(&mut self, from: AgentId, round: u64) {
         self.last_round.insert(from, round);
+        if let Some(at) = self.accepted_at.get_mut(&from) {
+            *at = self.round;
+        }
     }
 
     /// Absorbs a checked message (`m` inducing inputs).
