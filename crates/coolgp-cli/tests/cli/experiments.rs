@@ -334,7 +334,8 @@ fn faults_experiment_marks_each_faulty_station_and_contains_it() {
         dir.to_str().expect("utf8"),
     ]);
     let table = std::fs::read_to_string(dir.join("faults.csv")).expect("faults.csv");
-    assert_eq!(table.lines().count(), 1 + 6 * 2, "{table}");
+    // Clean, four faults, two faulty, and the two fleets without the faulty stations.
+    assert_eq!(table.lines().count(), 1 + 8 * 2, "{table}");
     let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json");
     let s: serde_json::Value = serde_json::from_str(&text).expect("JSON");
     for c in s["summary"].as_array().expect("cases") {
@@ -345,11 +346,15 @@ fn faults_experiment_marks_each_faulty_station_and_contains_it() {
         let q = c["fleet_query_vs_clean"]["worst"]
             .as_f64()
             .unwrap_or(f64::NAN);
+        let faulty = total.is_some_and(|t| t > 0);
         if contained {
             assert!(q < 2.5, "{c}");
-        } else if c["case"] != "clean" {
+        } else if faulty {
             assert!(q > 10.0, "{c}");
         }
+        // The faulty cases are also measured against the fleet without their faulty stations.
+        let floor = c["fleet_query_vs_without_the_faulty"]["mean"].as_f64();
+        assert_eq!(floor.is_some_and(f64::is_finite), faulty, "{c}");
     }
     for f in ["faults.png", "faults.svg"] {
         assert!(dir.join(f).exists(), "{f}");
