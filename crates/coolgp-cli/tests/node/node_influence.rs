@@ -143,12 +143,13 @@ fn a_member_inflating_its_own_signed_sums_adds_no_more_than_the_cap_allows() {
 
 #[test]
 fn a_member_claiming_rows_faster_than_the_row_rate_is_slowed_to_it() {
-    // --row-rate 40 (rows a round a side may add): the honest stream (10 rows a round a node)
-    // is never touched; node 3 claiming 100x its rows with their precision grows node 0's
-    // fused points by at most 40 a round of node 2's, not at once to 4,120.
+    // --row-rate 200 (rows a round a side may add): the honest stream (10 rows a round a node,
+    // 10x below the rate, so a node whose rounds stall under load is not capped) is never
+    // touched; node 3 claiming 1,000x its rows with their precision grows node 0's fused
+    // points by at most 200 a round of node 2's, not at once to 40,120.
     let _g = serial();
-    let rate = 40.0;
-    let (fleet, mut send) = liar_fleet("rate", &["--row-rate", "40"]);
+    let rate = 200.0;
+    let (fleet, mut send) = liar_fleet("rate", &["--row-rate", "200"]);
     mean_at_0_when(&fleet, 160.0, false, &mut || send(1.0, 40.0));
     // The rate counts node 2's rounds since it last accepted node 3's message: one honest
     // message more, then node 2's round clock.
@@ -159,7 +160,7 @@ fn a_member_claiming_rows_faster_than_the_row_rate_is_slowed_to_it() {
     let (r0, t0) = (st2.rounds_run, Instant::now());
     let mut most = 0.0f64;
     while t0.elapsed() < Duration::from_millis(1_500) {
-        send(100.0, 4_000.0);
+        send(1_000.0, 40_000.0);
         std::thread::sleep(Duration::from_millis(100));
         if let Some(s) = fleet.status(0, false) {
             most = most.max(s.fleet_points);
@@ -169,7 +170,7 @@ fn a_member_claiming_rows_faster_than_the_row_rate_is_slowed_to_it() {
     let rounds = (st2.rounds_run - r0) as f64;
     eprintln!(
         "row rate: node 0 held at most {most} points over {rounds} rounds of node 2 (claimed \
-         4,120; allowed 160 + {rate} a round)"
+         40,120; allowed 160 + {rate} a round)"
     );
     assert!(
         st2.capped.get(&3).is_some_and(|&n| n > 0),
