@@ -21,19 +21,22 @@ fn shares(offset_at_2: f64) -> Vec<Vec<(Vec<f64>, f64)>> {
         .collect()
 }
 
-#[test]
-fn a_faulty_node_is_marked_contained_and_readmitted_after_a_clean_restart() {
-    let _g = serial();
-    let mut fleet = Fleet::new("members", 3);
+/// Three nodes on a path with `--local-memory memory`, node 2's rows offset by +5, once every
+/// status says node 2 is marked and withheld and the honest nodes' fused models hold their
+/// own 160 rows without it (node 2 all 240): the fleet, its arguments and the statuses.
+fn offset_node_contained(
+    tag: &str,
+    memory: &str,
+) -> (Fleet, Vec<Vec<String>>, Vec<coolgp_node::status::Status>) {
+    let mut fleet = Fleet::new(tag, 3);
     let args = start_path(
         &mut fleet,
         &shares(5.0),
         10,
         40,
         false,
-        &["--local-memory", "60"],
+        &["--local-memory", memory],
     );
-    // Marked everywhere, withheld, and the honest nodes' fused models without node 2.
     let st = fleet.wait_all(
         "node 2 marked and contained",
         Duration::from_secs(90),
@@ -44,6 +47,13 @@ fn a_faulty_node_is_marked_contained_and_readmitted_after_a_clean_restart() {
                 && s.fleet_points == if i == 2 { 240.0 } else { 160.0 }
         },
     );
+    (fleet, args, st)
+}
+
+#[test]
+fn a_faulty_node_is_marked_contained_and_readmitted_after_a_clean_restart() {
+    let _g = serial();
+    let (mut fleet, args, st) = offset_node_contained("members", "60");
     let score =
         |s: &coolgp_node::status::Status| s.member.and_then(|m| m.score).unwrap_or(f64::NAN);
     assert!(
@@ -83,25 +93,7 @@ fn a_faulty_node_is_marked_contained_and_readmitted_after_a_clean_restart() {
 fn without_memory_a_faulty_node_is_marked_by_its_newest_rows_and_contained() {
     // `--local-memory 0`: no pooled fit; each node checks its newest 64 rows (issue 29).
     let _g = serial();
-    let mut fleet = Fleet::new("members-nomem", 3);
-    start_path(
-        &mut fleet,
-        &shares(5.0),
-        10,
-        40,
-        false,
-        &["--local-memory", "0"],
-    );
-    let st = fleet.wait_all(
-        "node 2 marked and contained without memory",
-        Duration::from_secs(90),
-        |i, s| {
-            s.stream_ended
-                && s.suspects == vec![2]
-                && s.withheld == (i == 2)
-                && s.fleet_points == if i == 2 { 240.0 } else { 160.0 }
-        },
-    );
+    let (_fleet, _args, st) = offset_node_contained("members-nomem", "0");
     let rows = |s: &coolgp_node::status::Status| s.member.map_or(0, |m| m.rows);
     assert!(
         st.iter().all(|s| rows(s) == 64),

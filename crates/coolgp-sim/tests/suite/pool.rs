@@ -132,8 +132,17 @@ impl Field {
 /// Eight stations 0.5 apart (input 0) see the field at 300 random times in [0, 10]
 /// (input 1) plus noise 0.1, in blocks of `batch`; each keeps every row.
 fn field_stations(field: &Field, batch: usize, seed: u64) -> Vec<Agent> {
+    stations_with(field, batch, Rng::new(seed, 12), &|_| 0.0)
+}
+
+/// [`field_stations`] drawn from `rng`, station i's rows read `offset(i)` too high.
+fn stations_with(
+    field: &Field,
+    batch: usize,
+    mut rng: Rng,
+    offset: &dyn Fn(u64) -> f64,
+) -> Vec<Agent> {
     let vocab = Arc::new(Vocabulary::default_design(8, 2, 3).expect("design"));
-    let mut rng = Rng::new(seed, 12);
     (0..8u64)
         .map(|i| {
             let cfg = AgentConfig {
@@ -153,7 +162,7 @@ fn field_stations(field: &Field, batch: usize, seed: u64) -> Vec<Agent> {
                     _ => 10.0 * rng.uniform(),
                 });
                 let y: Vec<f64> = (0..batch)
-                    .map(|r| field.at([x[(r, 0)], x[(r, 1)]]) + 0.1 * rng.normal())
+                    .map(|r| field.at([x[(r, 0)], x[(r, 1)]]) + offset(i) + 0.1 * rng.normal())
                     .collect();
                 a.handle_block(x.as_ref(), &y).expect("block");
             }
@@ -222,38 +231,12 @@ fn the_sum_family_is_chosen_on_stations_with_offsets_and_every_agent_takes_it() 
     // the sum (here for its two time scales: the global model absorbs most of the offsets,
     // σ_o stays small), and every agent takes its 2d + 4 parameters and answers.
     let field = Field::new([1.0, 0.1], 0);
-    let mut rng = Rng::new(7, 13);
     // Alternating between neighbouring stations: no smooth function of the place, so the
     // global model cannot absorb them.
     let offsets: Vec<f64> = (0..8)
         .map(|i| if i % 2 == 0 { 1.5 } else { -1.5 })
         .collect();
-    let vocab = Arc::new(Vocabulary::default_design(8, 2, 3).expect("design"));
-    let mut agents: Vec<Agent> = (0..8u64)
-        .map(|i| {
-            let cfg = AgentConfig {
-                local: LocalConfig {
-                    capacity: 300,
-                    fit: LocalFit::Fleet,
-                    ..LocalConfig::default()
-                },
-                seed: i,
-                ..AgentConfig::default()
-            };
-            let mut a = Agent::new(i, vocab.clone(), 2, cfg).expect("agent");
-            let s = 0.5 * i as f64;
-            for _ in 0..10 {
-                let x = Mat::from_fn(30, 2, |_, j| if j == 0 { s } else { 10.0 * rng.uniform() });
-                let y: Vec<f64> = (0..30)
-                    .map(|r| {
-                        field.at([x[(r, 0)], x[(r, 1)]]) + offsets[i as usize] + 0.1 * rng.normal()
-                    })
-                    .collect();
-                a.handle_block(x.as_ref(), &y).expect("block");
-            }
-            a
-        })
-        .collect();
+    let mut agents = stations_with(&field, 30, Rng::new(7, 13), &|i| offsets[i as usize]);
     let initial = agents[0].local().kernel().params().to_vec();
     let families = [ResidualFamily::SquaredExponential, ResidualFamily::Sum];
     let f = fit_agents_near(&mut agents, &[], (None, &initial, true, &families)).expect("fit");
