@@ -189,16 +189,16 @@ impl Node {
         // its evidence, which a reading must bring for it to be readmitted.
         // A follower still asks the fitter's verdict then (one status get), without reading
         // its peers: the fitter may mark a member after the followers went idle, and a
-        // follower that stopped asking would never learn it (node_members under load).
+        // follower that stopped asking would never learn it (node_members under load). The
+        // fitter still judges then (one brief-status request, without reading its peers): a
+        // member's own evidence may first arrive after the fitter went idle, which nothing
+        // the fitter watches would show (node_members without memory, 1 run in 7).
         let me = self.s.id;
         let fused_at = self.progress.fused_changed_unix_ms.unwrap_or(u64::MAX);
         let idle = self.watch.suspects.is_empty()
             && self.watch.interval >= MAX_CHECK_ROUNDS
             && fused_at < self.watch.read_at_ms
             && self.data_stamp() == self.watch.seen_version;
-        if idle && fitter == me {
-            return;
-        }
         self.watch.read_at_ms = super::unix_ms();
         self.watch.readings += 1;
         let others: Vec<u64> = self
