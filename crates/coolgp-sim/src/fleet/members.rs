@@ -272,26 +272,18 @@ fn member_evidence(
 /// The mean input of an agent's memory rows, or without a memory of its newest rows (the
 /// rows its check reads, [`coolgp::members::check_rows`]); `None` without rows.
 fn centre(a: &Agent) -> Option<Vec<f64>> {
-    let m = a.local().memory();
-    let recent = a.recent_rows();
-    let (n, d) = if m.is_empty() {
-        (recent.len(), recent.d())
-    } else {
-        (m.len(), m.d())
+    let m = match a.local().memory() {
+        m if m.is_empty() => a.recent_rows(),
+        m => m,
     };
-    if n == 0 {
+    if m.is_empty() {
         return None;
     }
-    let mut c = vec![0.0; d];
-    for r in 0..n {
-        let row = if m.is_empty() {
-            recent.row(r)
-        } else {
-            m.row(r)
-        };
-        c.iter_mut().zip(row).for_each(|(cj, v)| *cj += v);
+    let mut c = vec![0.0; m.d()];
+    for r in 0..m.len() {
+        c.iter_mut().zip(m.row(r)).for_each(|(cj, v)| *cj += v);
     }
-    c.iter_mut().for_each(|v| *v /= n as f64);
+    c.iter_mut().for_each(|v| *v /= m.len() as f64);
     Some(c)
 }
 

@@ -139,7 +139,7 @@ fn push_sum_on_a_ring_contains_too() {
 
 #[test]
 fn without_memory_each_fault_is_found_by_the_newest_rows_and_contained() {
-    // `--local-memory 0`: the check reads each member's newest rows (`RecentRows`).
+    // `--local-memory 0`: the check reads each member's newest rows (`Agent::recent_rows`).
     let no_memory = |p: Policy| {
         let mut c = cfg(p);
         c.local.capacity = 0;

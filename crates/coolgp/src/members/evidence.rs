@@ -18,12 +18,10 @@ use crate::protocol::Agent;
 /// memory's, spread evenly over it, or without a memory of its newest rows
 /// ([`Agent::recent_rows`]); `None` without rows.
 pub fn check_rows(member: &Agent, opts: &CheckOptions) -> Option<(Mat<f64>, Vec<f64>)> {
-    let memory = member.local().memory();
-    if memory.is_empty() {
-        let recent = member.recent_rows();
-        let rows = offered_rows(recent.len(), opts.rows);
-        return (!rows.is_empty()).then(|| recent.take(&rows));
-    }
+    let memory = match member.local().memory() {
+        m if m.is_empty() => member.recent_rows(),
+        m => m,
+    };
     let rows = offered_rows(memory.len(), opts.rows);
     if rows.is_empty() {
         return None;

@@ -6,7 +6,7 @@
 //!   ([`Evidence::measure`]) and the fleet-wide verdicts ([`judge`]): `Trusted`, `Suspect`,
 //!   `Unverifiable` (no one else knows its inputs) or `Unchecked` (no rows to check);
 //! - [`best_agreement`]: a member's evidence from its memory rows, or without a memory its
-//!   newest rows ([`recent`], [`check_rows`]), under each
+//!   newest [`RECENT_ROWS`] rows ([`check_rows`]), under each
 //!   of a few peers' own models, the best-agreeing peer's ([`evidence_among`] in a fleet of
 //!   agents; a node takes its peers' own excesses from their status).
 //!
@@ -20,11 +20,14 @@
 pub mod bound;
 pub mod check;
 mod evidence;
-pub mod recent;
 
 pub use check::{judge, CheckOptions, Evidence, Standing};
 pub use evidence::{best_agreement, check_rows, evidence_among};
-pub use recent::{RecentRows, RECENT_ROWS};
+
+/// Rows an agent without a local memory keeps for the check (`--local-memory 0`): its newest,
+/// in a [`crate::local::Memory`] of the `recent` policy ([`crate::Agent::recent_rows`]; not
+/// checkpointed, refilled within a few blocks). [`CheckOptions`]'s default `rows`.
+pub const RECENT_ROWS: usize = 64;
 
 /// What a fleet does with its suspects (`--suspects`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

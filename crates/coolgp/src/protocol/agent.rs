@@ -30,8 +30,10 @@ use crate::fuse::Mass;
 use crate::learn::elbo::{BlockElbo, BlockPsi};
 use crate::learn::state::{block_rows, keep_block_psi, take_block_psi, LearnState};
 use crate::learn::{FleetSite, IsDiagnostics, Learner, Likelihood, StepCounts, UpdateMode};
+use crate::local::memory::Memory;
 use crate::local::LocalModel;
-use crate::members::RecentRows;
+use crate::local::MemoryPolicy;
+use crate::members::RECENT_ROWS;
 use crate::model::predict::predict;
 use crate::model::{Excess, NaturalParams, Posterior, Prediction, Projection, Vocabulary};
 use crate::protocol::event::Event;
@@ -67,8 +69,9 @@ pub struct Agent {
     site: FleetSite,
     /// The local memory and residual GP (issue 19; empty and unused with capacity 0).
     local: LocalModel,
-    /// The newest rows, kept for the member check when there is no local memory (issue 29).
-    recent: RecentRows,
+    /// The newest rows, kept for the member check when there is no local memory (issue 29):
+    /// a memory of the `recent` policy and [`RECENT_ROWS`] rows, with no residual GP.
+    recent: Memory,
     outbox: VecDeque<Message>,
     events: VecDeque<Event>,
 }
@@ -115,6 +118,7 @@ impl Agent {
         let site_part = fleet.then(|| (key, site.own().len()));
         let fusion = Fusion::new(config.fusion, vocab.m(), site_part);
         let local = LocalModel::new(config.local, &vocab, &proj, config.seed);
+        let recent = Memory::new(MemoryPolicy::Recent, RECENT_ROWS, d, config.seed);
         let learning = LearnState::new(&vocab, proj, config.adam.clone(), config.mode, config.seed);
         Ok(Self {
             id,
@@ -124,7 +128,7 @@ impl Agent {
             fusion,
             site,
             local,
-            recent: RecentRows::new(),
+            recent,
             outbox: VecDeque::new(),
             events: VecDeque::new(),
         })
@@ -373,7 +377,7 @@ impl Agent {
         if self.config.local.is_on() {
             self.offer_local(x, y);
         } else {
-            self.recent.push(x, y);
+            self.recent.offer(x, y);
         }
         Ok(())
     }
@@ -654,7 +658,7 @@ impl Agent {
 
     /// The newest rows absorbed, kept for the member check without local memory (empty with
     /// a memory, whose rows the check reads instead: [`crate::members::check_rows`]).
-    pub fn recent_rows(&self) -> &RecentRows {
+    pub fn recent_rows(&self) -> &Memory {
         &self.recent
     }
 
