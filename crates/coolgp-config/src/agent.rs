@@ -135,8 +135,7 @@ pub struct AgentArgs {
     /// How a block's rows enter the model (issue 29, docs/ROBUST.md): gaussian (default) or
     /// robust (each row's likelihood term tempered by w = (1 + r²/c²)^(−1/2), r its
     /// standardized residual against the agent's predictive before the block: gross outliers
-    /// barely move the model; the messages keep their size). Frozen mode; not with the
-    /// fleet projection.
+    /// barely move the model; the messages keep their size). Frozen mode.
     #[cfg_attr(feature = "clap", arg(long, value_name = "gaussian|robust"))]
     pub likelihood: Option<String>,
     /// The robust likelihood's threshold c on the standardized residual (finite, > 0;
@@ -392,30 +391,20 @@ impl AgentArgs {
     }
 
     /// [`AgentArgs::likelihood`], refused where the agent cannot keep its weights: outside the
-    /// frozen mode or with the fleet projection.
-    fn robust_fits(
-        &self,
-        driver: Driver,
-        mode: UpdateMode,
-        projection: ProjectionMode,
-    ) -> Result<Likelihood, ConfigError> {
+    /// frozen mode.
+    fn robust_fits(&self, driver: Driver, mode: UpdateMode) -> Result<Likelihood, ConfigError> {
         let likelihood = self.likelihood(driver)?;
         if likelihood == Likelihood::Gaussian {
             return Ok(likelihood);
         }
-        let (robust, mode_flag, projection_flag) = match driver {
-            Driver::Python => ("likelihood='robust'", "mode='frozen'", "projection='fleet'"),
-            _ => ("--likelihood robust", "--mode frozen", "--projection fleet"),
+        let (robust, mode_flag) = match driver {
+            Driver::Python => ("likelihood='robust'", "mode='frozen'"),
+            _ => ("--likelihood robust", "--mode frozen"),
         };
         if mode != UpdateMode::Frozen {
             return Err(ConfigError::Invalid(format!(
                 "{robust} needs {mode_flag}, not {}",
                 mode.name()
-            )));
-        }
-        if projection == ProjectionMode::Fleet {
-            return Err(ConfigError::Invalid(format!(
-                "{robust} does not support {projection_flag} yet: use per-agent or shared"
             )));
         }
         Ok(likelihood)
@@ -566,7 +555,7 @@ impl AgentArgs {
                 local,
                 influence_cap: self.influence_cap()?,
                 row_rate: self.row_rate()?,
-                likelihood: self.robust_fits(driver, mode, projection)?,
+                likelihood: self.robust_fits(driver, mode)?,
                 ..AgentConfig::default()
             },
             group,

@@ -83,11 +83,22 @@ fn the_likelihood_is_gaussian_by_default_and_refuses_bad_values() {
         ..lik(Some("robust"), None)
     };
     assert!(err(exact, Driver::Simulate).contains("needs --mode frozen"));
+    // The fleet projection keeps each row's weight in its site window (docs/ROBUST.md §2).
     let fleet = AgentArgs {
         projection: Some("fleet".into()),
         ..lik(Some("robust"), None)
     };
-    assert!(err(fleet, Driver::Node).contains("--projection fleet"));
+    let cfg = fleet
+        .validate(Driver::Node)
+        .expect("robust with the fleet projection")
+        .config;
+    assert_eq!(
+        cfg.likelihood,
+        Likelihood::Robust {
+            c: coolgp::learn::DEFAULT_ROBUST_C
+        }
+    );
+    assert_eq!(cfg.projection, coolgp::ProjectionMode::Fleet);
 }
 
 #[test]

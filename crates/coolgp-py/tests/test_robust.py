@@ -39,8 +39,8 @@ def test_robust_shrugs_off_outliers_and_costs_little_on_clean_data():
 
 
 def test_robust_is_refused_where_it_cannot_work_and_named_in_python_spelling():
-    with pytest.raises(ValueError, match="likelihood='robust' does not support projection='fleet'"):
-        coolgp.FleetRegressor(projection="fleet", likelihood="robust")
+    # The fleet projection takes it since the thirteenth session (docs/ROBUST.md §2).
+    coolgp.FleetRegressor(projection="fleet", likelihood="robust")
     for bad in [0.0, -1.0, float("nan")]:
         with pytest.raises(ValueError, match="robust_c"):
             coolgp.FleetRegressor(likelihood="robust", robust_c=bad)
@@ -54,8 +54,7 @@ def test_robust_is_refused_where_it_cannot_work_and_named_in_python_spelling():
     for mode in ["exact", "importance"]:
         with pytest.raises(ValueError, match=f"likelihood='robust' needs mode='frozen', not {mode}"):
             coolgp.Agent(0, v, 2, mode=mode, likelihood="robust")
-    with pytest.raises(ValueError, match="likelihood='robust' does not support projection='fleet'"):
-        coolgp.Agent(0, v, 2, projection="fleet", likelihood="robust")
+    coolgp.Agent(0, v, 2, projection="fleet", likelihood="robust")
     for bad in [0.0, -1.0, float("nan")]:
         with pytest.raises(ValueError, match="robust_c must be finite and > 0"):
             coolgp.Agent(0, v, 2, likelihood="robust", robust_c=bad)
@@ -69,8 +68,9 @@ def test_simulate_takes_the_likelihood_and_refuses_a_nan_threshold():
               no_baselines=True, no_central=True, local_memory=0)
     s = coolgp.simulate(**kw, likelihood="robust", robust_c=2.0)
     assert s["likelihood"] == {"name": "robust", "c": 2.0}
-    with pytest.raises(ValueError, match="likelihood robust does not support --projection fleet"):
-        coolgp.simulate(**kw, likelihood="robust", projection="fleet")
+    s = coolgp.simulate(**kw, likelihood="robust", projection="fleet")
+    assert s["likelihood"] == {"name": "robust", "c": 3.0}
+    assert s["projection"] == "fleet"
     # NaN has no JSON form: it must be refused, not read as "not given" (c = 3).
     for bad in [float("nan"), float("inf")]:
         with pytest.raises(ValueError, match="robust_c: expected a finite number"):

@@ -135,7 +135,7 @@ class FleetRegressor:
 
     likelihood="robust" (default "gaussian"; robust_c=c > 0, default 3): each row of a block
     is weighted by (1 + r^2/c^2)^(-1/2) of its standardized residual r, so gross outliers
-    barely move the model; frozen mode only, not with projection="fleet" (docs/ROBUST.md).
+    barely move the model; frozen mode only, any projection (docs/ROBUST.md).
     """
 
     def __init__(

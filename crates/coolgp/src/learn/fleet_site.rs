@@ -65,11 +65,13 @@ pub struct FleetSite {
 pub const STREAM_REFRESH_GROWTH: f64 = 0.05;
 
 /// The data of one step's target, from [`FleetSite::push_block`]: the window's rows stacked
-/// (`None`: the block alone), the window's points before the block arrived, and whether the
-/// step re-evaluates the window ([`STREAM_REFRESH_GROWTH`]).
+/// (`None`: the block alone) with their weights under the robust likelihood, the window's
+/// points before the block arrived, and whether the step re-evaluates the window
+/// ([`STREAM_REFRESH_GROWTH`]).
 #[derive(Debug)]
 pub struct StepData {
     stacked: Option<(Mat<f64>, Vec<f64>)>,
+    weights: Option<Vec<f64>>,
     before: usize,
     refresh: bool,
 }
@@ -81,6 +83,13 @@ impl StepData {
         self.stacked
             .as_ref()
             .map(|(x, y)| (x.as_ref(), y.as_slice()))
+    }
+
+    /// The weights `w [Σn]` of the [`StepData::stacked`] rows, each taken when its block
+    /// arrived (the robust likelihood, [`FleetSite::push_weighted_block`]); `None` when the
+    /// rows are not stacked or carry no weights (the Gaussian likelihood).
+    pub fn stacked_weights(&self) -> Option<&[f64]> {
+        self.weights.as_deref()
     }
 }
 
@@ -170,6 +179,12 @@ impl FleetSite {
         &self.recent
     }
 
+    /// The window of newest own blocks, to change through its methods (a restored robust
+    /// agent's weights, [`RecentBlocks::set_weights`]).
+    pub(crate) fn recent_mut(&mut self) -> &mut RecentBlocks {
+        &mut self.recent
+    }
+
     /// [`SiteMemory::Stream`]: the frozen terms of the blocks that left the window.
     pub fn frozen(&self) -> &Site {
         &self.frozen
@@ -201,6 +216,23 @@ impl FleetSite {
     /// window's rows, or under [`SiteMemory::Stream`] the block alone unless the fused q(u)'s
     /// points have grown by [`STREAM_REFRESH_GROWTH`] since the window's last evaluation.
     pub fn push_block(&mut self, x: MatRef<'_, f64>, y: &[f64], counts: StepCounts) -> StepData {
+        self.push_weighted_block(x, y, None, counts)
+    }
+
+    /// As [`FleetSite::push_block`], the block's rows with their weights `w [n]` under the
+    /// robust likelihood (docs/ROBUST.md; `None`: every weight 1): the window keeps them with
+    /// the rows, so every re-evaluation tempers each row by the weight it got on arrival.
+    ///
+    /// # Panics
+    /// If `w` does not hold one weight per row (our own misuse).
+    #[track_caller]
+    pub fn push_weighted_block(
+        &mut self,
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        w: Option<&[f64]>,
+        counts: StepCounts,
+    ) -> StepData {
         let window = self.config.window_points;
         let before = self.recent.points();
         let refresh = match self.config.memory {
@@ -215,14 +247,19 @@ impl FleetSite {
                 grown
             }
         };
-        let stacked = if window > 0 {
-            self.recent.push(x, y, window);
-            (refresh && self.recent.len() > 1).then(|| self.recent.stacked())
+        let (stacked, weights) = if window > 0 {
+            self.recent.push_weighted(x, y, w, window);
+            if refresh && self.recent.len() > 1 {
+                (Some(self.recent.stacked()), self.recent.stacked_weights())
+            } else {
+                (None, None)
+            }
         } else {
-            None
+            (None, None)
         };
         StepData {
             stacked,
+            weights,
             before,
             refresh,
         }

@@ -11,7 +11,9 @@
 //! to T1 and `Σ_n w_n y_n ψ1(x_n)/σ_n²` to T2 (generalized Bayes, still conjugate: q(u)'s
 //! natural parameters and the messages keep their size and meaning). The same weights, held
 //! constant within the block, scale the rows' terms of `L_D` and its gradient
-//! ([`crate::learn::elbo::block_loglik_grad_weighted`]).
+//! ([`crate::learn::elbo::block_loglik_grad_weighted`]). Under the fleet projection the site
+//! window keeps each row's weight with the row ([`crate::learn::RecentBlocks`]), so every
+//! re-evaluation of the window tempers the row by the weight it got on arrival.
 
 use crate::learn::elbo::BlockPsi;
 use crate::model::natural::Posterior;
@@ -136,6 +138,10 @@ pub(crate) fn row_weights(
 #[cfg(test)]
 #[path = "robust_tests.rs"]
 mod agent_tests;
+
+#[cfg(test)]
+#[path = "robust_fleet_tests.rs"]
+mod fleet_tests;
 
 #[cfg(test)]
 mod tests {

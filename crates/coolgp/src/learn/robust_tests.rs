@@ -185,7 +185,7 @@ fn weighted_gradient_matches_central_differences() {
 }
 
 #[test]
-fn the_agent_refuses_robust_outside_the_frozen_mode_and_the_fleet_projection() {
+fn the_agent_refuses_robust_outside_the_frozen_mode() {
     let vocab = Arc::new(Vocabulary::default_design(6, 2, 7).expect("design"));
     let robust = Likelihood::Robust { c: 2.0 };
     for cfg in [
@@ -196,7 +196,13 @@ fn the_agent_refuses_robust_outside_the_frozen_mode_and_the_fleet_projection() {
         },
         AgentConfig {
             likelihood: robust,
+            mode: crate::UpdateMode::Exact,
             projection: crate::ProjectionMode::Fleet,
+            ..AgentConfig::default()
+        },
+        AgentConfig {
+            likelihood: robust,
+            mode: crate::UpdateMode::parse(Some("importance"), None, None).expect("mode"),
             ..AgentConfig::default()
         },
         AgentConfig {

@@ -11,7 +11,7 @@ use crate::learn::adam::{Adam, AdamConfig};
 use crate::learn::elbo::{block_loglik_grad_weighted, block_loglik_grad_with, BlockElbo, BlockPsi};
 use crate::learn::importance::IsDiagnostics;
 use crate::learn::robust::row_weights;
-use crate::learn::window::window_loglik_grad;
+use crate::learn::window::window_loglik_grad_weighted;
 use crate::learn::{Learner, UpdateMode};
 use crate::model::natural::Posterior;
 use crate::model::psi::PsiWorkspace;
@@ -320,8 +320,11 @@ impl LearnState {
 
     /// As [`LearnState::data_term`] for a site window whose last `tail` rows' ψ `bp` holds
     /// (the newest block's, from its absorption under the current q(W)): a window of at most
-    /// [`block_rows`] rows computes its older rows' ψ point by point ([`window_loglik_grad`], no
-    /// `n·m²` buffer; bit-identical to recomputing `bp` over the window first).
+    /// [`block_rows`] rows computes its older rows' ψ point by point
+    /// ([`window_loglik_grad_weighted`], no `n·m²` buffer; bit-identical to recomputing `bp`
+    /// over the window first). Each row's term is tempered by its weight `w [n]` when
+    /// `weights` is given (the robust likelihood: the weights kept with the window's blocks).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn window_data_term(
         &self,
         vocab: &Vocabulary,
@@ -330,12 +333,16 @@ impl LearnState {
         y: &[f64],
         bp: &mut BlockPsi,
         tail: usize,
+        weights: Option<&[f64]>,
     ) -> Option<BlockElbo> {
         let rows = block_rows(vocab.m());
         if y.len() <= rows {
-            return Some(window_loglik_grad(vocab, &self.proj, post, x, y, bp, tail));
+            let proj = &self.proj;
+            return Some(window_loglik_grad_weighted(
+                vocab, proj, post, x, y, bp, tail, weights,
+            ));
         }
-        self.data_term(vocab, post, x, y, bp, rows, None)
+        self.data_term(vocab, post, x, y, bp, rows, weights)
     }
 
     /// One Adam step on the per-datum gradient `∇L_D/n − ∇KL_W/kl_den` (spec §6) of a block

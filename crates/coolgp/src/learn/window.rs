@@ -25,14 +25,41 @@ pub fn window_loglik_grad(
     bp: &mut BlockPsi,
     tail: usize,
 ) -> BlockElbo {
+    window_loglik_grad_weighted(vocab, proj, post, x, y, bp, tail, None)
+}
+
+/// As [`window_loglik_grad`] with each row's term tempered by its weight `w [n]` when
+/// `weights` is given (the robust likelihood: the weights the rows got when their blocks
+/// arrived; [`crate::learn::elbo::block_loglik_grad_weighted`]). `None` is
+/// [`window_loglik_grad`] bit for bit.
+///
+/// # Panics
+/// If `w` is shorter than `y` (our own misuse).
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn window_loglik_grad_weighted(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    post: &Posterior,
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    bp: &mut BlockPsi,
+    tail: usize,
+    weights: Option<&[f64]>,
+) -> BlockElbo {
+    assert!(
+        weights.is_none_or(|w| w.len() >= y.len()),
+        "one weight per row"
+    );
     let (m, dz, n) = (vocab.m(), vocab.d_latent(), x.nrows());
     let fits = tail <= n && bp.holds(m, dz, tail);
     if !fits {
         bp.recompute(vocab, proj, x);
-        return loglik_grad_rows(vocab, proj, post, x, y, bp, None, None);
+        return loglik_grad_rows(vocab, proj, post, x, y, bp, None, weights);
     }
     let mut ws = bp.take_workspace();
-    let out = loglik_grad_rows(vocab, proj, post, x, y, bp, Some((n - tail, &mut ws)), None);
+    let fresh = Some((n - tail, &mut ws));
+    let out = loglik_grad_rows(vocab, proj, post, x, y, bp, fresh, weights);
     bp.set_workspace(ws);
     out
 }
@@ -79,6 +106,55 @@ mod tests {
         let got = window_loglik_grad(&vocab, &proj, &post, sub, &y[..5], &mut big, 9);
         let want = block_loglik_grad(&vocab, &proj, &post, sub, &y[..5]);
         assert_eq!(got.grad.to_flat(), want.grad.to_flat());
+    }
+
+    #[test]
+    fn the_weighted_window_gradient_point_by_point_is_the_stacked_one_bit_for_bit() {
+        // Reference: docs/ROBUST.md §1 on a site window: the rows' weights temper the window's
+        // terms whether its older rows' ψ are computed point by point or stacked.
+        let vocab = Vocabulary::default_design(7, 2, 3).expect("design");
+        let proj = vocab.initial_projection(3);
+        let mut rng = Rng::new(7, 4);
+        let x = faer::Mat::from_fn(9, 3, |_, _| rng.normal());
+        let y: Vec<f64> = (0..9).map(|_| rng.normal()).collect();
+        let w: Vec<f64> = (0..9).map(|_| 0.1 + 0.9 * rng.uniform()).collect();
+        let mut stats = UnitStats::zeros(vocab.m());
+        BlockPsi::compute(&vocab, &proj, x.as_ref()).accumulate_into(&y, &mut stats);
+        let e = crate::model::Excess::from_unit_stats(&stats, 1.0, 0.5);
+        let post = crate::model::NaturalParams::from_excess(&vocab, &e)
+            .posterior(&vocab)
+            .expect("posterior");
+        let full = BlockPsi::compute(&vocab, &proj, x.as_ref());
+        let want = crate::learn::elbo::block_loglik_grad_weighted(
+            &vocab,
+            &proj,
+            &post,
+            x.as_ref(),
+            &y,
+            &full,
+            &w,
+        );
+        let mut held = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(5, 4));
+        let got = window_loglik_grad_weighted(
+            &vocab,
+            &proj,
+            &post,
+            x.as_ref(),
+            &y,
+            &mut held,
+            4,
+            Some(&w),
+        );
+        assert_eq!(got.value.to_bits(), want.value.to_bits());
+        assert_eq!(got.grad.to_flat(), want.grad.to_flat());
+        assert_eq!(got.hyper, want.hyper);
+        // Without weights: the Gaussian window term, bit for bit.
+        let mut held = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(5, 4));
+        let a =
+            window_loglik_grad_weighted(&vocab, &proj, &post, x.as_ref(), &y, &mut held, 4, None);
+        let b = block_loglik_grad_with(&vocab, &proj, &post, x.as_ref(), &y, &full);
+        assert_eq!(a.value.to_bits(), b.value.to_bits());
+        assert_ne!(a.value.to_bits(), got.value.to_bits(), "the weights matter");
     }
 
     #[test]

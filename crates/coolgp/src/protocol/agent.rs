@@ -51,8 +51,9 @@ const MAX_EVENTS: usize = 4096;
 enum Rows<'a> {
     /// A block, with its rows' weights under the robust likelihood.
     Block(Option<&'a [f64]>),
-    /// The window's newest block's rows.
-    Window(usize),
+    /// The window's newest block's rows, with the window's rows' weights under the robust
+    /// likelihood.
+    Window(usize, Option<&'a [f64]>),
 }
 
 /// One COOL-GP agent.
@@ -82,8 +83,8 @@ impl Agent {
     /// # Errors
     /// [`Error::InvalidConfig`] for `d = 0`, zero importance samples, the shared projection
     /// with push-sum, the fleet projection with the importance mode, bad site settings, or
-    /// the robust likelihood with a threshold that is not finite and > 0, outside the frozen
-    /// mode or with the fleet projection.
+    /// the robust likelihood with a threshold that is not finite and > 0 or outside the
+    /// frozen mode.
     pub fn new(id: AgentId, vocab: Arc<Vocabulary>, d: usize, config: AgentConfig) -> Result<Self> {
         if d == 0 {
             return Err(Error::InvalidConfig("input dimension d must be > 0".into()));
@@ -364,7 +365,7 @@ impl Agent {
         if self.config.learn {
             if self.is_fleet() {
                 // Spec §14: the own site steps; the fused sums change and are adopted.
-                self.site_step(x, y, &mut bp, rows);
+                self.site_step(x, y, &mut bp, rows, weights.as_deref());
             } else {
                 // Spec §6: one Adam step on θ against the fused q(u); E_i under the new θ.
                 self.optimizer_step(x, y, &mut bp, rows, weights.as_deref());
@@ -437,9 +438,9 @@ impl Agent {
             Rows::Block(w) => self
                 .learning
                 .data_term(&self.vocab, &post, x, y, bp, rows, w),
-            Rows::Window(tail) => {
+            Rows::Window(tail, w) => {
                 self.learning
-                    .window_data_term(&self.vocab, &post, x, y, bp, tail)
+                    .window_data_term(&self.vocab, &post, x, y, bp, tail, w)
             }
         }
     }
@@ -470,8 +471,16 @@ impl Agent {
     /// The fleet projection mode's site step (spec §14): the data term of the window of
     /// newest own blocks ([`crate::learn::SiteConfig::window_points`]; the block alone at 0)
     /// under the fleet q(W) and the fused q(u) moves the own site ([`FleetSite::step`]); then
-    /// the fused sums have changed and the agent adopts them.
-    fn site_step(&mut self, x: MatRef<'_, f64>, y: &[f64], bp: &mut BlockPsi, rows: usize) {
+    /// the fused sums have changed and the agent adopts them. Under the robust likelihood the
+    /// block's `weights` stay with its rows in the window, and temper every term taken over them.
+    fn site_step(
+        &mut self,
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        bp: &mut BlockPsi,
+        rows: usize,
+        weights: Option<&[f64]>,
+    ) {
         let counts = StepCounts {
             n_own: self.learning.n_own(),
             blocks: self.learning.blocks(),
@@ -479,12 +488,15 @@ impl Agent {
             fused_points: self.fused_site().points,
             data_points: self.fleet_points(),
         };
-        let data = self.site.push_block(x, y, counts);
+        let data = self.site.push_weighted_block(x, y, weights, counts);
         let elbo = match data.stacked() {
             // `bp` holds the newest block's ψ (a one-chunk block, absorbed under the same
             // q(W)): a one-chunk window computes only its older rows, point by point.
-            Some((xs, ys)) => self.data_term_of(xs, ys, bp, rows, Rows::Window(y.len())),
-            None => self.data_term_of(x, y, bp, rows, Rows::Block(None)),
+            Some((xs, ys)) => {
+                let what = Rows::Window(y.len(), data.stacked_weights());
+                self.data_term_of(xs, ys, bp, rows, what)
+            }
+            None => self.data_term_of(x, y, bp, rows, Rows::Block(weights)),
         };
         let Some(elbo) = elbo else {
             return;

@@ -118,7 +118,8 @@ pub struct AgentConfig {
     pub row_rate: Option<f64>,
     /// How a block's rows enter q(u) and `L_D` (issue 29 item 4, docs/ROBUST.md): Gaussian
     /// (default) or robust (each row tempered by its weight against the predictive before
-    /// the block; frozen online mode, not the fleet projection).
+    /// the block; frozen online mode; under the fleet projection the site window keeps each
+    /// row's weight with the row).
     pub likelihood: Likelihood,
 }
 
@@ -142,10 +143,9 @@ impl Default for AgentConfig {
 }
 
 impl AgentConfig {
-    /// Refuses a robust likelihood with a threshold that is not finite and > 0, outside the
-    /// frozen online mode (the importance and exact caches would have to keep the weights) or
-    /// with the fleet projection (its site window re-evaluates older rows, whose weights it does
-    /// not keep).
+    /// Refuses a robust likelihood with a threshold that is not finite and > 0 or outside the
+    /// frozen online mode (the importance and exact caches would have to keep the weights).
+    /// The fleet projection's site window keeps each row's weight with the row.
     pub(crate) fn check_likelihood(&self) -> Result<()> {
         if self.likelihood == Likelihood::Gaussian {
             return Ok(());
@@ -156,11 +156,6 @@ impl AgentConfig {
                 "the robust likelihood needs the frozen online mode, not {}",
                 self.mode.name()
             )));
-        }
-        if self.projection == ProjectionMode::Fleet {
-            return Err(Error::InvalidConfig(
-                "the robust likelihood does not support the fleet projection yet (use per-agent or shared)".into(),
-            ));
         }
         Ok(())
     }

@@ -13,8 +13,10 @@
 //! fleet's `Σ_i s_i` plus the same faded pseudo-site. Site-only messages are a tree-rule
 //! device: under push-sum the sites travel in every push-sum round.
 
-use crate::learn::{GroupId, Site, Sites};
-use crate::protocol::agent::{Agent, FusionRule, ProjectionMode};
+use crate::learn::elbo::BlockPsi;
+use crate::learn::robust::row_weights;
+use crate::learn::{GroupId, Likelihood, Site, Sites};
+use crate::protocol::agent::{Agent, FusionRule, ProjectionMode, View};
 use crate::protocol::message::{AgentId, Body, Message};
 
 impl Agent {
@@ -117,6 +119,32 @@ impl Agent {
         for j in ns {
             self.handle_site_tick_to(j);
         }
+    }
+
+    /// The robust likelihood's weights of a restored site window's rows: a snapshot keeps the
+    /// window's rows but not their weights ([`crate::protocol::AgentSnapshot::recent`]), so
+    /// they are taken again against the restored agent's fused predictive (its own if the
+    /// fused q(u) cannot be factored; left at 1 if neither can). A restored robust agent's
+    /// later window terms are therefore close to, not bit-identical with, the original's.
+    /// Nothing to do for a Gaussian agent or outside the fleet projection mode.
+    pub(crate) fn reweigh_restored_window(&mut self) {
+        let Likelihood::Robust { c } = self.config().likelihood else {
+            return;
+        };
+        if !self.is_fleet() || self.fleet_site().recent().is_empty() {
+            return;
+        }
+        let Ok(post) = (self.posterior(View::Fused)).or_else(|_| self.posterior(View::Own)) else {
+            return;
+        };
+        let (vocab, proj) = (self.vocabulary().clone(), self.projection().clone());
+        let weights = (self.fleet_site().recent().blocks())
+            .map(|(x, y)| {
+                let bp = BlockPsi::compute(&vocab, &proj, x.as_ref());
+                Some(row_weights(&vocab, &proj, &post, &bp, y, c))
+            })
+            .collect();
+        self.fleet_site_mut().recent_mut().set_weights(weights);
     }
 
     /// The site part of a q(u) message to `to`, `None` outside the fleet mode.

@@ -1,5 +1,7 @@
 //! A plain-data image of an [`Agent`]'s state, for checkpoints (the node writes it to disk;
-//! the core never does I/O). Restoring a snapshot gives an agent that behaves bit-identically.
+//! the core never does I/O). Restoring a snapshot gives an agent that behaves bit-identically
+//! (except a robust fleet-projection agent's site window weights, taken again on restore:
+//! [`AgentSnapshot::recent`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -75,6 +77,8 @@ pub struct AgentSnapshot {
     /// The fleet's points at the last site step ([`crate::learn::SiteConfig::fleet_damping`]).
     pub site_clock: f64,
     /// The site window's blocks `(x [n, d], y [n])`, oldest first ([`crate::learn::RecentBlocks`]).
+    /// Not their rows' weights under the robust likelihood: a restore takes them again
+    /// against the restored agent's predictive (docs/ROBUST.md §2).
     pub recent: Vec<(Mat<f64>, Vec<f64>)>,
     /// [`crate::learn::SiteMemory::Stream`]: the frozen terms of the blocks that left the
     /// window (zeros otherwise).
@@ -229,6 +233,7 @@ impl Agent {
         agent.fusion_mut().restore_own(own);
         // The mass already reflects a withheld agent's state: only the flag is restored.
         agent.fusion_mut().restore_withheld(s.withheld);
+        agent.reweigh_restored_window();
         Ok(agent)
     }
 }
