@@ -131,6 +131,10 @@ struct Peers {
     publishers: BTreeMap<u64, zenoh::pubsub::Publisher<'static>>,
     /// Per neighbour: the payload last published and the round it went out.
     last_published: BTreeMap<u64, (Arc<Excess>, u64)>,
+    /// Per neighbour: the bytes (signed with `--tls`) of the message last published to it,
+    /// which a neighbour whose route zenoh lost pulls with a status query (`?msg=<id>`,
+    /// [`heal`]).
+    last_sent: BTreeMap<u64, Vec<u8>>,
     inbound: Arc<Inbound>,
     rejects: Rejects,
     /// Signing key and roster (`--tls`): every message out is signed, every one in verified.
