@@ -127,6 +127,10 @@ pub struct Status {
     /// (lost zenoh routes, issue 31).
     #[serde(default)]
     pub routes_redeclared: u64,
+    /// Messages a live but silent neighbour answered to this node's pull (a status query
+    /// `?msg=<id>` after the routes were declared again: lost zenoh routes, issue 31).
+    #[serde(default)]
+    pub messages_pulled: u64,
     /// Rejected messages by reason label.
     pub rejected: BTreeMap<String, u64>,
     /// Messages accepted.

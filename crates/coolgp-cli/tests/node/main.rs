@@ -4,6 +4,7 @@
 mod common;
 mod dashboard;
 mod node_fleet;
+mod node_heal;
 mod node_host;
 mod node_influence;
 mod node_local;

@@ -20,7 +20,6 @@ use coolgp::model::Fingerprint;
 use coolgp::{Agent, AgentConfig, Excess, View};
 use coolgp_node::zenoh;
 use coolgp_node::zenoh::Wait;
-use coolgp_node::{client, ZenohArgs};
 
 use common::*;
 
@@ -251,71 +250,6 @@ fn an_idle_node_skips_lease_checkpoints_and_resumes_past_its_rounds() {
     );
     let log = std::fs::read_to_string(fleet.dir.join("node0.log")).unwrap_or_default();
     assert!(log.contains("resumed from checkpoint"), "{log}");
-}
-
-#[test]
-fn a_live_but_silent_neighbour_gets_its_routes_declared_again() {
-    // Issue 31: zenoh once lost the routes of a few dozen agents of a starting 1,000-agent
-    // fleet (alive, never heard). Node 0's neighbour 1 is alive (a liveliness token) but never
-    // sends: after 30 rounds node 0 declares its inbox and its publisher to 1 again, backing
-    // off; when the real node 1 starts, its messages reach node 0 through the new subscriber
-    // and the pair fuses exactly.
-    let _g = serial();
-    let shares = vec![make_rows(31, 30), make_rows(32, 30)];
-    let total_points: usize = shares.iter().map(Vec::len).sum();
-    let want = reference(&vocab(), &shares, 10);
-    let mut fleet = Fleet::new("heal", 2);
-    let fake = client::BlockingClient::connect(&ZenohArgs {
-        listen: vec![fleet.ep(fleet.ports[1])],
-        ..ZenohArgs::default()
-    })
-    .expect("fake node 1");
-    let token = fake
-        .session()
-        .liveliness()
-        .declare_token(format!("coolgp/{}/1/alive", fleet.name))
-        .wait()
-        .expect("token");
-    let csv = fleet.dir.join("data0.csv");
-    write_csv(&csv, &shares[0]);
-    let mut a0 = fleet.base_args(0, &[1], 10, 40);
-    a0.extend(["--data".into(), csv.display().to_string()]);
-    a0.extend(["--connect".into(), fleet.ep(fleet.ports[1])]);
-    fleet.start(a0);
-    fleet.connect_client();
-    let healed = |n: u64| {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if fleet
-                .status(0, false)
-                .is_some_and(|s| s.routes_redeclared >= n)
-            {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        false
-    };
-    assert!(
-        healed(2),
-        "node 0 never declared its routes again twice:\n{}",
-        fleet.logs()
-    );
-    assert!(fleet
-        .logs()
-        .contains("declaring the routes to and from it again"));
-    drop(token);
-    drop(fake);
-    let csv1 = fleet.dir.join("data1.csv");
-    write_csv(&csv1, &shares[1]);
-    let mut a1 = fleet.base_args(1, &[0], 10, 40);
-    a1.extend(["--data".into(), csv1.display().to_string()]);
-    fleet.start(a1);
-    fleet.wait_all(
-        "the pair to fuse after the heal",
-        Duration::from_secs(60),
-        |i, s| done_and_exact(s, shares[i].len(), total_points, &want),
-    );
 }
 
 #[test]

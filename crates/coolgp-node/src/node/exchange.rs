@@ -99,10 +99,11 @@ impl Node {
                 continue;
             };
             let len = bytes.len() as u64;
-            match p.put(bytes).await {
+            match p.put(bytes.clone()).await {
                 Ok(()) => {
                     self.traffic.messages_sent += 1;
                     self.traffic.bytes_sent += len;
+                    self.peers.last_sent.insert(to, bytes);
                 }
                 Err(e) => tracing::warn!(to, error = %e, "publishing failed"),
             }

@@ -1,18 +1,36 @@
-//! Routes that zenoh lost, declared again. In two of eight 1,000-agent runs (issue 31,
-//! EXPERIMENTS.md "Massive fleets") the peers' routes of a few dozen agents' subscriptions were
-//! lost while the hosts started under load: those agents never received a message, and their
-//! messages never reached their parents, although every side was alive. A neighbour that is
-//! alive (its liveliness token is seen) and sends every `--resend-every` rounds at the least,
-//! yet has not been heard for [`SILENT_RESENDS`] of them, means such a loss: the node declares
-//! its inbox subscriber and its publisher to that neighbour again, so that zenoh propagates
-//! them anew, and sends its message to it at once. Each neighbour's attempts back off
-//! (doubling, up to [`MAX_BACKOFF`] times the first wait); `status.routes_redeclared` counts
-//! them.
+//! Routes that zenoh lost, declared again, and messages pulled past them. In three of about
+//! twenty 1,000-agent runs (issue 31, EXPERIMENTS.md "Massive fleets") the peers' routes of a
+//! few dozen agents' subscriptions were lost while the hosts started under load: those agents
+//! never received a message from their neighbours on one other host, although every side was
+//! alive. A neighbour that is alive (its liveliness token is seen) and sends every
+//! `--resend-every` rounds at the least, yet has not been heard for [`SILENT_RESENDS`] of
+//! them, means such a loss. The node then
+//! - declares its inbox subscriber and its publisher to that neighbour again, so that zenoh
+//!   propagates them anew, and sends its message to it at once;
+//! - **pulls** the neighbour's last message to it: a status query `?msg=<own id>` on the
+//!   neighbour's key, answered with the very bytes the neighbour last published to it (signed
+//!   with `--tls`), which enter the inbox as if they had arrived by the subscription (the same
+//!   screening: signature, sender, duplicates). A query travels on the neighbour's queryable's
+//!   declaration, made at its start, and its reply on the query's path, so the pull reaches a
+//!   neighbour whose subscription route was lost. In run 17 the routes of one direction were
+//!   lost after two re-declarations; a pulled neighbour is heard, so it is pulled again at the
+//!   next silence.
+//!
+//! Each neighbour's attempts back off (doubling, up to [`MAX_BACKOFF`] times the first wait)
+//! while it stays unheard; `status.routes_redeclared` counts the attempts and
+//! `status.messages_pulled` the messages the pulls brought.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use zenoh::qos::CongestionControl;
+use zenoh::query::Query;
+
 use super::{session::Endpoints, Node};
+use crate::inbound::Inbound;
+use crate::keys;
 
 /// Resend periods (or [`MIN_SILENT_ROUNDS`] rounds, whichever is longer) a live neighbour may
 /// stay unheard before the routes to and from it are declared again.
@@ -24,6 +42,9 @@ pub const MIN_SILENT_ROUNDS: u64 = 30;
 /// The longest wait between two attempts for one neighbour, in multiples of the first.
 pub const MAX_BACKOFF: u32 = 64;
 
+/// How long a pull waits for the neighbour's reply.
+const PULL_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The healing's state on a node.
 pub(super) struct Heal {
     /// When the node started listening (a neighbour never heard counts from here).
@@ -32,6 +53,9 @@ pub(super) struct Heal {
     tried: BTreeMap<u64, (Instant, u32)>,
     /// Routes declared again (status `routes_redeclared`).
     pub(super) count: u64,
+    /// Messages the pulls brought (status `messages_pulled`; counted by the replies'
+    /// callbacks).
+    pulled: Arc<AtomicU64>,
 }
 
 impl Heal {
@@ -41,7 +65,13 @@ impl Heal {
             started: Instant::now(),
             tried: BTreeMap::new(),
             count: 0,
+            pulled: Arc::default(),
         }
+    }
+
+    /// Messages the pulls brought so far.
+    pub(super) fn pulled(&self) -> u64 {
+        self.pulled.load(Ordering::Relaxed)
     }
 
     /// Whether neighbour `j`, last heard at `heard` (`None`: never), is due: silent for
@@ -106,6 +136,7 @@ impl Node {
                 attempt = n + 1,
                 "a live neighbour unheard for too long: declaring the routes to and from it again"
             );
+            self.pull(endpoints, j).await;
             match endpoints.publisher(&fleet, (id, j)).await {
                 Ok(p) => {
                     self.peers.publishers.insert(j, p);
@@ -116,6 +147,57 @@ impl Node {
                     tracing::warn!(neighbour = j, error = %e, "declaring the publisher again failed")
                 }
             }
+        }
+    }
+}
+
+impl Node {
+    /// Asks neighbour `j` for its last message to this node (module doc): a droppable status
+    /// query `?msg=<id>`; the reply's bytes go to the inbox as `j`'s, screened as any message.
+    async fn pull(&self, endpoints: &Endpoints, j: u64) {
+        let selector = format!("{}?msg={}", keys::status(&self.s.fleet, j), self.s.id);
+        let inbound: Arc<Inbound> = Arc::clone(&self.peers.inbound);
+        let pulled = Arc::clone(&self.heal.pulled);
+        let asked = endpoints
+            .session()
+            .get(&selector)
+            .congestion_control(CongestionControl::Drop)
+            .timeout(PULL_TIMEOUT)
+            .callback(move |reply| {
+                if let Ok(sample) = reply.result() {
+                    let payload = sample.payload();
+                    pulled.fetch_add(1, Ordering::Relaxed);
+                    inbound.push(Some(j), payload.len(), || payload.to_bytes().into_owned());
+                }
+            })
+            .await;
+        if let Err(e) = asked {
+            tracing::warn!(neighbour = j, error = %e, "pulling a silent neighbour's message failed");
+        }
+    }
+
+    /// Answers a pull (`?msg=<to>`): the bytes last published to neighbour `to`, or an error
+    /// reply naming why there are none.
+    pub(super) async fn answer_pull(&self, q: Query, to: &str) {
+        let sent = to
+            .parse::<u64>()
+            .ok()
+            .and_then(|to| self.peers.last_sent.get(&to));
+        let reply = match sent {
+            Some(bytes) => {
+                q.reply(keys::status(&self.s.fleet, self.s.id), bytes.clone())
+                    .await
+            }
+            None => {
+                q.reply_err(format!(
+                    "no message to {to:?}: not a neighbour of node {}, or none sent yet",
+                    self.s.id
+                ))
+                .await
+            }
+        };
+        if let Err(e) = reply {
+            tracing::debug!(error = %e, "pull reply failed");
         }
     }
 }

@@ -125,6 +125,7 @@ impl Node {
                 .map(|m| m.iter().copied().collect())
                 .unwrap_or_default(),
             routes_redeclared: self.heal.count,
+            messages_pulled: self.heal.pulled(),
             rejected,
             ros2: self.ros2.as_ref().map(|r| r.link.status()),
             messages_accepted: t.messages_accepted,
@@ -222,6 +223,10 @@ impl Node {
     }
 
     pub(super) async fn answer_status(&mut self, q: Query) {
+        if let Some(to) = q.parameters().get("msg") {
+            let to = to.to_owned();
+            return self.answer_pull(q, &to).await;
+        }
         let bytes = if q.parameters().get("brief").is_some() {
             serde_json::to_vec(&self.brief())
         } else if q.parameters().get("own").is_some() {

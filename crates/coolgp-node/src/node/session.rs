@@ -189,6 +189,7 @@ pub(super) async fn declare(
     let peers = Peers {
         publishers,
         last_published: BTreeMap::new(),
+        last_sent: BTreeMap::new(),
         inbound,
         rejects: Rejects::default(),
         auth,
