@@ -213,3 +213,59 @@ fn the_agent_refuses_robust_outside_the_frozen_mode() {
         assert!(Agent::new(0, vocab.clone(), 2, cfg).is_err());
     }
 }
+
+/// An agent with a local memory of `capacity` rows (issue 19) and `likelihood`, not learning.
+fn agent_with_memory(likelihood: Likelihood, capacity: usize) -> Agent {
+    let vocab = Arc::new(Vocabulary::default_design(16, 2, 5).expect("design"));
+    let cfg = AgentConfig {
+        likelihood,
+        learn: false,
+        local: crate::local::LocalConfig {
+            capacity,
+            ..crate::local::LocalConfig::default()
+        },
+        ..AgentConfig::default()
+    };
+    Agent::new(0, vocab, 2, cfg).expect("agent")
+}
+
+#[test]
+fn a_gross_outlier_stays_out_of_the_robust_memory_and_spares_the_local_answer() {
+    // Ten clean blocks, then a block whose first row reads 20 too high (200 σ of the noise).
+    // The Gaussian agent's memory keeps it and its residual GP bends its answer there; the
+    // robust agent screens the block against its own answer (docs/ROBUST.md §2a): the row
+    // stays out, the block's clean rows go in.
+    let data = blocks(5, 10, 25);
+    let (mut g, mut r) = (
+        agent_with_memory(Likelihood::Gaussian, 400),
+        agent_with_memory(Likelihood::Robust { c: 3.0 }, 400),
+    );
+    for (x, y) in &data {
+        g.handle_block(x.as_ref(), y).expect("block");
+        r.handle_block(x.as_ref(), y).expect("block");
+    }
+    let (x, mut y) = blocks(6, 1, 25).remove(0);
+    let truth = field(x[(0, 0)], x[(0, 1)]);
+    y[0] += 20.0;
+    g.handle_block(x.as_ref(), &y).expect("block");
+    r.handle_block(x.as_ref(), &y).expect("block");
+    let stored = |a: &Agent| a.local().memory().y().iter().any(|&v| v == y[0]);
+    assert!(stored(&g), "the Gaussian memory keeps every row");
+    assert!(!stored(&r), "the outlier entered the robust memory");
+    let (ng, nr) = (g.local_points(), r.local_points());
+    assert_eq!(ng, 275);
+    assert!(
+        nr >= 270 && nr < ng,
+        "the robust memory holds {nr} of {ng} rows: clean rows were dropped"
+    );
+    let at = x.as_ref().subrows(0, 1);
+    let err = |a: &Agent| {
+        let p = a.predict_local(at, View::Fused).expect("answer");
+        (p.mean[0] - truth).abs()
+    };
+    let (eg, er) = (err(&g), err(&r));
+    assert!(
+        er < 0.1 * eg && er < 0.3,
+        "local answer at the outlier's input off by {er} (robust) against {eg} (Gaussian)"
+    );
+}

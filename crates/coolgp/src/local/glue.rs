@@ -2,16 +2,22 @@
 //! kernel against the global model's mean (or offering a sample to the fleet's pooled fit and
 //! taking its result), and answering queries with the correction.
 
-use faer::MatRef;
+use faer::{Mat, MatRef};
 
 use super::pool::{self, FitSample};
 use super::{
     fit, HeldOutRows, LocalAnswer, LocalFit, ResidualFamily, ResidualKernel, ResidualKind,
 };
 use crate::error::{ensure_dim, ensure_finite, Result};
+use crate::learn::robust::Likelihood;
 use crate::model::predict::{predict, predict_mean};
 use crate::model::Prediction;
 use crate::protocol::{Agent, Event, View};
+
+/// Under the robust likelihood, a row whose standardized residual against the agent's own
+/// answer exceeds this many thresholds `c` stays out of the memory
+/// ([`Agent::screen_for_memory`]; at the default c = 3: 9 standard deviations).
+pub const MEMORY_DROP: f64 = 3.0;
 
 impl Agent {
     /// Rows in the local memory (≤ its capacity; 0 when off).
@@ -96,9 +102,22 @@ impl Agent {
     /// Offers a checked, absorbed block to the memory (nothing when it is off) and refits
     /// the residual kernel when due (a learned kernel under [`LocalFit::Fleet`] waits for the
     /// fleet's fit instead).
+    ///
+    /// Under the robust likelihood the block is screened first ([`Agent::screen_for_memory`]).
     pub(crate) fn offer_local(&mut self, x: MatRef<'_, f64>, y: &[f64]) {
         let local = self.config().local;
         if !local.is_on() {
+            return;
+        }
+        let screened = match self.config().likelihood {
+            Likelihood::Robust { c } => Some(self.screen_for_memory(x, y, c)),
+            Likelihood::Gaussian => None,
+        };
+        let (x, y) = match &screened {
+            Some((sx, sy)) => (sx.as_ref(), &sy[..]),
+            None => (x, y),
+        };
+        if y.is_empty() {
             return;
         }
         let vocab = self.vocabulary().clone();
@@ -106,6 +125,39 @@ impl Agent {
         if self.local_mut().offer(&vocab, x, y) && !pooled {
             self.refit_local();
         }
+    }
+
+    /// The rows of a block `(x [n, d], y [n])` that may enter the memory under the robust
+    /// likelihood with threshold `c` (docs/ROBUST.md §2a): with `r_n = (y_n − μ_n)/√var_y,n`
+    /// against the agent's own answer (the global model plus the memory's correction, fused
+    /// q(u)), a row with `|r_n| > MEMORY_DROP · c` is left out, and the others' targets are
+    /// clipped to `μ_n ± c √var_y,n` (Huber's winsorization at c). The residual GP interpolates
+    /// what it holds, so one gross outlier in the memory spoils every answer near it, which
+    /// the tempered q(u) update cannot undo. Rows whose answer cannot be formed are kept as
+    /// they are.
+    fn screen_for_memory(&self, x: MatRef<'_, f64>, y: &[f64], c: f64) -> (Mat<f64>, Vec<f64>) {
+        let keep_all = || (x.to_owned(), y.to_vec());
+        let Ok(p) = self.predict_local(x, View::Fused) else {
+            return keep_all();
+        };
+        let mut rows = Vec::with_capacity(y.len());
+        let mut ys = Vec::with_capacity(y.len());
+        for (i, &yi) in y.iter().enumerate() {
+            let sd = p.var_y[i].sqrt();
+            if !(sd > 0.0 && sd.is_finite() && p.mean[i].is_finite()) {
+                rows.push(i);
+                ys.push(yi);
+                continue;
+            }
+            let r = (yi - p.mean[i]) / sd;
+            if r.abs() > MEMORY_DROP * c {
+                continue;
+            }
+            rows.push(i);
+            ys.push(p.mean[i] + r.clamp(-c, c) * sd);
+        }
+        let xs = Mat::from_fn(rows.len(), x.ncols(), |k, j| x[(rows[k], j)]);
+        (xs, ys)
     }
 
     /// This agent's part of the fleet's pooled fit ([`pool`]): `max_rows` evenly spaced rows of
