@@ -11,6 +11,10 @@
 //! with matching precision cannot be told from a member with more rows by its messages; the
 //! member check (its evidence against its peers) is what judges its data.
 //!
+//! The ceiling ([`ceiling_factor`]) needs no reference and no setting: one row's ψ̄2 has a
+//! trace of at most m in unit scale, so no message may carry more than m per claimed row; it
+//! binds only a message that claims far fewer rows than its precision needs.
+//!
 //! The row rate ([`rate_factor`]) bounds how fast a neighbour's claimed rows may grow: at most
 //! `rate` rows per round of the receiver's own clock since its last accepted message. Under
 //! the tree rule the claim is a subtree's, so the rate is the user's bound on a whole side of
@@ -39,6 +43,17 @@ pub fn cap_factor(msg: (f64, f64), reference: (f64, f64), ratio: f64) -> Option<
     }
     let limit = ratio * (ref_tr / ref_pts) * pts.max(1.0);
     (tr > limit).then(|| limit / tr)
+}
+
+/// The factor in (0, 1) by which a message of precision `tr` (`tr(D1)`, unit scale) over
+/// `points` claimed rows is scaled so that it carries no more than `points` rows can: each
+/// row adds `ψ̄2(x) = E_q(W)[k_u k_uᵀ]` to D1 (spec §4c, σ_s = σ_n = 1), whose trace is
+/// `Σ_j E[k(Wx, z_j)²] ≤ m` for a kernel bounded by 1, so an honest subtree's sum has
+/// `tr(D1) ≤ m · points` whatever its data (the ceiling; always on where the excess is in
+/// unit scale). `None` within it. A message claiming fewer than one row is held to one row.
+pub fn ceiling_factor(tr: f64, points: f64, m: usize) -> Option<f64> {
+    let limit = m as f64 * points.max(1.0);
+    (tr.is_finite() && tr > limit).then(|| limit / tr)
 }
 
 /// The rows a tree message may claim under a row rate of `rate` rows per round (`--row-rate`):

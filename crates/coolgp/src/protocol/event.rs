@@ -32,9 +32,10 @@ pub enum Event {
         /// Why the step was skipped.
         reason: &'static str,
     },
-    /// A neighbour's message carried more precision per claimed row than
-    /// [`crate::AgentConfig::influence_cap`] allows and was scaled down by `factor` before it
-    /// was absorbed (issue 29).
+    /// A neighbour's message carried more precision per claimed row than its rows can carry
+    /// (the ceiling, [`crate::members::bound::ceiling_factor`]) or than
+    /// [`crate::AgentConfig::influence_cap`] allows, and was scaled down by `factor` before
+    /// it was absorbed (issue 29).
     Capped {
         /// The sender.
         from: AgentId,

@@ -1,7 +1,7 @@
 //! A neighbour's message arriving at an agent: validation (spec §9) and absorption. A rejected
 //! message leaves the agent unchanged.
 
-use crate::members::bound::{cap_factor, precision, rate_factor};
+use crate::members::bound::{cap_factor, ceiling_factor, precision, rate_factor};
 use crate::protocol::agent::Agent;
 use crate::protocol::event::Event;
 use crate::protocol::fusion::Verdict;
@@ -46,6 +46,7 @@ impl Agent {
     /// [`Event::Capped`]; any other message as it is.
     fn bounded(&mut self, msg: Message) -> Message {
         let msg = self.rate_limited(msg);
+        let msg = self.ceilinged(msg);
         let Some(ratio) = self.config().influence_cap else {
             return msg;
         };
@@ -62,6 +63,27 @@ impl Agent {
             }
         }
         if let Some(factor) = cap_factor((precision(excess), *points), rest, ratio) {
+            *excess = std::sync::Arc::new(excess.scaled(factor));
+            self.push_event(Event::Capped { from, factor });
+        }
+        msg
+    }
+
+    /// A tree message whose precision exceeds what its claimed rows can carry
+    /// ([`crate::members::bound::ceiling_factor`]: `tr(D1) ≤ m · points` in unit scale),
+    /// scaled down to it and reported as [`Event::Capped`]; any other message, and every
+    /// message where the excess is not in unit scale (outside the fleet projection mode, or
+    /// with projection groups), as it is. Always on: no honest message can exceed it.
+    fn ceilinged(&mut self, mut msg: Message) -> Message {
+        if !self.unit_scale_excess() {
+            return msg;
+        }
+        let m = self.vocabulary().m();
+        let from = msg.header.sender;
+        let Body::Tree { excess, points } = &mut msg.body else {
+            return msg;
+        };
+        if let Some(factor) = ceiling_factor(precision(excess), *points, m) {
             *excess = std::sync::Arc::new(excess.scaled(factor));
             self.push_event(Event::Capped { from, factor });
         }

@@ -384,3 +384,56 @@ fn a_member_claiming_rows_faster_than_the_row_rate_adds_no_more_than_the_rate() 
     assert!(sc <= 1.1 * s2, "rate-capped {sc} against 2x rows {s2}");
     assert!(su > 2.0 * s2, "uncapped {su} against 2x rows {s2}");
 }
+
+/// The path 0 – 1 – 2 of [`mean_at_0`]'s rows in the fleet projection, learning off and no
+/// influence flag; agent 2's messages carry `inflate` times its sums with its claimed rows.
+/// Agent 0's fused `tr(D1)` and fleet points, and agent 1's capped events about agent 2.
+fn ceiling_run(inflate: f64) -> (f64, f64, usize) {
+    let cfg = AgentConfig {
+        learn: false,
+        ..fleet_config()
+    };
+    let mut agents = path_of_three(&cfg);
+    let mut rng = Rng::new(7, 29);
+    for (i, a) in agents.iter_mut().enumerate() {
+        let x = Mat::from_fn(60, D, |_, _| rng.normal());
+        let y: Vec<f64> = (0..60)
+            .map(|r| x[(r, 0)].sin() + 0.1 * rng.normal() + if i == 2 { 1.0 } else { 0.0 })
+            .collect();
+        a.handle_block(x.as_ref(), &y).expect("block");
+    }
+    for _ in 0..3 {
+        lying_round(&mut agents, 2, inflate, 1.0);
+    }
+    let capped = std::iter::from_fn(|| agents[1].poll_event())
+        .filter(|e| matches!(e, coolgp::Event::Capped { from: 2, .. }))
+        .count();
+    let (fused, points) = agents[0].fused_excess();
+    let tr = (0..fused.d1.nrows()).map(|i| fused.d1[(i, i)]).sum();
+    (tr, points, capped)
+}
+
+#[test]
+fn by_default_no_message_carries_more_precision_than_its_rows_can() {
+    // Issue 29 item 3, the ceiling: in unit scale each row adds ψ̄2(x) to D1, whose trace is
+    // at most m, so a subtree's message may carry at most m per claimed row whatever its data;
+    // no flag. Honest messages stay below it; agent 2's sums ×10⁴ with its own 60 rows are
+    // scaled down to it, and agent 0's fused precision stays within m per fleet point.
+    let m = 9.0;
+    let (tr, points, capped) = ceiling_run(1.0);
+    assert_eq!(capped, 0, "an honest message was held to the ceiling");
+    let per_row = tr / points;
+    eprintln!("honest precision per row {per_row:.3} of the ceiling's {m}");
+    assert!(per_row < m, "{per_row}");
+    assert!(
+        per_row * 1e4 > 10.0 * m,
+        "the inflation would not exceed the ceiling: the test proves nothing"
+    );
+    let (tr_l, points_l, capped_l) = ceiling_run(1e4);
+    assert!(capped_l > 0, "the inflated messages were not capped");
+    assert_eq!(points_l, points, "the claimed rows are kept");
+    assert!(
+        tr_l <= m * points_l * (1.0 + 1e-9),
+        "agent 0 holds {tr_l} of precision over {points_l} rows: above m per row"
+    );
+}
