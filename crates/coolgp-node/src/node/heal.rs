@@ -166,7 +166,12 @@ impl Node {
             .callback(move |reply| {
                 if let Ok(sample) = reply.result() {
                     let payload = sample.payload();
-                    pulled.fetch_add(1, Ordering::Relaxed);
+                    let n = pulled.fetch_add(1, Ordering::Relaxed) + 1;
+                    tracing::info!(
+                        neighbour = j,
+                        pulled = n,
+                        "a silent neighbour's message pulled"
+                    );
                     inbound.push(Some(j), payload.len(), || payload.to_bytes().into_owned());
                 }
             })
