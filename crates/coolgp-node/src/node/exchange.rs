@@ -218,6 +218,12 @@ impl Node {
             .get(&sender)
             .is_some_and(|s| s.contains(&key))
         {
+            if self.heal.pulled_from(sender) {
+                // Both paths delivered it: the pull and the subscription (node/heal.rs). Not
+                // a replay, not a reject.
+                tracing::debug!(sender, round = key.0, "a pulled message arrived twice");
+                return None;
+            }
             rejects.record(
                 Some(sender),
                 "duplicate",

@@ -69,6 +69,12 @@ impl Heal {
         }
     }
 
+    /// Whether neighbour `j`'s message was ever pulled: its message may then arrive twice,
+    /// by the pull and by the subscription, and the second copy is no replay.
+    pub(super) fn pulled_from(&self, j: u64) -> bool {
+        self.tried.contains_key(&j)
+    }
+
     /// Messages the pulls brought so far.
     pub(super) fn pulled(&self) -> u64 {
         self.pulled.load(Ordering::Relaxed)
