@@ -70,15 +70,33 @@ fn clock_round(round: std::time::Duration) -> u64 {
     unix_ms() / (round.as_millis().max(1) as u64)
 }
 
-/// The first tick of a node's rounds: the next instant at which the clock (`unix ms`) is a
-/// multiple of the round period. Every node of a host, and every node on the machine, then
-/// ticks at the same instants, so a host's runtime wakes once a period for all its agents
+/// The first tick of a hosted agent's rounds: the next instant at which the clock (`unix ms`)
+/// is a multiple of the round period. Every agent of a host then ticks at the same instants
+/// ([`round_ticker`]), so the host's runtime wakes once a period for all its agents
 /// rather than once for each at its own phase (issue 31's idle cost: a settled host of 100
 /// agents spent a fifth of its CPU in the scheduler's switches).
 fn aligned_start(round: std::time::Duration) -> tokio::time::Instant {
     let period = round.as_millis().max(1) as u64;
     let wait = period - unix_ms() % period;
     tokio::time::Instant::now() + std::time::Duration::from_millis(wait)
+}
+
+/// The timer of a node's rounds. A hosted agent's (`coolgp host`) ticks on the clock's phase
+/// ([`aligned_start`]) and skips the ticks it missed, so that the phase holds and the host's
+/// agents keep waking together; a node of its own ticks from its start and delays a missed
+/// tick by a full period (rounds are never back to back).
+fn round_ticker(round: std::time::Duration, hosted: bool) -> tokio::time::Interval {
+    let mut ticker = if hosted {
+        tokio::time::interval_at(aligned_start(round), round)
+    } else {
+        tokio::time::interval(round)
+    };
+    ticker.set_missed_tick_behavior(if hosted {
+        MissedTickBehavior::Skip
+    } else {
+        MissedTickBehavior::Delay
+    });
+    ticker
 }
 
 fn unix_ms() -> u64 {
@@ -535,9 +553,7 @@ impl Node {
 
     async fn event_loop(&mut self, endpoints: &mut session::Endpoints) -> Result<()> {
         let inbound = Arc::clone(&self.peers.inbound);
-        let mut ticker = tokio::time::interval_at(aligned_start(self.s.round), self.s.round);
-        // Skip, not Delay: a late round does not shift the later ones off the clock's phase.
-        ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let mut ticker = round_ticker(self.s.round, endpoints.is_hosted());
         let shutdown = shutdown_signal();
         tokio::pin!(shutdown);
         let mut calls = self.ros2.as_mut().and_then(|r| r.link.take_calls());

@@ -66,6 +66,11 @@ impl Endpoints {
         &self.session
     }
 
+    /// True for an agent of a host (`coolgp host`), whose session is shared.
+    pub(super) fn is_hosted(&self) -> bool {
+        !self.owns_session
+    }
+
     /// Declares this node's inbox subscriber again (the new one before the old one goes, so
     /// no message falls between), so that zenoh propagates it to the peers anew
     /// ([`super::heal`]).
