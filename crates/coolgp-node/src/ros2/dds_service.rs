@@ -3,20 +3,25 @@
 //! the service, [`GetParametersRequest`] and [`GetParametersResponse`]), requests on
 //! `rq/<name>Request`, replies on `rr/<name>Reply`, with the enhanced RPC-over-DDS mapping
 //! that Fast DDS (`rmw_fastrtps_cpp`) uses: the request's identity travels as the reply's
-//! related sample identity. A thread takes the requests, hands each to the node's loop
-//! ([`ServiceCall`]) and writes the answers back as they come.
+//! related sample identity, a parameter of the reply's inline QoS. A thread takes the
+//! requests, hands each to the node's loop ([`ServiceCall`]) and writes the answers back as
+//! they come.
 //!
-//! A reply must fit in one datagram: RustDDS fragments a larger sample (DATA_FRAG), and rclpy
-//! on Fast DDS never delivers a fragmented service reply (measured: 17 points, 1,232 bytes,
-//! arrive; 18 points, 1,304 bytes, never do, while a fragmented 12.8 KB map on a topic does).
-//! A reply over [`MAX_REPLY`] bytes is replaced by one value saying so: at most 16 points a
-//! call over DDS (rmw_zenoh has no such limit).
+//! A reply that does not fit one datagram (on a 1,500-byte MTU, more than 17 points) leaves
+//! RustDDS as DATA_FRAG submessages, each with that inline QoS. The published RustDDS
+//! (0.15.1) writes a stray byte (speedy's `Option` tag) in front of a DATA_FRAG's inline QoS,
+//! so Fast DDS reads a parameter list that overruns the submessage and drops every fragment:
+//! rclpy never got a reply of 18 points or more. The workspace builds RustDDS with that one
+//! line fixed (`vendor/rustdds`, `vendor/README.md`): rclpy on Fast DDS gets 1,000 points in
+//! about 8 ms. Over DDS as over rmw_zenoh a call asks at most [`MAX_POINTS`] points; a larger
+//! request is answered at once with one value saying so.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use coolgp_ros2::cdr::Endian;
-use coolgp_ros2::service::{encode_response, Answer, PARAMETER_DOUBLE_ARRAY, PARAMETER_STRING};
+use coolgp_ros2::service::{
+    Answer, ServiceError, MAX_POINTS, PARAMETER_DOUBLE_ARRAY, PARAMETER_STRING,
+};
 use ros2_client::dds::{Node, Server, ServiceMapping};
 use ros2_client::parameters::raw::ParameterValue;
 use ros2_client::rcl_interfaces::{GetParametersRequest, GetParametersResponse};
@@ -25,10 +30,6 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{ServiceCall, ServiceCounts, CALL_QUEUE};
 use crate::error::{NodeError, Result};
-
-/// The largest reply sent over DDS, in bytes of CDR (what fits one datagram with the reply's
-/// inline QoS; 16 points of values).
-pub const MAX_REPLY: usize = 1200;
 
 /// The server of the node's point queries.
 type QueryServer = Server<GetParametersRequest, GetParametersResponse>;
@@ -52,18 +53,26 @@ pub(super) fn declare(node: &mut Node, name: &str, qos: QosProfile) -> Result<Qu
     .map_err(|e| NodeError::Config(format!("DDS: query service {name}: {e:?}")))
 }
 
-/// The answers, or one refusal if their reply would not fit one datagram ([`MAX_REPLY`]).
-fn fitting(answers: Vec<Answer>) -> (Vec<Answer>, bool) {
-    let size = encode_response(&answers, Endian::Little).len();
-    if size <= MAX_REPLY {
-        return (answers, true);
+/// A request's `names` handed to the node (its answers to come on the receiver), or the
+/// answers refusing it: one value if it asks more than [`MAX_POINTS`] points (as rmw_zenoh's
+/// side refuses it whole), each point refused as busy if `tx` is full.
+fn admit(
+    names: Vec<String>,
+    tx: &mpsc::Sender<ServiceCall>,
+) -> std::result::Result<oneshot::Receiver<Vec<Answer>>, Vec<Answer>> {
+    let n = names.len();
+    if n > MAX_POINTS {
+        let why = ServiceError::TooMany { asked: n }.to_string();
+        return Err(vec![Answer::Refused(why)]);
     }
-    let why = format!(
-        "{} points answer in {size} bytes; over DDS a reply must fit one datagram ({MAX_REPLY} \
-         bytes, 16 points): split the request",
-        answers.len()
-    );
-    (vec![Answer::Refused(why)], false)
+    let (reply, answer) = oneshot::channel();
+    match tx.try_send(ServiceCall { names, reply }) {
+        Ok(()) => Ok(answer),
+        Err(_) => {
+            let why = format!("busy: {CALL_QUEUE} calls are waiting; try again");
+            Err(vec![Answer::Refused(why); n])
+        }
+    }
 }
 
 /// The answers as the service's response.
@@ -97,8 +106,8 @@ fn response(answers: Vec<Answer>) -> GetParametersResponse {
 }
 
 /// Takes requests into `tx` and writes the answers back, every `every`, until `stop`. A request
-/// RustDDS cannot read is counted and logged (the first of a run of failures); a full queue is
-/// answered at once, each point refused as busy.
+/// RustDDS cannot read is counted and logged (the first of a run of failures); one [`admit`]
+/// refuses is answered at once, counted and logged.
 pub(super) fn serve(
     server: QueryServer,
     (tx, counts): (mpsc::Sender<ServiceCall>, Arc<ServiceCounts>),
@@ -112,22 +121,17 @@ pub(super) fn serve(
             match server.receive_request() {
                 Ok(Some((id, req))) => {
                     failing = false;
-                    let n = req.names.len();
-                    let (reply, answer) = oneshot::channel();
-                    let call = ServiceCall {
-                        names: req.names,
-                        reply,
-                    };
-                    if tx.try_send(call).is_err() {
-                        counts.refused.fetch_add(1, Ordering::Relaxed);
-                        let why = format!("busy: {CALL_QUEUE} calls are waiting; try again");
-                        tracing::warn!(error = %why, "a ROS 2 query-service request refused");
-                        let busy = vec![Answer::Refused(why); n];
-                        if let Err(e) = server.send_response(id, response(busy)) {
-                            tracing::debug!(error = ?e, "refusing a DDS service call");
+                    match admit(req.names, &tx) {
+                        Ok(answer) => pending.push((id, answer)),
+                        Err(refusal) => {
+                            counts.refused.fetch_add(1, Ordering::Relaxed);
+                            if let Some(Answer::Refused(why)) = refusal.first() {
+                                tracing::warn!(error = %why, "a DDS query-service request refused");
+                            }
+                            if let Err(e) = server.send_response(id, response(refusal)) {
+                                tracing::debug!(error = ?e, "refusing a DDS service call");
+                            }
                         }
-                    } else {
-                        pending.push((id, answer));
                     }
                 }
                 Ok(None) => break,
@@ -143,14 +147,9 @@ pub(super) fn serve(
         }
         pending.retain_mut(|(id, answer)| match answer.try_recv() {
             Ok(answers) => {
-                let (answers, fits) = fitting(answers);
                 match server.send_response(*id, response(answers)) {
-                    Ok(()) if fits => {
-                        counts.answered.fetch_add(1, Ordering::Relaxed);
-                    }
                     Ok(()) => {
-                        counts.refused.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!("a DDS query-service reply too large for one datagram");
+                        counts.answered.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(e) => tracing::debug!(error = ?e, "answering a DDS service call"),
                 }
@@ -220,19 +219,20 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_too_large_for_a_datagram_is_one_refusal() {
-        let value = Answer::Value {
-            mean: 1.0,
-            var_f: 2.0,
-            var_y: 3.0,
-        };
-        let (sixteen, fits) = fitting(vec![value.clone(); 16]);
-        assert!(fits && sixteen.len() == 16);
-        let (seventeen, fits) = fitting(vec![value; 17]);
-        assert!(!fits);
+    fn a_request_is_queued_or_refused_whole_or_busy() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let names = |n: usize| vec!["1,2".to_string(); n];
+        // 1,000 points go to the node (over DDS as over rmw_zenoh: no limit below MAX_POINTS).
+        let _answer = admit(names(1000), &tx).expect("queued");
+        assert_eq!(rx.try_recv().expect("a call").names.len(), 1000);
+        let too_many = admit(names(MAX_POINTS + 1), &tx).expect_err("refused");
         assert!(
-            matches!(&seventeen[..], [Answer::Refused(w)] if w.contains("split the request")),
-            "{seventeen:?}"
+            matches!(&too_many[..], [Answer::Refused(w)] if w.contains("at most 100000")),
+            "{too_many:?}"
         );
+        let _first = admit(names(2), &tx).expect("queued");
+        let busy = admit(names(3), &tx).expect_err("the queue is full");
+        assert_eq!(busy.len(), 3);
+        assert!(matches!(&busy[0], Answer::Refused(w) if w.starts_with("busy")));
     }
 }

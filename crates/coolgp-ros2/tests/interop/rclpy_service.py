@@ -5,7 +5,9 @@ rcl_interfaces/srv/GetParameters (rclpy ships it), and prints one JSON object: t
 the last call, each call's milliseconds, and rclpy's view of the service in the graph
 (`get_service_names_and_types`, as `ros2 service list -t`).
 
-  rclpy_service.py --service /robot1/coolgp/query [--repeat N] [--wait S] POINT...
+  rclpy_service.py --service /robot1/coolgp/query [--repeat N] [--wait S] [--timeout S]
+                   [--points-file F] POINT...
+(--points-file: more points, one a line, after those given; --timeout: seconds a call may take.)
 Env: RMW_IMPLEMENTATION=rmw_fastrtps_cpp, ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST.
 """
 import argparse
@@ -19,8 +21,13 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--service", required=True)
 ap.add_argument("--repeat", type=int, default=1)
 ap.add_argument("--wait", type=float, default=20.0)
+ap.add_argument("--timeout", type=float, default=20.0)
+ap.add_argument("--points-file")
 ap.add_argument("points", nargs="*")
 a = ap.parse_args()
+if a.points_file:
+    with open(a.points_file) as f:
+        a.points += [line.strip() for line in f if line.strip()]
 
 rclpy.init()
 node = rclpy.create_node("rclpy_query")
@@ -30,7 +37,7 @@ if out["ready"]:
     for _ in range(a.repeat):
         t0 = time.perf_counter()
         future = client.call_async(GetParameters.Request(names=list(a.points)))
-        rclpy.spin_until_future_complete(node, future, timeout_sec=20.0)
+        rclpy.spin_until_future_complete(node, future, timeout_sec=a.timeout)
         out["ms"].append((time.perf_counter() - t0) * 1e3)
         resp = future.result()
         if resp is None:
