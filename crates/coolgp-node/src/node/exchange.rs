@@ -99,6 +99,7 @@ impl Node {
                 continue;
             };
             let len = bytes.len() as u64;
+            let bytes = zenoh::bytes::ZBytes::from(bytes);
             match p.put(bytes.clone()).await {
                 Ok(()) => {
                     self.traffic.messages_sent += 1;

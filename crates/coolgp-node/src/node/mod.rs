@@ -168,7 +168,8 @@ struct Peers {
     /// Per neighbour: the bytes (signed with `--tls`) of the message last published to it,
     /// which a neighbour whose route zenoh lost pulls with a status query (`?msg=<id>`,
     /// [`heal`]).
-    last_sent: BTreeMap<u64, Vec<u8>>,
+    /// (zenoh's reference-counted bytes: kept and sent without a copy.)
+    last_sent: BTreeMap<u64, zenoh::bytes::ZBytes>,
     inbound: Arc<Inbound>,
     rejects: Rejects,
     /// Signing key and roster (`--tls`): every message out is signed, every one in verified.

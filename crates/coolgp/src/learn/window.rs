@@ -71,22 +71,39 @@ mod tests {
     use crate::model::psi::UnitStats;
     use crate::rng::Rng;
 
-    #[test]
-    fn the_window_gradient_point_by_point_is_the_stacked_one_bit_for_bit() {
-        // window_loglik_grad computes the older rows' ψ one point at a time; it must give the
-        // bits of recompute_keeping_tail + block_loglik_grad_with (and of a full recompute
-        // when the held rows do not fit).
+    /// A 7-point design in 2 latent dimensions, 9 rows of 3 inputs with targets and weights
+    /// in [0.1, 1] drawn from stream `seed`, and the posterior of q(u) after the rows.
+    fn window_fixture(
+        seed: u64,
+    ) -> (
+        Vocabulary,
+        Projection,
+        faer::Mat<f64>,
+        Vec<f64>,
+        Posterior,
+        Vec<f64>,
+    ) {
         let vocab = Vocabulary::default_design(7, 2, 3).expect("design");
         let proj = vocab.initial_projection(3);
-        let mut rng = Rng::new(6, 4);
+        let mut rng = Rng::new(seed, 4);
         let x = faer::Mat::from_fn(9, 3, |_, _| rng.normal());
         let y: Vec<f64> = (0..9).map(|_| rng.normal()).collect();
+        let w: Vec<f64> = (0..9).map(|_| 0.1 + 0.9 * rng.uniform()).collect();
         let mut stats = UnitStats::zeros(vocab.m());
         BlockPsi::compute(&vocab, &proj, x.as_ref()).accumulate_into(&y, &mut stats);
         let e = crate::model::Excess::from_unit_stats(&stats, 1.0, 0.5);
         let post = crate::model::NaturalParams::from_excess(&vocab, &e)
             .posterior(&vocab)
             .expect("posterior");
+        (vocab, proj, x, y, post, w)
+    }
+
+    #[test]
+    fn the_window_gradient_point_by_point_is_the_stacked_one_bit_for_bit() {
+        // window_loglik_grad computes the older rows' ψ one point at a time; it must give the
+        // bits of recompute_keeping_tail + block_loglik_grad_with (and of a full recompute
+        // when the held rows do not fit).
+        let (vocab, proj, x, y, post, _) = window_fixture(6);
         let mut stacked = BlockPsi::compute(&vocab, &proj, x.as_ref().subrows(5, 4));
         stacked.recompute_keeping_tail(&vocab, &proj, x.as_ref(), 4);
         let want = block_loglik_grad_with(&vocab, &proj, &post, x.as_ref(), &y, &stacked);
@@ -112,18 +129,7 @@ mod tests {
     fn the_weighted_window_gradient_point_by_point_is_the_stacked_one_bit_for_bit() {
         // Reference: docs/ROBUST.md §1 on a site window: the rows' weights temper the window's
         // terms whether its older rows' ψ are computed point by point or stacked.
-        let vocab = Vocabulary::default_design(7, 2, 3).expect("design");
-        let proj = vocab.initial_projection(3);
-        let mut rng = Rng::new(7, 4);
-        let x = faer::Mat::from_fn(9, 3, |_, _| rng.normal());
-        let y: Vec<f64> = (0..9).map(|_| rng.normal()).collect();
-        let w: Vec<f64> = (0..9).map(|_| 0.1 + 0.9 * rng.uniform()).collect();
-        let mut stats = UnitStats::zeros(vocab.m());
-        BlockPsi::compute(&vocab, &proj, x.as_ref()).accumulate_into(&y, &mut stats);
-        let e = crate::model::Excess::from_unit_stats(&stats, 1.0, 0.5);
-        let post = crate::model::NaturalParams::from_excess(&vocab, &e)
-            .posterior(&vocab)
-            .expect("posterior");
+        let (vocab, proj, x, y, post, w) = window_fixture(7);
         let full = BlockPsi::compute(&vocab, &proj, x.as_ref());
         let want = crate::learn::elbo::block_loglik_grad_weighted(
             &vocab,

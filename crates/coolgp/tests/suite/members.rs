@@ -266,6 +266,14 @@ fn mean_at_0(copies: usize, inflate: f64, cap: Option<f64>) -> (Vec<f64>, usize)
         ..AgentConfig::default()
     };
     let mut agents = path_of_three(&cfg);
+    let capped = lied_to(&mut agents, copies, inflate);
+    (mean_at_agent_0(&agents), capped)
+}
+
+/// Each agent of a path 0 – 1 – 2 absorbs its 60 rows of one field (agent 2's read 1 too
+/// high, `copies` times over); three rounds in which agent 2's messages carry `inflate` times
+/// its sums. The capped events agent 1 raised about agent 2.
+fn lied_to(agents: &mut [Agent], copies: usize, inflate: f64) -> usize {
     let mut rng = Rng::new(7, 29);
     for (i, a) in agents.iter_mut().enumerate() {
         let x = Mat::from_fn(60, D, |_, _| rng.normal());
@@ -278,12 +286,11 @@ fn mean_at_0(copies: usize, inflate: f64, cap: Option<f64>) -> (Vec<f64>, usize)
         }
     }
     for _ in 0..3 {
-        lying_round(&mut agents, 2, inflate, 1.0);
+        lying_round(agents, 2, inflate, 1.0);
     }
-    let capped = std::iter::from_fn(|| agents[1].poll_event())
+    std::iter::from_fn(|| agents[1].poll_event())
         .filter(|e| matches!(e, coolgp::Event::Capped { from: 2, .. }))
-        .count();
-    (mean_at_agent_0(&agents), capped)
+        .count()
 }
 
 #[test]
@@ -394,20 +401,7 @@ fn ceiling_run(inflate: f64) -> (f64, f64, usize) {
         ..fleet_config()
     };
     let mut agents = path_of_three(&cfg);
-    let mut rng = Rng::new(7, 29);
-    for (i, a) in agents.iter_mut().enumerate() {
-        let x = Mat::from_fn(60, D, |_, _| rng.normal());
-        let y: Vec<f64> = (0..60)
-            .map(|r| x[(r, 0)].sin() + 0.1 * rng.normal() + if i == 2 { 1.0 } else { 0.0 })
-            .collect();
-        a.handle_block(x.as_ref(), &y).expect("block");
-    }
-    for _ in 0..3 {
-        lying_round(&mut agents, 2, inflate, 1.0);
-    }
-    let capped = std::iter::from_fn(|| agents[1].poll_event())
-        .filter(|e| matches!(e, coolgp::Event::Capped { from: 2, .. }))
-        .count();
+    let capped = lied_to(&mut agents, 1, inflate);
     let (fused, points) = agents[0].fused_excess();
     let tr = (0..fused.d1.nrows()).map(|i| fused.d1[(i, i)]).sum();
     (tr, points, capped)
