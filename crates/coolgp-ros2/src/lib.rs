@@ -15,7 +15,8 @@
 //!   `grid_map_msgs/msg/GridMap` (layers mean and variance); [`diagnostics`]: its health as a
 //!   `DiagnosticArray`.
 //!
-//! - [`rmw_zenoh`]: rmw_zenoh's key expressions, attachments and liveliness tokens;
+//! - [`rmw_zenoh`]: rmw_zenoh's key expressions, attachments and liveliness tokens, as Jazzy's
+//!   or Humble's rmw_zenoh writes them ([`rmw_zenoh::Distro`]);
 //!   [`service`]: point queries as a ROS 2 service (`rcl_interfaces/srv/GetParameters`).
 //!
 //! The transport (the zenoh sessions) lives in `coolgp-node`; everything here is pure

@@ -22,6 +22,7 @@ use thiserror::Error;
 use crate::cdr::{CdrReader, CdrWriter, Endian};
 use crate::error::CdrError;
 use crate::hash::rihs01_service;
+use crate::rmw_zenoh::Distro;
 use crate::types::{seq, Elem, MsgType, Prim};
 
 /// The service type.
@@ -77,16 +78,27 @@ pub fn dds_name() -> String {
         .to_string()
 }
 
-/// The key expression of the service `name` (fully qualified) in `domain`, as rmw_zenoh
-/// declares a service's queryable and a client queries it:
-/// `<domain>/<name without outer '/'>/rcl_interfaces::srv::dds_::GetParameters_/RIHS01_…`.
-pub fn key(domain: u32, name: &str) -> String {
+/// The key expression of the service `name` (fully qualified) in `domain`, as `distro`'s
+/// rmw_zenoh declares a service's queryable and a client queries it:
+/// `<domain>/<name without outer '/'>/rcl_interfaces::srv::dds_::GetParameters_/<hash>`, the
+/// hash `RIHS01_…` or Humble's `TypeHashNotSupported`.
+pub fn key(domain: u32, name: &str, distro: Distro) -> String {
     format!(
-        "{domain}/{}/{}/{}",
-        name.trim_matches('/'),
-        dds_name(),
-        rihs01()
+        "{}/{}",
+        key_any_hash(domain, name),
+        distro.type_hash(rihs01)
     )
+}
+
+/// The key expression of the service `name` with any type hash (`…/GetParameters_/*`): the
+/// node's queryable, answering clients of either distribution.
+pub fn key_any(domain: u32, name: &str) -> String {
+    format!("{}/*", key_any_hash(domain, name))
+}
+
+/// `<domain>/<name without outer '/'>/<DDS type name>`.
+fn key_any_hash(domain: u32, name: &str) -> String {
+    format!("{domain}/{}/{}", name.trim_matches('/'), dds_name())
 }
 
 /// The service type's RIHS01 hash (equal to what rosidl ships in

@@ -38,6 +38,26 @@ fn hashes_equal_rosidls() {
     );
 }
 
+/// The service's keys: Jazzy's with the RIHS01 hash; Humble's rmw_zenoh (branch `humble`,
+/// 0.1.9: `rmw_service_data.cpp` and `rmw_client_data.cpp` pass `"TypeHashNotSupported"` to
+/// `TopicInfo`) with that constant; the node's queryable matches both.
+#[test]
+fn keys_of_both_distributions() {
+    assert_eq!(
+        key(0, "/robot1/coolgp/query", Distro::Jazzy),
+        "0/robot1/coolgp/query/rcl_interfaces::srv::dds_::GetParameters_/\
+         RIHS01_bf9803d5c74cf989a5de3e0c2e99444599a627c7ff75f97b8c05b01003675cbc"
+    );
+    assert_eq!(
+        key(2, "/q/", Distro::Humble),
+        "2/q/rcl_interfaces::srv::dds_::GetParameters_/TypeHashNotSupported"
+    );
+    assert_eq!(
+        key_any(2, "/q"),
+        "2/q/rcl_interfaces::srv::dds_::GetParameters_/*"
+    );
+}
+
 #[test]
 fn a_request_as_the_wire_has_it() {
     // One name "1,2": header, count 1, length 4 (with the NUL), "1,2\0".

@@ -3,6 +3,7 @@
 
 use clap::Args;
 use coolgp_ros2::grid_map::{Geometry, MapFormat};
+use coolgp_ros2::rmw_zenoh::Distro;
 use coolgp_ros2::RowSpec;
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +37,11 @@ pub struct Ros2NodeArgs {
     /// Listen for ROS 2 peers on this zenoh endpoint (repeatable) [default: none].
     #[arg(long, value_name = "ENDPOINT", help_heading = "ROS 2")]
     pub ros2_listen: Vec<String>,
+    /// rmw_zenoh: write keys and liveliness tokens as this distribution's rmw_zenoh does:
+    /// humble (rmw_zenoh 0.1.x, `TypeHashNotSupported` in place of type hashes) or jazzy
+    /// (RIHS01 type hashes, also Kilted and Rolling); either is read [default: jazzy].
+    #[arg(long, value_name = "humble|jazzy", help_heading = "ROS 2")]
+    pub ros2_distro: Option<String>,
     /// DDS: discover and talk on the loopback interface only (as ROS 2's
     /// ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST) [default: every interface].
     #[arg(long, help_heading = "ROS 2")]
@@ -82,8 +88,9 @@ pub struct Ros2NodeArgs {
 
 impl Ros2NodeArgs {
     /// The keys of a configuration file.
-    pub const KEYS: [&'static str; 14] = [
+    pub const KEYS: [&'static str; 15] = [
         "ros2",
+        "ros2-distro",
         "ros2-query-service",
         "ros2-map-format",
         "ros2-map-source",
@@ -108,6 +115,7 @@ impl Ros2NodeArgs {
             ros2_node_name: self.ros2_node_name.or(f.ros2_node_name),
             ros2_connect: or_list(self.ros2_connect, f.ros2_connect),
             ros2_listen: or_list(self.ros2_listen, f.ros2_listen),
+            ros2_distro: self.ros2_distro.or(f.ros2_distro),
             ros2_localhost: self.ros2_localhost || f.ros2_localhost,
             ros2_map: self.ros2_map.or(f.ros2_map),
             ros2_map_every: self.ros2_map_every.or(f.ros2_map_every),
@@ -137,6 +145,7 @@ impl Ros2NodeArgs {
                 || self.ros2_node_name.is_some()
                 || !self.ros2_connect.is_empty()
                 || !self.ros2_listen.is_empty()
+                || self.ros2_distro.is_some()
                 || self.ros2_map.is_some()
                 || self.ros2_map_every.is_some()
                 || self.ros2_map_topic.is_some()
@@ -153,31 +162,7 @@ impl Ros2NodeArgs {
             }
             return Ok(None);
         };
-        let middleware = match mw {
-            "zenoh" => Middleware::Zenoh,
-            "dds" => Middleware::Dds,
-            other => {
-                return Err(NodeError::Config(format!(
-                    "--ros2 {other}: use dds (DDS/RTPS, ROS 2's default middleware) or zenoh \
-                     (rmw_zenoh, with the robots' router)"
-                )))
-            }
-        };
-        if middleware == Middleware::Dds
-            && (!self.ros2_connect.is_empty() || !self.ros2_listen.is_empty())
-        {
-            return Err(NodeError::Config(
-                "--ros2-connect/--ros2-listen are zenoh endpoints: with --ros2 dds the node \
-                 finds its peers by DDS discovery (--ros2-localhost keeps it on this machine)"
-                    .into(),
-            ));
-        }
-        if middleware == Middleware::Zenoh && self.ros2_localhost {
-            return Err(NodeError::Config(
-                "--ros2-localhost is for --ros2 dds; with zenoh, --ros2-connect names the router"
-                    .into(),
-            ));
-        }
+        let middleware = self.middleware(mw)?;
         let domain = self.domain()?;
         let (node_name, namespace) = self.names(id)?;
         let every = self.ros2_map_every.unwrap_or(1.0);
@@ -218,6 +203,7 @@ impl Ros2NodeArgs {
         let map_durability = self.map_durability()?;
         let map_format = self.map_format()?;
         Ok(Some(Ros2Settings {
+            distro: self.distro()?,
             map_fleet,
             query_service,
             map_durability,
@@ -237,6 +223,52 @@ impl Ros2NodeArgs {
             every,
             map_topic,
         }))
+    }
+
+    /// `--ros2 MIDDLEWARE`, and the options that belong to the other one refused.
+    fn middleware(&self, mw: &str) -> Result<Middleware> {
+        let middleware = match mw {
+            "zenoh" => Middleware::Zenoh,
+            "dds" => Middleware::Dds,
+            other => {
+                return Err(NodeError::Config(format!(
+                    "--ros2 {other}: use dds (DDS/RTPS, ROS 2's default middleware) or zenoh \
+                     (rmw_zenoh, with the robots' router)"
+                )))
+            }
+        };
+        if middleware == Middleware::Dds
+            && (!self.ros2_connect.is_empty() || !self.ros2_listen.is_empty())
+        {
+            return Err(NodeError::Config(
+                "--ros2-connect/--ros2-listen are zenoh endpoints: with --ros2 dds the node \
+                 finds its peers by DDS discovery (--ros2-localhost keeps it on this machine)"
+                    .into(),
+            ));
+        }
+        if middleware == Middleware::Dds && self.ros2_distro.is_some() {
+            return Err(NodeError::Config(
+                "--ros2-distro is for --ros2 zenoh (rmw_zenoh's keys differ between Humble and \
+                 Jazzy); over DDS nothing coolgp sends depends on the distribution"
+                    .into(),
+            ));
+        }
+        if middleware == Middleware::Zenoh && self.ros2_localhost {
+            return Err(NodeError::Config(
+                "--ros2-localhost is for --ros2 dds; with zenoh, --ros2-connect names the router"
+                    .into(),
+            ));
+        }
+        Ok(middleware)
+    }
+
+    /// `--ros2-distro`: jazzy (the default) or humble.
+    fn distro(&self) -> Result<Distro> {
+        self.ros2_distro
+            .as_deref()
+            .map_or(Ok(Distro::default()), |d| {
+                Distro::parse(d).map_err(|e| NodeError::Config(e.to_string()))
+            })
     }
 
     /// `--ros2-query-service`, resolved against the namespace: a valid ROS 2 name (parts of
@@ -329,5 +361,47 @@ impl Ros2NodeArgs {
         }
         let namespace = format!("/{}", namespace.trim_matches('/'));
         Ok((node_name, namespace))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--ros2-distro` / TOML `ros2-distro`: jazzy by default, humble asked for, the flag over
+    /// the file; refused with DDS and when misspelt, naming the choices.
+    #[test]
+    fn the_distro_from_the_flag_and_the_file() {
+        let file: Ros2NodeArgs =
+            toml::from_str("ros2 = \"zenoh\"\nros2-distro = \"humble\"\n").expect("toml");
+        assert!(Ros2NodeArgs::KEYS.contains(&"ros2-distro"));
+        let distro = |a: &Ros2NodeArgs| a.settings(1, None, false).map(|s| s.map(|s| s.distro));
+        assert_eq!(distro(&file).expect("valid"), Some(Distro::Humble));
+        let flag = Ros2NodeArgs {
+            ros2_distro: Some("jazzy".into()),
+            ..Ros2NodeArgs::default()
+        };
+        let merged = flag.merged(file.clone());
+        assert_eq!(distro(&merged).expect("valid"), Some(Distro::Jazzy));
+        let plain = Ros2NodeArgs {
+            ros2: Some("zenoh".into()),
+            ..Ros2NodeArgs::default()
+        };
+        assert_eq!(distro(&plain).expect("valid"), Some(Distro::Jazzy));
+        let typo = Ros2NodeArgs {
+            ros2_distro: Some("Humble".into()),
+            ..file.clone()
+        };
+        let e = distro(&typo).expect_err("refused").to_string();
+        assert!(
+            e.contains("--ros2-distro Humble") && e.contains("humble"),
+            "{e}"
+        );
+        let dds = Ros2NodeArgs {
+            ros2: Some("dds".into()),
+            ..file
+        };
+        let e = distro(&dds).expect_err("refused").to_string();
+        assert!(e.contains("--ros2-distro is for --ros2 zenoh"), "{e}");
     }
 }

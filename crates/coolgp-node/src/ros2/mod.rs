@@ -82,6 +82,8 @@ pub struct Ros2Settings {
     pub node_name: String,
     /// rmw_zenoh: the zenoh endpoints of the ROS 2 session (connect, listen).
     pub zenoh: ZenohArgs,
+    /// rmw_zenoh: whose keys and tokens the node writes (`--ros2-distro`; it reads both).
+    pub distro: coolgp_ros2::rmw_zenoh::Distro,
     /// DDS: discover and talk on the loopback interface only.
     pub localhost_only: bool,
     /// Live topics to learn from (None: the data come from elsewhere).
@@ -380,6 +382,7 @@ impl Ros2Link {
         };
         tracing::info!(
             middleware,
+            distro = (s.middleware == Middleware::Zenoh).then_some(s.distro.as_str()),
             domain = s.domain,
             node = %node,
             topics = s.live.as_ref().map_or(0, |l| l.topics().len()),

@@ -1,5 +1,7 @@
 //! ROS 2 over rmw_zenoh: a zenoh session of its own, rmw_zenoh's key expressions,
-//! attachments and liveliness tokens ([`coolgp_ros2::rmw_zenoh`]).
+//! attachments and liveliness tokens ([`coolgp_ros2::rmw_zenoh`]), written as the
+//! `--ros2-distro`'s rmw_zenoh writes them (Humble's without type hashes); subscriptions and
+//! the query service match either distribution's keys.
 //!
 //! A transient-local (latched) map is published as rmw_zenoh publishes a transient-local
 //! topic: rmw_zenoh's publisher is a zenoh-ext `AdvancedPublisher` with a cache of `depth`
@@ -119,10 +121,12 @@ impl Latch {
 }
 
 /// The point-query service's server (`--ros2-query-service`), as rmw_zenoh serves a
-/// service: a complete queryable on `<domain>/<service>/<type>/<hash>`, a liveliness token of
-/// kind `SS`, and each reply on the service's key with the attachment of the request's
-/// sequence number, the reply's time and the client's GID. Requests go to the node's loop
-/// ([`ServiceCall`]); a request that is not one is refused with an error reply, logged.
+/// service: a complete queryable on `<domain>/<service>/<type>/<hash>` (here any hash, so
+/// Humble's clients are served too), a liveliness token of kind `SS` with the `--ros2-distro`'s
+/// hash, and each reply on the request's key with the attachment of the request's sequence
+/// number, the reply's time and the client's GID, in the request's form. Requests go to the
+/// node's loop ([`ServiceCall`]); a request that is not one is refused with an error reply,
+/// logged.
 struct QueryService {
     server: tokio::task::JoinHandle<()>,
     _token: LivelinessToken,
@@ -140,19 +144,19 @@ impl QueryService {
         e.topic = Some((
             name.to_string(),
             service::dds_name(),
-            service::rihs01(),
+            graph.s.distro.type_hash(service::rihs01),
             Qos::DEFAULT.field(),
         ));
-        let key = service::key(graph.s.domain, name);
+        // Any hash: clients of Humble's rmw_zenoh and of Jazzy's are answered alike.
         let queryable = session
-            .declare_queryable(key.clone())
+            .declare_queryable(service::key_any(graph.s.domain, name))
             .complete(true)
             .await
             .map_err(err)?;
         let tok = token(session, &e).await?;
         let server = tokio::spawn(async move {
             while let Ok(query) = queryable.recv_async().await {
-                serve(query, &tx, &counts, &key);
+                serve(query, &tx, &counts);
             }
         });
         Ok(Self {
@@ -163,12 +167,7 @@ impl QueryService {
 }
 
 /// One request: decoded and queued for the node, whose answer a task sends back; or refused.
-fn serve(
-    query: Query,
-    tx: &tokio::sync::mpsc::Sender<ServiceCall>,
-    counts: &Arc<ServiceCounts>,
-    key: &str,
-) {
+fn serve(query: Query, tx: &tokio::sync::mpsc::Sender<ServiceCall>, counts: &Arc<ServiceCounts>) {
     let attachment = query
         .attachment()
         .and_then(|z| rz::parse_attachment(&z.to_bytes()));
@@ -184,7 +183,7 @@ fn serve(
             .map(|names| (a, names))
             .map_err(|e| e.to_string()),
     };
-    let ((seq, _, gid), names) = match call {
+    let (request, names) = match call {
         Ok(c) => c,
         Err(why) => return refuse(query, counts, why),
     };
@@ -193,15 +192,19 @@ fn serve(
         let why = format!("busy: {CALL_QUEUE} calls are waiting; try again");
         return refuse(query, counts, why);
     }
-    let (counts, key) = (Arc::clone(counts), key.to_string());
+    let counts = Arc::clone(counts);
     tokio::spawn(async move {
         let Ok(answers) = answer.await else {
             tracing::debug!("a ROS 2 service call dropped unanswered (the node is stopping)");
             return;
         };
         let bytes = service::encode_response(&answers, coolgp_ros2::cdr::Endian::Little);
-        let att = rz::attachment(seq, now_ns(), &gid).to_vec();
-        match query.reply(key, bytes).attachment(att).await {
+        let att = rz::Attachment {
+            source_ns: now_ns(),
+            ..request
+        };
+        let key = query.key_expr().clone();
+        match query.reply(key, bytes).attachment(att.to_bytes()).await {
             Ok(()) => {
                 counts.answered.fetch_add(1, Ordering::Relaxed);
             }
@@ -249,7 +252,7 @@ impl Graph<'_> {
                 (
                     t.to_string(),
                     ty.dds_name(),
-                    coolgp_ros2::hash::rihs01(ty),
+                    self.s.distro.type_hash(|| coolgp_ros2::hash::rihs01(ty)),
                     q.field(),
                 )
             }),
@@ -277,7 +280,7 @@ async fn publisher(
         MapDurability::TransientLocal => Qos::LATCHED,
     };
     let e = graph.entity(Kind::Publisher, Some((topic, ty, qos)));
-    let key = rz::topic_key(graph.s.domain, topic, ty);
+    let key = rz::topic_key(graph.s.domain, topic, ty, graph.s.distro);
     let latch = match durability {
         MapDurability::Volatile => None,
         MapDurability::TransientLocal => Some(Latch::declare(session, &key).await?),
@@ -348,7 +351,7 @@ impl ZenohSide {
                         let sent_ns = sample
                             .attachment()
                             .and_then(|z| rz::parse_attachment(&z.to_bytes()))
-                            .map_or_else(now_ns, |(_, ts, _)| ts);
+                            .map_or_else(now_ns, |a| a.source_ns);
                         feed.push(&topic, &sample.payload().to_bytes(), sent_ns);
                     })
                     .await

@@ -36,22 +36,10 @@ def run(args, check=True, timeout=300):
 
 
 # grid_map_msgs as ANYbotics/grid_map's humble (and jazzy) branch defines them, comments left
-# out: rosbags' Jazzy store does not have them.
-GRID_MAP_MSGS = {
-    "grid_map_msgs/msg/GridMapInfo": """float64 resolution
-float64 length_x
-float64 length_y
-geometry_msgs/Pose pose
-""",
-    "grid_map_msgs/msg/GridMap": """std_msgs/Header header
-GridMapInfo info
-string[] layers
-string[] basic_layers
-std_msgs/Float32MultiArray[] data
-uint16 outer_start_index
-uint16 inner_start_index
-""",
-}
+# out (grid_map_msgs/msg/*.msg here): rosbags' Jazzy store does not have them, and
+# grid_map_msgs/build.sh generates them for rclpy.
+GRID_MAP_MSGS = {f"grid_map_msgs/msg/{f.stem}": f.read_text()
+                 for f in sorted((HERE / "grid_map_msgs" / "msg").glob("*.msg"))}
 
 
 @pytest.fixture(scope="session")
@@ -140,6 +128,48 @@ def write_bag(ts, path, fixes, temps, storage="mcap", compression=None, extra=No
         if extra:
             extra(w)
     return path
+
+
+def zenoh_client(router):
+    """A zenoh session in client mode, connected to `router` only."""
+    import zenoh
+
+    conf = zenoh.Config()
+    conf.insert_json5("mode", '"client"')
+    conf.insert_json5("connect/endpoints", json.dumps([router]))
+    return zenoh.open(conf)
+
+
+def get_parameters_types(ts):
+    """rcl_interfaces/srv/GetParameters' request and response registered in `ts` (rosbags'
+    Jazzy store lacks them); returns their names in the store."""
+    from rosbags.typesys import get_types_from_msg
+
+    types = get_types_from_msg("string[] names", "rcl_interfaces/srv/GetParameters_Request")
+    types.update(get_types_from_msg("rcl_interfaces/ParameterValue[] values",
+                                    "rcl_interfaces/srv/GetParameters_Response"))
+    ts.register(types)
+    req_t, resp_t = list(types)  # rosbags names them rcl_interfaces/srv/msg/...
+    return req_t, resp_t
+
+
+def answers(resp):
+    """A GetParameters response as [{type, values, string}] per point."""
+    return [{"type": int(v.type), "values": [float(x) for x in v.double_array_value],
+             "string": v.string_value} for v in resp.values]
+
+
+def cloud_points(m):
+    """A rosbags PointCloud2's points as dicts of floats, in storage order."""
+    import numpy as np
+
+    formats = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
+    end = ">" if m.is_bigendian else "<"
+    dt = np.dtype({"names": [f.name for f in m.fields], "offsets": [f.offset for f in m.fields],
+                   "formats": [end + formats[f.datatype] for f in m.fields],
+                   "itemsize": m.point_step})
+    arr = np.frombuffer(bytes(m.data), dtype=dt, count=m.width * m.height)
+    return [{k: float(p[k]) for k in dt.names} for p in arr]
 
 
 def free_port():

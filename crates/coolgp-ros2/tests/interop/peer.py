@@ -49,6 +49,7 @@ import zenoh_ros2_sdk._cache as _cache
 def _no_git(*_a, **_k): raise RuntimeError("zenoh-ros2-sdk tried to git-clone message definitions (offline)")
 _cache.clone_to_cache = _no_git  # the SDK's registry git-clones ros2 repos on a miss: never here
 from rosbags.typesys import get_typestore, Stores
+from conftest import cloud_points  # this directory is on the path of a script run from it
 from zenoh_ros2_sdk import ZenohSession, ROS2Publisher, ROS2Subscriber, get_topic_names_and_types
 from zenoh_ros2_sdk.entity import NodeEntity, EndpointEntity, EntityKind
 from zenoh_ros2_sdk.keyexpr import node_liveliness_keyexpr, endpoint_liveliness_keyexpr
@@ -91,15 +92,10 @@ def wait_sub(topic, secs):
         time.sleep(0.1)
     return False
 
-DT = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
 def cloud_to_json(m):
-    end = ">" if m.is_bigendian else "<"
-    dt = np.dtype({"names": [f.name for f in m.fields], "offsets": [f.offset for f in m.fields],
-                   "formats": [end + DT[f.datatype] for f in m.fields], "itemsize": m.point_step})
-    arr = np.frombuffer(bytes(m.data), dtype=dt, count=m.width * m.height)
     return {"frame_id": m.header.frame_id, "stamp": [m.header.stamp.sec, m.header.stamp.nanosec],
             "width": m.width, "height": m.height, "fields": [f.name for f in m.fields],
-            "points": [{k: float(p[k]) for k in dt.names} for p in arr]}
+            "points": cloud_points(m)}
 
 def to_json(m):
     """Any rosbags message as plain JSON (numpy arrays as lists)."""

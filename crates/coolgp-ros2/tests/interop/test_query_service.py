@@ -23,7 +23,8 @@ import time
 
 import pytest
 
-from conftest import free_port, run, status, stop, wait_for
+from conftest import (answers, free_port, get_parameters_types, run, status, stop, wait_for,
+                      zenoh_client)
 
 HERE = pathlib.Path(__file__).resolve().parent
 SRV = "rcl_interfaces/srv/GetParameters"
@@ -83,18 +84,8 @@ def raw_checks(router, typestore):
     """A raw zenoh client of our own: the server's liveliness token; a big-endian request
     serialized by rosbags, answered with the attachment rmw_zenoh's client expects; a garbage
     request and one without attachment refused with error replies."""
-    import zenoh
-    from rosbags.typesys import get_types_from_msg
-
-    types = get_types_from_msg("string[] names", "rcl_interfaces/srv/GetParameters_Request")
-    types.update(get_types_from_msg("rcl_interfaces/ParameterValue[] values",
-                                    "rcl_interfaces/srv/GetParameters_Response"))
-    typestore.register(types)
-    req_t, resp_t = list(types)  # rosbags names them rcl_interfaces/srv/msg/...
-    conf = zenoh.Config()
-    conf.insert_json5("mode", '"client"')
-    conf.insert_json5("connect/endpoints", json.dumps([router]))
-    s = zenoh.open(conf)
+    req_t, resp_t = get_parameters_types(typestore)
+    s = zenoh_client(router)
     try:
         tokens = [str(r.ok.key_expr) for r in s.liveliness().get("@ros2_lv/0/**", timeout=3)
                   if r.ok is not None]
@@ -117,8 +108,7 @@ def raw_checks(router, typestore):
         assert int.from_bytes(back[:8], "little") == 41 and back[16:] == b"\x10" + gid, back
         assert str(ok.key_expr) == key
         resp = typestore.deserialize_cdr(bytes(ok.payload.to_bytes()), resp_t)
-        be = [{"type": int(v.type), "values": [float(x) for x in v.double_array_value],
-               "string": v.string_value} for v in resp.values]
+        be = answers(resp)
         errors = []
         for payload, attachment in [(b"\x00\x01\x00\x00\x05\x00\x00\x00ab", att),
                                     (bytes(typestore.serialize_cdr(req, req_t)), None)]:
