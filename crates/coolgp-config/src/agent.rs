@@ -135,7 +135,7 @@ pub struct AgentArgs {
     /// How a block's rows enter the model (issue 29, docs/ROBUST.md): gaussian (default) or
     /// robust (each row's likelihood term tempered by w = (1 + r²/c²)^(−1/2), r its
     /// standardized residual against the agent's predictive before the block: gross outliers
-    /// barely move the model; the messages keep their size). Frozen mode.
+    /// barely move the model; the messages keep their size). Every --mode and --projection.
     #[cfg_attr(feature = "clap", arg(long, value_name = "gaussian|robust"))]
     pub likelihood: Option<String>,
     /// The robust likelihood's threshold c on the standardized residual (finite, > 0;
@@ -390,26 +390,6 @@ impl AgentArgs {
         })
     }
 
-    /// [`AgentArgs::likelihood`], refused where the agent cannot keep its weights: outside the
-    /// frozen mode.
-    fn robust_fits(&self, driver: Driver, mode: UpdateMode) -> Result<Likelihood, ConfigError> {
-        let likelihood = self.likelihood(driver)?;
-        if likelihood == Likelihood::Gaussian {
-            return Ok(likelihood);
-        }
-        let (robust, mode_flag) = match driver {
-            Driver::Python => ("likelihood='robust'", "mode='frozen'"),
-            _ => ("--likelihood robust", "--mode frozen"),
-        };
-        if mode != UpdateMode::Frozen {
-            return Err(ConfigError::Invalid(format!(
-                "{robust} needs {mode_flag}, not {}",
-                mode.name()
-            )));
-        }
-        Ok(likelihood)
-    }
-
     /// The fleet projection's site update (defaults: [`SiteConfig::default`]).
     ///
     /// # Errors
@@ -555,7 +535,7 @@ impl AgentArgs {
                 local,
                 influence_cap: self.influence_cap()?,
                 row_rate: self.row_rate()?,
-                likelihood: self.robust_fits(driver, mode)?,
+                likelihood: self.likelihood(driver)?,
                 ..AgentConfig::default()
             },
             group,

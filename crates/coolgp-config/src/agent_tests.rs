@@ -78,11 +78,22 @@ fn the_likelihood_is_gaussian_by_default_and_refuses_bad_values() {
         assert!(e.contains("--robust-c must be finite and > 0"), "{e}");
     }
     assert!(err(lik(None, Some(2.0)), Driver::Node).contains("needs --likelihood robust"));
-    let exact = AgentArgs {
-        mode: Some("exact".into()),
-        ..lik(Some("robust"), None)
-    };
-    assert!(err(exact, Driver::Simulate).contains("needs --mode frozen"));
+    // Every update mode keeps each row's weight from its arrival (docs/ROBUST.md §2).
+    for mode in ["exact", "importance"] {
+        let args = AgentArgs {
+            mode: Some(mode.into()),
+            ..lik(Some("robust"), None)
+        };
+        let cfg = args
+            .validate(Driver::Simulate)
+            .expect("robust in every mode");
+        assert_eq!(
+            cfg.config.likelihood,
+            Likelihood::Robust { c: 3.0 },
+            "{mode}"
+        );
+        assert_eq!(cfg.config.mode.name(), mode);
+    }
     // The fleet projection keeps each row's weight in its site window (docs/ROBUST.md §2).
     let fleet = AgentArgs {
         projection: Some("fleet".into()),

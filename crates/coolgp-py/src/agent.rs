@@ -51,7 +51,7 @@ fn view(fused: bool) -> View {
 ///
 /// likelihood: "gaussian" (default) or "robust": each row of a block is weighted by
 ///     w = (1 + r²/c²)^(−1/2), r its standardized residual against the model before the
-///     block, so gross outliers barely move it (docs/ROBUST.md; frozen mode, any
+///     block, so gross outliers barely move it (docs/ROBUST.md; any mode and
 ///     projection). robust_c: the threshold c (> 0, default 3).
 ///
 /// mode: "frozen" (default), "importance" (the paper's Eq. 3.7; samples=k, default 20;

@@ -48,8 +48,8 @@ struct Fitted {
 ///
 /// likelihood: "gaussian" (default) or "robust": each row of a block is weighted by
 ///     w = (1 + r²/c²)^(−1/2), r its standardized residual against the model before the
-///     block, so gross outliers barely move it (docs/ROBUST.md; frozen mode, not with
-///     projection="fleet"). robust_c: the threshold c (> 0, default 3).
+///     block, so gross outliers barely move it (docs/ROBUST.md; any mode and
+///     projection). robust_c: the threshold c (> 0, default 3).
 ///
 /// site_memory: with projection="fleet", "stream" (the default: a site sums every block's
 /// term, right in random and in time order) or "recent" (extrapolates from the newest

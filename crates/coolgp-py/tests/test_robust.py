@@ -1,5 +1,5 @@
 """The robust likelihood from Python (issue 29 item 4, docs/ROBUST.md): `likelihood="robust"`
-on FleetRegressor and Agent, refused where it cannot work, carried by get_params."""
+on FleetRegressor and Agent in every mode and projection, carried by get_params."""
 
 import numpy as np
 import pytest
@@ -38,22 +38,20 @@ def test_robust_shrugs_off_outliers_and_costs_little_on_clean_data():
     assert abs(robust / gauss - 1) < 0.05, (robust, gauss)
 
 
-def test_robust_is_refused_where_it_cannot_work_and_named_in_python_spelling():
-    # The fleet projection takes it since the thirteenth session (docs/ROBUST.md §2).
+def test_robust_is_taken_in_every_mode_and_bad_values_are_named_in_python_spelling():
+    # Every mode and projection keeps each row's weight from its arrival (docs/ROBUST.md §2).
     coolgp.FleetRegressor(projection="fleet", likelihood="robust")
+    coolgp.FleetRegressor(mode="importance", likelihood="robust")
     for bad in [0.0, -1.0, float("nan")]:
         with pytest.raises(ValueError, match="robust_c"):
             coolgp.FleetRegressor(likelihood="robust", robust_c=bad)
     with pytest.raises(ValueError, match="likelihood"):
         coolgp.FleetRegressor(likelihood="student")
-    with pytest.raises(ValueError, match="likelihood='robust' needs mode='frozen', not importance"):
-        coolgp.FleetRegressor(mode="importance", likelihood="robust")
     with pytest.raises(ValueError, match="robust_c needs likelihood"):
         coolgp.FleetRegressor(robust_c=2.0)
     v = coolgp.Vocabulary(inducing=10, latent_dim=2, seed=0)
     for mode in ["exact", "importance"]:
-        with pytest.raises(ValueError, match=f"likelihood='robust' needs mode='frozen', not {mode}"):
-            coolgp.Agent(0, v, 2, mode=mode, likelihood="robust")
+        coolgp.Agent(0, v, 2, mode=mode, likelihood="robust")
     coolgp.Agent(0, v, 2, projection="fleet", likelihood="robust")
     for bad in [0.0, -1.0, float("nan")]:
         with pytest.raises(ValueError, match="robust_c must be finite and > 0"):

@@ -538,3 +538,132 @@ fn a_version_1_checkpoint_without_memory_still_restores() {
     .to_string();
     assert!(e.contains("this build reads 1 to 2"), "{e}");
 }
+
+#[test]
+fn robust_fleet_exact_and_importance_agents_round_trip() {
+    // Issue 29 item 4 (docs/ROBUST.md §2): the rows' weights of the robust likelihood are
+    // node state wherever a cache is re-evaluated later: the fleet projection's site window
+    // (`site/recent/w/<i>`, either site memory) and the exact mode's blocks (`cache/w/<i>`);
+    // the importance mode folds them into its sums.
+    let robust = coolgp::learn::Likelihood::Robust { c: 2.0 };
+    for memory in [
+        coolgp::learn::SiteMemory::Recent,
+        coolgp::learn::SiteMemory::Stream,
+    ] {
+        round_trip(AgentConfig {
+            projection: coolgp::ProjectionMode::Fleet,
+            site: coolgp::learn::SiteConfig {
+                memory,
+                window_points: 15,
+                ..coolgp::learn::SiteConfig::default()
+            },
+            likelihood: robust,
+            ..AgentConfig::default()
+        });
+    }
+    for mode in [
+        UpdateMode::Exact,
+        UpdateMode::Importance {
+            samples: 4,
+            normalization: IsNormalization::SelfNormalized,
+        },
+    ] {
+        round_trip(AgentConfig {
+            mode,
+            likelihood: robust,
+            ..AgentConfig::default()
+        });
+    }
+}
+
+/// Three robust fleet-projection agents on a path, `blocks` blocks each from `from`, with
+/// every 9th row 20 too high, a fusion round after each block.
+fn robust_stream(agents: &mut [Agent], from: usize, blocks: usize) {
+    for b in from..from + blocks {
+        for (i, a) in agents.iter_mut().enumerate() {
+            let (x, mut y) = block(b * 3 + i, 6, 3);
+            for (r, v) in y.iter_mut().enumerate() {
+                if (b * 6 + r) % 9 == 4 {
+                    *v += 20.0;
+                }
+            }
+            a.handle_block(x.as_ref(), &y).expect("block");
+        }
+        memory::round(agents).expect("valid");
+    }
+}
+
+#[test]
+fn a_robust_fleet_agent_resumes_from_its_checkpoint_bit_for_bit() {
+    // Issue 29 item 4: the checkpoint keeps the site window's weights, so a node stopped
+    // mid-stream and restored from the real file goes on exactly as one never stopped: after
+    // the same remaining blocks and rounds, the same q(u) and q(W) bit for bit. A file without
+    // the weights (written before they were stored) still restores, with the weights taken
+    // again against the restored predictive (close to, not equal to, the kept ones).
+    let vocab = Arc::new(Vocabulary::default_design(8, 2, 3).expect("vocab"));
+    let cfg = AgentConfig {
+        projection: coolgp::ProjectionMode::Fleet,
+        site: coolgp::learn::SiteConfig {
+            window_points: 18,
+            ..coolgp::learn::SiteConfig::default()
+        },
+        likelihood: coolgp::learn::Likelihood::Robust { c: 2.0 },
+        ..AgentConfig::default()
+    };
+    let mut fleet: Vec<Agent> = (0..3)
+        .map(|i| Agent::new(i, vocab.clone(), 3, cfg.clone()).expect("agent"))
+        .collect();
+    for (i, a) in fleet.iter_mut().enumerate() {
+        let ns = [i.checked_sub(1), (i < 2).then_some(i + 1)];
+        a.set_neighbors(ns.into_iter().flatten().map(|j| j as u64))
+            .expect("neighbours");
+    }
+    robust_stream(&mut fleet, 0, 6);
+    let mut m = meta(&vocab, 1);
+    let bytes = checkpoint::to_bytes(&fleet[1], &mut m).expect("serialize");
+    assert!(m.agent.site_recent_weights && m.agent.site_recent > 1);
+    let stored = fleet[1].snapshot().recent_weights.expect("weights");
+    assert!(
+        stored.iter().flatten().flatten().any(|&w| w < 0.3),
+        "an outlier in the window"
+    );
+    let load = |b: &[u8]| {
+        let cp = checkpoint::from_bytes("mem".as_ref(), b, &vocab, 3).expect("load");
+        Agent::restore(vocab.clone(), cp.snapshot).expect("restore")
+    };
+    let mut resumed = fleet.clone();
+    resumed[1] = load(&bytes);
+    // The same file as a build before the weights wrote it.
+    let old = rebuilt(&bytes, |tensors, j| {
+        tensors.retain(|k, _| !k.starts_with("site/recent/w/"));
+        let obj = j["agent"].as_object_mut().expect("agent");
+        assert_eq!(
+            obj.remove("site_recent_weights"),
+            Some(serde_json::json!(true))
+        );
+    });
+    let mut retaken = fleet.clone();
+    retaken[1] = load(&old);
+    assert_eq!(retaken[1].own_excess(), fleet[1].own_excess());
+    assert_ne!(
+        retaken[1].fleet_site().recent().stacked_weights(),
+        fleet[1].fleet_site().recent().stacked_weights(),
+        "re-taken against the restored predictive"
+    );
+    for f in [&mut fleet, &mut resumed, &mut retaken] {
+        robust_stream(f, 6, 4);
+    }
+    for (a, b) in fleet.iter().zip(&resumed) {
+        assert_eq!(a.natural_params(View::Fused), b.natural_params(View::Fused));
+        assert_eq!(a.natural_params(View::Own), b.natural_params(View::Own));
+        assert_eq!(a.projection(), b.projection());
+        assert_eq!(a.snapshot(), b.snapshot());
+    }
+    let (a, b) = (fleet[1].projection(), retaken[1].projection());
+    let d = (a.to_flat().iter().zip(b.to_flat())).fold(0.0f64, |m, (p, q)| m.max((p - q).abs()));
+    eprintln!("q(W) after the re-taken weights: max |Δθ| = {d:e}");
+    assert!(
+        d > 0.0,
+        "the kept weights are what made the resumed agent exact"
+    );
+}

@@ -122,6 +122,20 @@ impl Reader<'_> {
         }
         Ok(blocks)
     }
+    /// The row weights `<prefix>/w/<i>` of each of `blocks` (`None` where absent).
+    fn block_weights(
+        &self,
+        prefix: &str,
+        blocks: &[(Mat<f64>, Vec<f64>)],
+    ) -> Result<Vec<Option<Vec<f64>>>> {
+        let name = |i: usize| format!("{prefix}/w/{i:08}");
+        (blocks.iter().enumerate())
+            .map(|(i, (_, y))| {
+                let has = self.has(&name(i));
+                has.then(|| self.vec(&name(i), y.len())).transpose()
+            })
+            .collect()
+    }
     fn excess(&self, prefix: &str, m: usize) -> Result<Excess> {
         Ok(Excess {
             d1: self.mat(&format!("{prefix}/d1"), m, m)?,
@@ -216,10 +230,13 @@ impl Reader<'_> {
                     }),
                 )
             }
-            "exact" => (
-                UpdateMode::Exact,
-                Learner::Exact(self.blocks("cache", a.cache_len, d)?),
-            ),
+            "exact" => {
+                let blocks = self.blocks("cache", a.cache_len, d)?;
+                let weights = self.block_weights("cache", &blocks)?;
+                let blocks = blocks.into_iter().zip(weights);
+                let blocks = blocks.map(|((x, y), w)| (x, y, w)).collect();
+                (UpdateMode::Exact, Learner::Exact(blocks))
+            }
             other => return Err(self.err(format!("unknown mode '{other}'"))),
         })
     }
@@ -422,11 +439,19 @@ fn push_sum(r: &Reader<'_>, a: &AgentMeta, dims: Dims) -> Result<PushSum> {
     Ok((mass, sent, pending, received))
 }
 
-/// The fleet projection's site state: `(site, frozen, window term, recent blocks)`.
-type FleetSite = (Site, Site, (Site, f64), Vec<(Mat<f64>, Vec<f64>)>);
+/// The fleet projection's site state: `(site, frozen, window term, recent blocks, their
+/// weights)`.
+type FleetSite = (
+    Site,
+    Site,
+    (Site, f64),
+    Vec<(Mat<f64>, Vec<f64>)>,
+    Option<Vec<Option<Vec<f64>>>>,
+);
 
 /// `site/*`: the own site, the stream memory's frozen terms and last window term, and the
-/// window's blocks (zeros of the right length for what the agent's settings do not use).
+/// window's blocks (zeros of the right length for what the agent's settings do not use)
+/// with their row weights when the metadata says they are stored (`site_recent_weights`).
 fn fleet_site(r: &Reader<'_>, a: &AgentMeta, fleet: bool, dims: Dims) -> Result<FleetSite> {
     let stream = fleet && r.site_memory(a)? == SiteMemory::Stream;
     let site_len = dims.site_len();
@@ -449,7 +474,10 @@ fn fleet_site(r: &Reader<'_>, a: &AgentMeta, fleet: bool, dims: Dims) -> Result<
         (zeros.clone(), (zeros, 0.0))
     };
     let recent = r.blocks("site/recent", a.site_recent, dims.d)?;
-    Ok((site, frozen, window_term, recent))
+    let weights = (fleet && a.site_recent_weights)
+        .then(|| r.block_weights("site/recent", &recent))
+        .transpose()?;
+    Ok((site, frozen, window_term, recent, weights))
 }
 
 /// Checks the metadata (format, version, checksum, vocabulary) and parses the [`NodeMeta`].
@@ -510,7 +538,7 @@ fn snapshot(r: &Reader<'_>, meta: &NodeMeta, dims: Dims) -> Result<AgentSnapshot
     let config = r.config(a, mode, &adam.config)?;
     let inbox = r.inbox(a, dims)?;
     let (push_mass, push_sent, push_pending, push_received) = push_sum(r, a, dims)?;
-    let (site, site_frozen, window_term, recent) =
+    let (site, site_frozen, window_term, recent, recent_weights) =
         fleet_site(r, a, config.projection == ProjectionMode::Fleet, dims)?;
     Ok(AgentSnapshot {
         id: meta.model.id,
@@ -537,6 +565,7 @@ fn snapshot(r: &Reader<'_>, meta: &NodeMeta, dims: Dims) -> Result<AgentSnapshot
         site_frozen,
         window_term,
         recent,
+        recent_weights,
         local: r.local(a.local.as_ref(), dims.d)?,
         withheld: a.withheld,
     })

@@ -53,11 +53,19 @@ impl Tensors {
         let refs: Vec<&Mat<f64>> = ms.iter().collect();
         self.mats_with_shape(name, vec![ms.len(), r, c], &refs);
     }
-    /// Data blocks as `<prefix>/x/<i>`, `<prefix>/y/<i>` (`i` zero-padded to 8 digits).
-    fn blocks(&mut self, prefix: &str, blocks: &[(Mat<f64>, Vec<f64>)]) {
-        for (i, (x, y)) in blocks.iter().enumerate() {
+    /// Data blocks as `<prefix>/x/<i>`, `<prefix>/y/<i>` (`i` zero-padded to 8 digits), and
+    /// `<prefix>/w/<i>` for a block with row weights (the robust likelihood).
+    fn blocks<'a>(
+        &mut self,
+        prefix: &str,
+        blocks: impl Iterator<Item = (&'a Mat<f64>, &'a [f64], Option<&'a [f64]>)>,
+    ) {
+        for (i, (x, y, w)) in blocks.enumerate() {
             self.mat(format!("{prefix}/x/{i:08}"), x);
             self.vec(format!("{prefix}/y/{i:08}"), y);
+            if let Some(w) = w {
+                self.vec(format!("{prefix}/w/{i:08}"), w);
+            }
         }
     }
     fn excess(&mut self, prefix: &str, e: &Excess) {
@@ -129,7 +137,8 @@ impl Tensors {
                 (0, c.samples.len())
             }
             Learner::Exact(blocks) => {
-                self.blocks("cache", blocks);
+                let rows = blocks.iter().map(|(x, y, w)| (x, &y[..], w.as_deref()));
+                self.blocks("cache", rows);
                 (0, blocks.len())
             }
         }
@@ -150,14 +159,22 @@ impl Tensors {
         }
     }
 
-    /// `site/*`: the fleet projection's own site, its stream memory and its window's blocks.
+    /// `site/*`: the fleet projection's own site, its stream memory and its window's blocks
+    /// with, for a robust agent, their rows' weights (`site/recent/w/<i>`).
     fn fleet_site(&mut self, s: &AgentSnapshot) {
         self.site("site/", &s.site);
         if s.config.site.memory == SiteMemory::Stream {
             self.site("site/frozen/", &s.site_frozen);
             self.site("site/window_term/", &s.window_term.0);
         }
-        self.blocks("site/recent", &s.recent);
+        let weights = s.recent_weights.iter().flatten().map(Option::as_deref);
+        let weights = weights.chain(std::iter::repeat(None));
+        let rows = s
+            .recent
+            .iter()
+            .zip(weights)
+            .map(|((x, y), w)| (x, &y[..], w));
+        self.blocks("site/recent", rows);
     }
 
     /// `local/*`: the local memory's rows, targets and residual kernel parameters. Returns
@@ -291,6 +308,7 @@ fn agent_meta(s: &AgentSnapshot, w: Written) -> AgentMeta {
         site_clock: fleet.then_some(s.site_clock),
         site_window: fleet.then_some(site.window_points),
         site_recent: if fleet { s.recent.len() } else { 0 },
+        site_recent_weights: fleet && s.recent_weights.is_some(),
         site_memory: fleet.then(|| site.memory.name().to_owned()),
         site_window_term_points: (fleet && site.memory == SiteMemory::Stream)
             .then_some(s.window_term.1),

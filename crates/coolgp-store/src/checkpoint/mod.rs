@@ -19,6 +19,7 @@
 //! | `cache/psi2`, `cache/psi1_y`, `cache/yty` | `[m, m]`, `[m]`, `[1]` | frozen-mode caches (unit scale) |
 //! | `cache/samples`, `cache/a`, `cache/b` | `[k, d', d]`, `[k, m, m]`, `[k, m]` | importance-mode caches |
 //! | `cache/x/<i>`, `cache/y/<i>`   | `[n_i, d]`, `[n_i]` | exact mode: every block                 |
+//! | `cache/w/<i>`                  | `[n_i]`      | exact mode, robust likelihood: block i's row weights, taken on arrival (absent: every weight 1) |
 //! | `own/d1`, `own/d2`             | `[m, m]`, `[m]` | own excess `E_i` (recomputed on load)      |
 //! | `fused/t1`, `fused/t2`         | `[m, m]`, `[m]` | fused q(u) in K-form: `T1 = K + D1`, `T2` |
 //! | `fused/points`                 | `[1]`        | data points represented in the fused model    |
@@ -31,6 +32,7 @@
 //! | `site/prec`, `site/shift`      | `[d' d]`     | fleet projection: own site Λ_i, λ_i (column-major) |
 //! | `site/stats`                   | `[5]`        | own site's A, B, YY, N and raw points         |
 //! | `site/recent/x/<i>`, `site/recent/y/<i>` | `[n_i, d]`, `[n_i]` | fleet projection: the site window's blocks, oldest first (metadata `site_recent` counts them) |
+//! | `site/recent/w/<i>`            | `[n_i]`      | fleet projection, robust likelihood (metadata `site_recent_weights`): block i's row weights, taken on arrival (absent for a block absorbed without them) |
 //! | `site/frozen/{prec,shift,stats}`, `site/window_term/{prec,shift,stats}` | as `site/*` | fleet projection with `--site-memory stream`: the frozen terms of the blocks that left the window and the last window term (metadata `site_window_term_points`) |
 //! | `inbox/<j>/site_prec`, `_shift`, `_stats` | … | site sums last received from neighbour j    |
 //! | `pushsum/{mass,sent,received/<j>}/site_prec`, `_shift`, `_stats` | … | fleet projection under push-sum: the site part of each push-sum mass (absent otherwise) |
@@ -189,6 +191,11 @@ pub struct AgentMeta {
     /// Fleet projection: blocks stored in the site window (`site/recent/…`).
     #[serde(default)]
     pub site_recent: usize,
+    /// Fleet projection, robust likelihood: the site window's row weights are stored
+    /// (`site/recent/w/<i>`, docs/ROBUST.md §2). `false` in checkpoints written before they
+    /// were: a robust agent's restore then takes them again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub site_recent_weights: bool,
     /// Fleet projection: what the site remembers, `recent` or `stream` (`None`: written before
     /// the choice existed, `recent`). With `stream`, `site/frozen/…` and `site/window_term/…`
     /// hold its frozen terms and last window term.

@@ -134,7 +134,34 @@ impl ImportanceCache {
 
     /// Adds one block `(x [n, d], y [n])` to every sample's sums. Cost O(k n m (d' + m)).
     pub fn absorb(&mut self, vocab: &Vocabulary, x: MatRef<'_, f64>, y: &[f64]) {
+        self.absorb_weighted(vocab, x, y, None);
+    }
+
+    /// As [`ImportanceCache::absorb`] with row weights `w [n]` (the robust likelihood,
+    /// [`crate::learn::robust`]; `None`: every weight 1): per sample
+    /// `Ā_t += K̄ᵀ diag(w) K̄` and `b̄_t += K̄ᵀ (w∘y)`, formed as `(√w∘K̄)ᵀ(√w∘K̄)` and
+    /// `(√w∘K̄)ᵀ(√w∘y)` so Ā_t stays exactly symmetric. The weights are folded into the sums
+    /// once, when the block arrives: every later re-weighting of the samples under a new
+    /// q(W) ([`ImportanceCache::excess`]) uses them as they were. Weights 1 give the
+    /// unweighted sums bit for bit (`√1 = 1`, `1·v = v`).
+    ///
+    /// # Panics
+    /// If `w` does not hold one weight per row (our own misuse).
+    #[track_caller]
+    pub fn absorb_weighted(
+        &mut self,
+        vocab: &Vocabulary,
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        w: Option<&[f64]>,
+    ) {
         let (n, m) = (x.nrows(), vocab.m());
+        assert!(w.is_none_or(|w| w.len() == n), "one weight per row");
+        let root: Option<Vec<f64>> = w.map(|w| w.iter().map(|v| v.sqrt()).collect());
+        let ys: Vec<f64> = match &root {
+            Some(r) => y.iter().zip(r).map(|(y, r)| r * y).collect(),
+            None => y.to_vec(),
+        };
         let zt = vocab.z_dim_major();
         let mut kbar = Mat::<f64>::zeros(n, m);
         for ((w, a), b) in self
@@ -147,12 +174,18 @@ impl ImportanceCache {
             let v = mul(x, w.transpose());
             let vcols: Vec<&[f64]> = (0..v.ncols()).map(|i| v.col_as_slice(i)).collect();
             for j in 0..m {
-                unit_kernel_column(&vcols, zt, m, j, kbar.col_as_slice_mut(j));
+                let col = kbar.col_as_slice_mut(j);
+                unit_kernel_column(&vcols, zt, m, j, col);
+                if let Some(r) = &root {
+                    for (k, r) in col.iter_mut().zip(r) {
+                        *k *= r;
+                    }
+                }
             }
             mul_add(a.as_mut(), kbar.transpose(), kbar.as_ref(), 1.0);
             symmetrize(a);
             for (j, bj) in b.iter_mut().enumerate() {
-                *bj += crate::linalg::dot(kbar.col_as_slice(j), y);
+                *bj += crate::linalg::dot(kbar.col_as_slice(j), &ys);
             }
         }
     }

@@ -27,7 +27,8 @@ pub use robust::{imq_weight, Likelihood, DEFAULT_ROBUST_C};
 pub use site::{Site, SiteConfig, SiteMemory, SiteOptions};
 pub use sites::{group_id, GroupId, Sites, MAX_GROUPS, UNGROUPED};
 
-use crate::model::psi::{accumulate_block, PsiWorkspace, UnitStats};
+use crate::learn::elbo::BlockPsi;
+use crate::model::psi::{accumulate_block, accumulate_block_weighted, PsiWorkspace, UnitStats};
 use crate::model::{Excess, Projection, Vocabulary};
 
 /// Which online update an agent runs (spec §4).
@@ -107,9 +108,15 @@ pub enum Learner {
     Frozen(UnitStats),
     /// Per-sample sums.
     Importance(ImportanceCache),
-    /// Every block kept.
-    Exact(Vec<(Mat<f64>, Vec<f64>)>),
+    /// Every block kept: `(x [n, d], y [n], w)`, with `w [n]` its rows' weights under the
+    /// robust likelihood, taken when the block arrived (`None`: every weight 1, the Gaussian
+    /// likelihood), so every recomputation tempers each row by the same weight.
+    Exact(Vec<ExactBlock>),
 }
+
+/// One block kept by the exact mode: inputs `x [n, d]`, targets `y [n]` and, under the robust
+/// likelihood, the rows' weights `w [n]` taken on arrival (`None`: every weight 1).
+pub type ExactBlock = (Mat<f64>, Vec<f64>, Option<Vec<f64>>);
 
 impl Learner {
     /// Empty caches for `mode`; `seed` draws the importance samples.
@@ -136,7 +143,29 @@ impl Learner {
         match self {
             Learner::Frozen(stats) => accumulate_block(vocab, proj, x, y, stats, ws),
             Learner::Importance(cache) => cache.absorb(vocab, x, y),
-            Learner::Exact(blocks) => blocks.push((x.to_owned(), y.to_vec())),
+            Learner::Exact(blocks) => blocks.push((x.to_owned(), y.to_vec(), None)),
+        }
+    }
+
+    /// Absorbs the rows `(x [n, d], y [n])` whose ψ under the current q(W) `bp` holds, each
+    /// tempered by its weight `w [n]` when given (the robust likelihood): the frozen mode adds
+    /// the (weighted) statistics of `bp`, the importance mode folds the weights into its sums
+    /// ([`ImportanceCache::absorb_weighted`]), the exact mode keeps them with the block.
+    pub(crate) fn absorb_rows(
+        &mut self,
+        vocab: &Vocabulary,
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        bp: &BlockPsi,
+        w: Option<&[f64]>,
+    ) {
+        match (self, w) {
+            (Learner::Frozen(stats), None) => bp.accumulate_into(y, stats),
+            (Learner::Frozen(stats), Some(w)) => bp.accumulate_weighted_into(y, w, stats),
+            (Learner::Importance(cache), w) => cache.absorb_weighted(vocab, x, y, w),
+            (Learner::Exact(blocks), w) => {
+                blocks.push((x.to_owned(), y.to_vec(), w.map(<[f64]>::to_vec)));
+            }
         }
     }
 
@@ -158,8 +187,13 @@ impl Learner {
             }
             Learner::Exact(blocks) => {
                 let mut stats = UnitStats::zeros(vocab.m());
-                for (x, y) in blocks {
-                    accumulate_block(vocab, proj, x.as_ref(), y, &mut stats, ws);
+                for (x, y, w) in blocks {
+                    match w {
+                        None => accumulate_block(vocab, proj, x.as_ref(), y, &mut stats, ws),
+                        Some(w) => {
+                            accumulate_block_weighted(vocab, proj, x.as_ref(), y, w, &mut stats, ws)
+                        }
+                    }
                 }
                 (
                     Excess::from_unit_stats(&stats, proj.sigma_s(), proj.sigma_n()),
@@ -183,7 +217,7 @@ impl Learner {
             }
             Learner::Exact(blocks) => blocks
                 .iter()
-                .map(|(x, y)| x.nrows() * x.ncols() + y.len())
+                .map(|(x, y, w)| x.nrows() * x.ncols() + y.len() + w.as_ref().map_or(0, Vec::len))
                 .sum(),
         }
     }

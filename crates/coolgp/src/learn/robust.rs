@@ -11,9 +11,12 @@
 //! to T1 and `Σ_n w_n y_n ψ1(x_n)/σ_n²` to T2 (generalized Bayes, still conjugate: q(u)'s
 //! natural parameters and the messages keep their size and meaning). The same weights, held
 //! constant within the block, scale the rows' terms of `L_D` and its gradient
-//! ([`crate::learn::elbo::block_loglik_grad_weighted`]). Under the fleet projection the site
-//! window keeps each row's weight with the row ([`crate::learn::RecentBlocks`]), so every
-//! re-evaluation of the window tempers the row by the weight it got on arrival.
+//! ([`crate::learn::elbo::block_loglik_grad_weighted`]). Every cache that is re-evaluated
+//! later keeps each row's weight from its arrival: the importance mode folds it into its
+//! per-sample sums ([`crate::learn::ImportanceCache::absorb_weighted`]), the exact mode keeps
+//! it beside its block ([`crate::learn::Learner::Exact`]), and under the fleet projection the
+//! site window keeps it with the row ([`crate::learn::RecentBlocks`]), so every
+//! re-evaluation tempers the row by the weight it got on arrival.
 
 use crate::learn::elbo::BlockPsi;
 use crate::model::natural::Posterior;
@@ -142,6 +145,10 @@ mod agent_tests;
 #[cfg(test)]
 #[path = "robust_fleet_tests.rs"]
 mod fleet_tests;
+
+#[cfg(test)]
+#[path = "robust_modes_tests.rs"]
+mod modes_tests;
 
 #[cfg(test)]
 mod tests {

@@ -274,15 +274,25 @@ fn robust_fleet_projection_agents_fuse_exactly_on_trees() {
 }
 
 #[test]
-fn a_restored_robust_fleet_agent_takes_its_window_weights_again() {
-    // A snapshot keeps the window's rows, not their weights (the checkpoint format): the
-    // restore weighs them against the restored predictive, so the q(u), the site and the
-    // window's rows are the original's bit for bit and every row has a weight in (0, 1]; the
-    // outlier's is small again.
+fn a_restored_robust_fleet_agent_keeps_its_window_weights_or_takes_them_again() {
+    // A snapshot keeps the window's rows and their weights (docs/ROBUST.md §2): the restored
+    // window is the original's bit for bit. Without them (a checkpoint written before they
+    // were stored) the restore weighs the rows against the restored predictive: the q(u),
+    // the site and the rows are the original's bit for bit and every row has a weight in
+    // (0, 1]; the outlier's is small again. Weights that do not fit are refused.
     let mut agents = fleet(&Topology::path(2), Likelihood::Robust { c: 2.0 });
     stream(&mut agents, 4, 11, Some(10));
     let a = &agents[0];
-    let back = Agent::restore(a.vocabulary().clone(), a.snapshot()).expect("restore");
+    let snap = a.snapshot();
+    let stored = snap.recent_weights.clone().expect("kept weights");
+    assert_eq!(stored.len(), a.fleet_site().recent().len());
+    let back = Agent::restore(a.vocabulary().clone(), snap.clone()).expect("restore");
+    assert_eq!(back.fleet_site().recent(), a.fleet_site().recent());
+    let old = crate::protocol::AgentSnapshot {
+        recent_weights: None,
+        ..snap.clone()
+    };
+    let back = Agent::restore(a.vocabulary().clone(), old).expect("restore");
     assert_eq!(back.own_excess(), a.own_excess());
     assert_eq!(back.site(), a.site());
     assert_eq!(
@@ -300,10 +310,35 @@ fn a_restored_robust_fleet_agent_takes_its_window_weights_again() {
     assert!(w.iter().all(|&v| v > 0.0 && v <= 1.0));
     let outlier = w.len() - 10;
     assert!(w[outlier] < 0.2, "outlier weight {}", w[outlier]);
-    // A Gaussian fleet agent's window carries no weights before and after.
+    for bad in [
+        stored[1..].to_vec(),
+        std::iter::once(Some(vec![0.5; 3]))
+            .chain(stored[1..].iter().cloned())
+            .collect(),
+        std::iter::once(Some(vec![
+            f64::NAN;
+            stored[0].as_ref().map_or(10, Vec::len)
+        ]))
+        .chain(stored[1..].iter().cloned())
+        .collect(),
+    ] {
+        let s = crate::protocol::AgentSnapshot {
+            recent_weights: Some(bad),
+            ..snap.clone()
+        };
+        assert!(Agent::restore(a.vocabulary().clone(), s).is_err());
+    }
+    // A Gaussian fleet agent's window carries no weights before and after, and refuses some.
     let mut g = fleet(&Topology::path(2), Likelihood::Gaussian);
     stream(&mut g, 4, 3, None);
-    let back = Agent::restore(g[0].vocabulary().clone(), g[0].snapshot()).expect("restore");
+    let snap = g[0].snapshot();
+    assert_eq!(snap.recent_weights, None);
+    let back = Agent::restore(g[0].vocabulary().clone(), snap.clone()).expect("restore");
     assert_eq!(back.fleet_site().recent(), g[0].fleet_site().recent());
     assert_eq!(back.fleet_site().recent().stacked_weights(), None);
+    let s = crate::protocol::AgentSnapshot {
+        recent_weights: Some(vec![None; snap.recent.len()]),
+        ..snap
+    };
+    assert!(Agent::restore(g[0].vocabulary().clone(), s).is_err());
 }

@@ -185,33 +185,29 @@ fn weighted_gradient_matches_central_differences() {
 }
 
 #[test]
-fn the_agent_refuses_robust_outside_the_frozen_mode() {
+fn the_agent_takes_robust_in_every_mode_and_refuses_a_bad_threshold() {
+    // docs/ROBUST.md §2: every update mode keeps each row's weight from its arrival.
     let vocab = Arc::new(Vocabulary::default_design(6, 2, 7).expect("design"));
     let robust = Likelihood::Robust { c: 2.0 };
-    for cfg in [
-        AgentConfig {
-            likelihood: robust,
-            mode: crate::UpdateMode::Exact,
-            ..AgentConfig::default()
-        },
-        AgentConfig {
-            likelihood: robust,
-            mode: crate::UpdateMode::Exact,
-            projection: crate::ProjectionMode::Fleet,
-            ..AgentConfig::default()
-        },
-        AgentConfig {
-            likelihood: robust,
-            mode: crate::UpdateMode::parse(Some("importance"), None, None).expect("mode"),
-            ..AgentConfig::default()
-        },
-        AgentConfig {
-            likelihood: Likelihood::Robust { c: f64::NAN },
-            ..AgentConfig::default()
-        },
+    let importance = crate::UpdateMode::parse(Some("importance"), None, None).expect("mode");
+    for (mode, projection) in [
+        (crate::UpdateMode::Exact, crate::ProjectionMode::PerAgent),
+        (crate::UpdateMode::Exact, crate::ProjectionMode::Fleet),
+        (importance, crate::ProjectionMode::PerAgent),
     ] {
-        assert!(Agent::new(0, vocab.clone(), 2, cfg).is_err());
+        let cfg = AgentConfig {
+            likelihood: robust,
+            mode,
+            projection,
+            ..AgentConfig::default()
+        };
+        Agent::new(0, vocab.clone(), 2, cfg).expect("robust in this mode");
     }
+    let cfg = AgentConfig {
+        likelihood: Likelihood::Robust { c: f64::NAN },
+        ..AgentConfig::default()
+    };
+    assert!(Agent::new(0, vocab.clone(), 2, cfg).is_err());
 }
 
 /// An agent with a local memory of `capacity` rows (issue 19) and `likelihood`, not learning.

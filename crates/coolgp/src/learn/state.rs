@@ -210,24 +210,15 @@ impl LearnState {
         bp: &mut BlockPsi,
         rows: usize,
     ) {
-        for (xs, ys) in row_chunks(x, y, rows) {
-            bp.recompute(vocab, &self.proj, xs);
-            match &mut self.learner {
-                Learner::Frozen(stats) => bp.accumulate_into(ys, stats),
-                other => other.absorb(vocab, &self.proj, xs, ys, &mut self.ws),
-            }
-        }
-        self.count_block(y.len());
+        self.absorb_chunks(vocab, x, y, bp, rows, None);
     }
 
-    /// As [`LearnState::absorb`] under the robust likelihood (frozen mode only, checked by
-    /// the agent): each row's weight against the predictive of q(u) `post` before the block
-    /// ([`row_weights`], threshold `c`), from the ψ the absorption computes anyway, then the
-    /// weighted statistics. Returns the weights `[n]`, constants for the gradient step.
-    ///
-    /// # Panics
-    /// Outside the frozen mode (our own misuse).
-    #[track_caller]
+    /// As [`LearnState::absorb`] under the robust likelihood, in every update mode: each
+    /// row's weight against the predictive of q(u) `post` before the block ([`row_weights`],
+    /// threshold `c`), from the ψ the absorption computes anyway, then the weighted caches
+    /// ([`Learner::absorb_rows`]: weighted statistics, weighted importance sums, or the
+    /// weights kept with the exact mode's block). Returns the weights `[n]`, constants for
+    /// the gradient step.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn absorb_weighted(
         &mut self,
@@ -239,15 +230,29 @@ impl LearnState {
         post: &Posterior,
         c: f64,
     ) -> Vec<f64> {
-        let Learner::Frozen(stats) = &mut self.learner else {
-            panic!("the robust likelihood needs the frozen mode");
-        };
-        let mut weights = Vec::with_capacity(y.len());
+        let weights = self.absorb_chunks(vocab, x, y, bp, rows, Some((post, c)));
+        weights.unwrap_or_default()
+    }
+
+    /// The chunks of [`LearnState::absorb`], weighted against `robust = (q(u), c)` when
+    /// given; returns the rows' weights then.
+    fn absorb_chunks(
+        &mut self,
+        vocab: &Vocabulary,
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        bp: &mut BlockPsi,
+        rows: usize,
+        robust: Option<(&Posterior, f64)>,
+    ) -> Option<Vec<f64>> {
+        let mut weights = robust.map(|_| Vec::with_capacity(y.len()));
         for (xs, ys) in row_chunks(x, y, rows) {
             bp.recompute(vocab, &self.proj, xs);
-            let w = row_weights(vocab, &self.proj, post, bp, ys, c);
-            bp.accumulate_weighted_into(ys, &w, stats);
-            weights.extend_from_slice(&w);
+            let w = robust.map(|(post, c)| row_weights(vocab, &self.proj, post, bp, ys, c));
+            self.learner.absorb_rows(vocab, xs, ys, bp, w.as_deref());
+            if let (Some(all), Some(w)) = (weights.as_mut(), w) {
+                all.extend_from_slice(&w);
+            }
         }
         self.count_block(y.len());
         weights

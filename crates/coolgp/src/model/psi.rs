@@ -260,11 +260,48 @@ pub fn accumulate_block(
     acc: &mut UnitStats,
     ws: &mut PsiWorkspace,
 ) {
+    accumulate_rows(vocab, proj, x, y, None, acc, ws);
+}
+
+/// As [`accumulate_block`] with row weights `w [n]` (the robust likelihood,
+/// [`crate::learn::robust`]): adds `Σ_n w_n ψ̄2(x_n)`, `Σ_n w_n y_n ψ̄1(x_n)`, `Σ_n w_n y_n²`
+/// and n (the rows, unweighted). All weights 1 give [`accumulate_block`] bit for bit.
+///
+/// # Panics
+/// If shapes disagree or `w` does not hold one weight per row (our own misuse).
+#[track_caller]
+pub fn accumulate_block_weighted(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    w: &[f64],
+    acc: &mut UnitStats,
+    ws: &mut PsiWorkspace,
+) {
+    assert_eq!(w.len(), y.len(), "one weight per row");
+    accumulate_rows(vocab, proj, x, y, Some(w), acc, ws);
+}
+
+/// [`accumulate_block`], each row's terms times its weight when `w` is given. Unweighted,
+/// ψ̄2 is added in place by the kernel; weighted, each point's ψ̄2 is written to a buffer and
+/// added times `w_n` (`v + 1·e = v + e`: the same bits at weight 1).
+#[track_caller]
+fn accumulate_rows(
+    vocab: &Vocabulary,
+    proj: &Projection,
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    w: Option<&[f64]>,
+    acc: &mut UnitStats,
+    ws: &mut PsiWorkspace,
+) {
     let (m, dz, d) = (vocab.m(), vocab.d_latent(), proj.d());
     assert_eq!(x.ncols(), d);
     assert_eq!(x.nrows(), y.len());
     ws.prepare(m, dz, d);
     let mut upper = vec![0.0; m * m];
+    let mut point = vec![0.0; if w.is_some() { m * m } else { 0 }];
     let mut psi1 = vec![0.0; m];
     for (n, &yn) in y.iter().enumerate() {
         for j in 0..d {
@@ -272,19 +309,32 @@ pub fn accumulate_block(
         }
         proj.moments_into(&ws.x, &mut ws.a, &mut ws.s);
         psi1_point(vocab, &ws.a, &ws.s, &mut psi1);
+        let wn = w.map_or(1.0, |w| w[n]);
+        let wy = wn * yn;
         for (acc_j, &p) in acc.psi1_y.iter_mut().zip(&psi1) {
-            *acc_j += p * yn;
+            *acc_j += p * wy;
         }
-        psi2_point_upper(
-            vocab.z_dim_major(),
-            m,
-            &ws.a,
-            &ws.s,
-            &mut ws.k,
-            &mut upper,
-            Write::Accumulate,
-        );
-        acc.yty += yn * yn;
+        let zt = vocab.z_dim_major();
+        if w.is_none() {
+            psi2_point_upper(
+                zt,
+                m,
+                &ws.a,
+                &ws.s,
+                &mut ws.k,
+                &mut upper,
+                Write::Accumulate,
+            );
+        } else {
+            psi2_point_upper(zt, m, &ws.a, &ws.s, &mut ws.k, &mut point, Write::Overwrite);
+            for j in 0..m {
+                let row = j * m + j..(j + 1) * m;
+                for (u, v) in upper[row.clone()].iter_mut().zip(&point[row]) {
+                    *u += wn * v;
+                }
+            }
+        }
+        acc.yty += wy * yn;
     }
     acc.n += y.len();
     for j in 0..m {

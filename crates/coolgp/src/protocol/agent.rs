@@ -83,8 +83,7 @@ impl Agent {
     /// # Errors
     /// [`Error::InvalidConfig`] for `d = 0`, zero importance samples, the shared projection
     /// with push-sum, the fleet projection with the importance mode, bad site settings, or
-    /// the robust likelihood with a threshold that is not finite and > 0 or outside the
-    /// frozen mode.
+    /// the robust likelihood with a threshold that is not finite and > 0.
     pub fn new(id: AgentId, vocab: Arc<Vocabulary>, d: usize, config: AgentConfig) -> Result<Self> {
         if d == 0 {
             return Err(Error::InvalidConfig("input dimension d must be > 0".into()));

@@ -118,8 +118,8 @@ pub struct AgentConfig {
     pub row_rate: Option<f64>,
     /// How a block's rows enter q(u) and `L_D` (issue 29 item 4, docs/ROBUST.md): Gaussian
     /// (default) or robust (each row tempered by its weight against the predictive before
-    /// the block; frozen online mode; under the fleet projection the site window keeps each
-    /// row's weight with the row).
+    /// the block, in every online mode; the exact mode's blocks and the fleet projection's
+    /// site window keep each row's weight with the row).
     pub likelihood: Likelihood,
 }
 
@@ -143,21 +143,12 @@ impl Default for AgentConfig {
 }
 
 impl AgentConfig {
-    /// Refuses a robust likelihood with a threshold that is not finite and > 0 or outside the
-    /// frozen online mode (the importance and exact caches would have to keep the weights).
-    /// The fleet projection's site window keeps each row's weight with the row.
+    /// Refuses a robust likelihood with a threshold that is not finite and > 0. Every update
+    /// mode keeps each row's weight from its arrival: the frozen and importance modes fold it
+    /// into their sums, the exact mode and the fleet projection's site window keep it with the
+    /// row.
     pub(crate) fn check_likelihood(&self) -> Result<()> {
-        if self.likelihood == Likelihood::Gaussian {
-            return Ok(());
-        }
-        self.likelihood.validate().map_err(Error::InvalidConfig)?;
-        if self.mode != UpdateMode::Frozen {
-            return Err(Error::InvalidConfig(format!(
-                "the robust likelihood needs the frozen online mode, not {}",
-                self.mode.name()
-            )));
-        }
-        Ok(())
+        self.likelihood.validate().map_err(Error::InvalidConfig)
     }
 }
 

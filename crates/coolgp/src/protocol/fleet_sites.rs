@@ -13,9 +13,10 @@
 //! fleet's `Σ_i s_i` plus the same faded pseudo-site. Site-only messages are a tree-rule
 //! device: under push-sum the sites travel in every push-sum round.
 
+use crate::error::{Error, Result};
 use crate::learn::elbo::BlockPsi;
 use crate::learn::robust::row_weights;
-use crate::learn::{GroupId, Likelihood, Site, Sites};
+use crate::learn::{GroupId, Likelihood, RecentBlocks, Site, Sites};
 use crate::protocol::agent::{Agent, FusionRule, ProjectionMode, View};
 use crate::protocol::message::{AgentId, Body, Message};
 
@@ -121,34 +122,84 @@ impl Agent {
         }
     }
 
-    /// The robust likelihood's weights of a restored site window's rows: a snapshot keeps the
-    /// window's rows but not their weights ([`crate::protocol::AgentSnapshot::recent`]), so
-    /// they are taken again against the restored agent's fused predictive (its own if the
-    /// fused q(u) cannot be factored; left at 1 if neither can). A restored robust agent's
-    /// later window terms are therefore close to, not bit-identical with, the original's.
-    /// Nothing to do for a Gaussian agent or outside the fleet projection mode.
-    pub(crate) fn reweigh_restored_window(&mut self) {
-        let Likelihood::Robust { c } = self.config().likelihood else {
-            return;
+    /// The robust likelihood's weights of a restored site window's rows: the `stored` ones
+    /// ([`crate::protocol::AgentSnapshot::recent_weights`]), so the restored agent's window
+    /// re-evaluations are the original's bit for bit; a snapshot without them (a checkpoint
+    /// written before they were stored) has them taken again against the restored agent's
+    /// fused predictive (its own if the fused q(u) cannot be factored; left at 1 if neither
+    /// can), close to, not equal to, the original's. Nothing to do for a Gaussian agent or
+    /// outside the fleet projection mode.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for stored weights of an agent that keeps none, or that do not
+    /// hold one entry per window block and one weight in `[0, 1]` per row.
+    pub(crate) fn restore_window_weights(
+        &mut self,
+        stored: Option<Vec<Option<Vec<f64>>>>,
+    ) -> Result<()> {
+        let robust = match self.config().likelihood {
+            Likelihood::Robust { c } if self.is_fleet() => c,
+            _ if stored.is_none() => return Ok(()),
+            _ => {
+                return Err(Error::InvalidConfig(
+                    "snapshot site window weights for an agent that keeps none (only a \
+                     robust fleet-projection agent does)"
+                        .into(),
+                ))
+            }
         };
-        if !self.is_fleet() || self.fleet_site().recent().is_empty() {
-            return;
+        let weights = match stored {
+            Some(w) => Some(check_window_weights(self.fleet_site().recent(), w)?),
+            None => self.retake_window_weights(robust),
+        };
+        if let Some(w) = weights {
+            self.fleet_site_mut().recent_mut().set_weights(w);
         }
-        let Ok(post) = (self.posterior(View::Fused)).or_else(|_| self.posterior(View::Own)) else {
-            return;
-        };
-        let (vocab, proj) = (self.vocabulary().clone(), self.projection().clone());
+        Ok(())
+    }
+
+    /// The window's weights taken against the current fused predictive (threshold `c`);
+    /// `None` for an empty window or when no q(u) factors.
+    fn retake_window_weights(&self, c: f64) -> Option<Vec<Option<Vec<f64>>>> {
+        if self.fleet_site().recent().is_empty() {
+            return None;
+        }
+        let post = (self.posterior(View::Fused)).or_else(|_| self.posterior(View::Own));
+        let post = post.ok()?;
+        let (vocab, proj) = (self.vocabulary(), self.projection());
         let weights = (self.fleet_site().recent().blocks())
             .map(|(x, y)| {
-                let bp = BlockPsi::compute(&vocab, &proj, x.as_ref());
-                Some(row_weights(&vocab, &proj, &post, &bp, y, c))
+                let bp = BlockPsi::compute(vocab, proj, x.as_ref());
+                Some(row_weights(vocab, proj, &post, &bp, y, c))
             })
             .collect();
-        self.fleet_site_mut().recent_mut().set_weights(weights);
+        Some(weights)
     }
 
     /// The site part of a q(u) message to `to`, `None` outside the fleet mode.
     pub(crate) fn site_for(&self, to: AgentId) -> Option<Sites> {
         self.is_fleet().then(|| self.site_sums_sent(to))
     }
+}
+
+/// Checks stored site window weights against the restored window: one entry per block, and
+/// per weighted block one weight per row, each in `[0, 1]`.
+fn check_window_weights(
+    recent: &RecentBlocks,
+    w: Vec<Option<Vec<f64>>>,
+) -> Result<Vec<Option<Vec<f64>>>> {
+    let fits = w.len() == recent.len()
+        && recent.blocks().zip(&w).all(|((_, y), w)| {
+            w.as_ref()
+                .is_none_or(|w| w.len() == y.len() && w.iter().all(|v| (0.0..=1.0).contains(v)))
+        });
+    if !fits {
+        return Err(Error::InvalidConfig(format!(
+            "snapshot site window weights: {} entries for {} blocks, or a block whose weights \
+             are not one per row in [0, 1]",
+            w.len(),
+            recent.len()
+        )));
+    }
+    Ok(w)
 }

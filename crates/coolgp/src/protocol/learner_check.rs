@@ -13,7 +13,8 @@ use crate::learn::{Learner, UpdateMode};
 /// # Errors
 /// [`Error::InvalidConfig`] when the learner is of another mode (or another sample count or
 /// normalization) than `mode`, [`Error::DimensionMismatch`] for a cache of the wrong shape,
-/// [`Error::NonFinite`] for NaN or infinity in a cache.
+/// [`Error::NonFinite`] for NaN or infinity in a cache; [`Error::InvalidConfig`] for an exact
+/// block's robust weight outside `[0, 1]`.
 pub(crate) fn check_learner(
     learner: &Learner,
     mode: UpdateMode,
@@ -56,11 +57,20 @@ pub(crate) fn check_learner(
             Ok(())
         }
         (Learner::Exact(blocks), UpdateMode::Exact) => {
-            for (x, y) in blocks {
+            for (x, y, w) in blocks {
                 ensure_dim("exact block columns (d)", d, x.ncols())?;
                 ensure_dim("exact block targets (one per row)", x.nrows(), y.len())?;
                 check_mat("exact block inputs", x, x.nrows(), d)?;
                 ensure_finite("exact block targets", y)?;
+                if let Some(w) = w {
+                    ensure_dim("exact block weights (one per row)", y.len(), w.len())?;
+                    if let Some(i) = w.iter().position(|v| !(0.0..=1.0).contains(v)) {
+                        return Err(Error::InvalidConfig(format!(
+                            "snapshot exact block weight {i} is {}, not in [0, 1]",
+                            w[i]
+                        )));
+                    }
+                }
             }
             Ok(())
         }

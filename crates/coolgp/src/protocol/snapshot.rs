@@ -1,7 +1,7 @@
 //! A plain-data image of an [`Agent`]'s state, for checkpoints (the node writes it to disk;
 //! the core never does I/O). Restoring a snapshot gives an agent that behaves bit-identically
-//! (except a robust fleet-projection agent's site window weights, taken again on restore:
-//! [`AgentSnapshot::recent`]).
+//! (a robust fleet-projection agent's site window weights included, when the snapshot has
+//! them: [`AgentSnapshot::recent_weights`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use faer::Mat;
 
 use crate::error::{Error, Result};
 use crate::fuse::{Mass, PushSum};
-use crate::learn::{Adam, Learner, RecentBlocks, Site, Sites};
+use crate::learn::{Adam, Learner, Likelihood, RecentBlocks, Site, Sites};
 use crate::local::LocalSnapshot;
 use crate::model::{Excess, Projection, Vocabulary};
 use crate::protocol::agent::{Agent, AgentConfig, FusionRule, ProjectionMode};
@@ -77,9 +77,14 @@ pub struct AgentSnapshot {
     /// The fleet's points at the last site step ([`crate::learn::SiteConfig::fleet_damping`]).
     pub site_clock: f64,
     /// The site window's blocks `(x [n, d], y [n])`, oldest first ([`crate::learn::RecentBlocks`]).
-    /// Not their rows' weights under the robust likelihood: a restore takes them again
-    /// against the restored agent's predictive (docs/ROBUST.md §2).
     pub recent: Vec<(Mat<f64>, Vec<f64>)>,
+    /// A robust fleet-projection agent's site window weights: one entry per block of
+    /// [`AgentSnapshot::recent`], the rows' weights `w [n]` taken when the block arrived
+    /// (`None` for a block absorbed without them). `None` for every other agent, and for a
+    /// snapshot that does not have them (a checkpoint written before they were stored): a
+    /// robust agent's restore then takes them again against the restored agent's predictive,
+    /// close to, not equal to, the original's (docs/ROBUST.md §2).
+    pub recent_weights: Option<Vec<Option<Vec<f64>>>>,
     /// [`crate::learn::SiteMemory::Stream`]: the frozen terms of the blocks that left the
     /// window (zeros otherwise).
     pub site_frozen: Site,
@@ -136,6 +141,13 @@ impl Agent {
             site: site.own().clone(),
             site_clock: site.clock(),
             recent: site.recent().blocks().cloned().collect(),
+            recent_weights: (self.is_fleet() && self.config().likelihood != Likelihood::Gaussian)
+                .then(|| {
+                    site.recent()
+                        .weights()
+                        .map(|w| w.map(<[f64]>::to_vec))
+                        .collect()
+                }),
             site_frozen: site.frozen().clone(),
             window_term: site.window_term().clone(),
             local: self.local().snapshot(),
@@ -147,8 +159,9 @@ impl Agent {
     ///
     /// # Errors
     /// [`Error::DimensionMismatch`] when the snapshot's shapes (q(W), excesses, the learner's
-    /// caches, the Adam moments, the local memory's rows) do not fit the vocabulary or d, [`Error::NonFinite`] for NaN in θ
-    /// or in a cache, [`Error::InvalidConfig`] for a learner of another update mode.
+    /// caches, the Adam moments, the local memory's rows) do not fit the vocabulary or d,
+    /// [`Error::NonFinite`] for NaN in θ or in a cache, [`Error::InvalidConfig`] for a learner
+    /// of another update mode or site window weights that do not fit the window or the agent.
     pub fn restore(vocab: Arc<Vocabulary>, mut s: AgentSnapshot) -> Result<Self> {
         let (m, dz) = (vocab.m(), vocab.d_latent());
         let d = s.mu.ncols();
@@ -233,7 +246,7 @@ impl Agent {
         agent.fusion_mut().restore_own(own);
         // The mass already reflects a withheld agent's state: only the flag is restored.
         agent.fusion_mut().restore_withheld(s.withheld);
-        agent.reweigh_restored_window();
+        agent.restore_window_weights(s.recent_weights)?;
         Ok(agent)
     }
 }
