@@ -103,7 +103,9 @@ pub struct AgentArgs {
     /// fitted on a pooled sample of every agent's memory, about 1,024 raw rows per fit, half to
     /// fit and half to validate: the only fit that can learn how residuals at different agents'
     /// places co-vary; docs/LOCAL.md §9) or
-    /// agent (each agent on its own memory; no row leaves it). In simulate and Python once
+    /// agent (each agent on its own memory, no row leaves it; after each fusion, or on a node
+    /// when the fitter's fit would be due, every agent takes the median of the fitted kernels
+    /// and refits from it: docs/LOCAL.md §12b). In simulate and Python once
     /// per fusion, every agent taking the result; on a node, the lowest live id fits when the
     /// fused model has grown by a quarter, on samples it asks of every node, and the others
     /// take its kernel: raw rows go over the network, with --tls only to the fleet's members

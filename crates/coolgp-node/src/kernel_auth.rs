@@ -157,6 +157,37 @@ impl Claim for KernelClaim<'_> {
     }
 }
 
+/// Domain tag of a consensus signature (`--local-fit agent`, docs/LOCAL.md §12b).
+pub const CONSENSUS_TAG: &[u8] = b"coolgp consensus v1\0";
+
+/// The consensus of the members' own kernels a node publishes (its status's
+/// `local_consensus`, [`crate::status::Status`]): a [`KernelClaim`] whose parameters are the
+/// consensus's words, signed under [`CONSENSUS_TAG`] so that neither signature can stand
+/// for the other.
+#[derive(Clone, Copy, Debug)]
+pub struct ConsensusClaim<'a>(pub KernelClaim<'a>);
+
+impl<'a> ConsensusClaim<'a> {
+    /// The consensus node `node`'s status `s` reports.
+    pub fn of(fleet: &'a str, node: u64, s: &'a Status) -> Self {
+        Self(KernelClaim {
+            fleet,
+            node,
+            fits: s.local_pooled_fits,
+            params: &s.local_consensus,
+        })
+    }
+}
+
+impl Claim for ConsensusClaim<'_> {
+    /// As [`KernelClaim`]'s, under [`CONSENSUS_TAG`].
+    fn signed_bytes(&self) -> Vec<u8> {
+        let k = &self.0;
+        let words: Vec<[u8; 8]> = k.params.iter().map(|p| p.to_le_bytes()).collect();
+        claim_bytes(CONSENSUS_TAG, k.fleet, k.node, k.fits, &words)
+    }
+}
+
 /// Domain tag of a suspects signature (issue 29).
 pub const SUSPECTS_TAG: &[u8] = b"coolgp suspects v1\0";
 

@@ -99,6 +99,19 @@ pub struct Status {
     /// `local_pooled_fits` ([`crate::kernel_auth`]); empty in an open fleet.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub local_kernel_sig: Vec<u8>,
+    /// `--local-fit agent`: rows in the memory at this node's last fit of the residual
+    /// kernel on its own rows (0: none yet); the fitter's consensus takes the kernels of
+    /// the members with a fit (docs/LOCAL.md §12b).
+    #[serde(default)]
+    pub local_fitted_rows: usize,
+    /// `--local-fit agent`: the consensus of the members' own kernels this node last made
+    /// or took, as [`Status::local_kernel`]'s words (empty: none); its followers take it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub local_consensus: Vec<f64>,
+    /// With `--tls`: the node's signature of `local_consensus` with its id and
+    /// `local_pooled_fits` ([`crate::kernel_auth::ConsensusClaim`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub local_consensus_sig: Vec<u8>,
     /// Own blocks acknowledged (in a durable checkpoint; absorbed if no `--state`).
     pub blocks: u64,
     /// Own data points acknowledged.

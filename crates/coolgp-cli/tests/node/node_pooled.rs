@@ -117,7 +117,7 @@ fn nodes_with_the_fleet_fit_pool_their_samples_and_learn_the_place_lengthscale()
                 s.stream_ended
                     && s.fleet_points == total as f64
                     && s.local_points == 30
-                    && (fit == "agent" || s.local_pooled_fits >= 1)
+                    && s.local_pooled_fits >= 1
             },
         );
         for s in &st {
@@ -126,18 +126,39 @@ fn nodes_with_the_fleet_fit_pool_their_samples_and_learn_the_place_lengthscale()
             let matern = k.len() == 5 && [1.5, 2.5].contains(&k[4]);
             assert!(k.len() == 4 || matern, "{k:?}");
             if fit == "agent" {
-                assert_eq!(s.local_pooled_fits, 0);
+                // Each node fitted on its own rows and took the fitter's consensus of those
+                // fits (docs/LOCAL.md §12b); it shares no row.
+                assert!(s.local_fitted_rows > 0, "{s:?}");
             }
         }
         // With the fleet fit, node 0 fits and the others take its kernel: once settled, the
-        // fleet holds one kernel.
+        // fleet holds one kernel. With own fits, every node holds node 0's consensus of the
+        // three nodes' own kernels.
         let mut st = st;
+        let settled = |st: &[coolgp_node::Status]| match fit {
+            "agent" => st.iter().all(|s| {
+                !s.local_consensus.is_empty() && s.local_consensus == st[0].local_consensus
+            }),
+            _ => st.iter().all(|s| s.local_kernel == st[0].local_kernel),
+        };
         for _ in 0..20 {
-            if fit == "agent" || st.iter().all(|s| s.local_kernel == st[0].local_kernel) {
+            if st.len() == 3 && settled(&st) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(500));
             st = (0..3).filter_map(|i| fleet.status(i, false)).collect();
+        }
+        assert!(st.len() == 3 && settled(&st), "{}", fleet.logs());
+        if fit == "agent" {
+            let logs = fleet.logs();
+            assert!(
+                logs.contains("consensus of the members' own kernels kernels=3"),
+                "{logs}"
+            );
+            assert!(
+                !logs.contains("pooled fit: anchors"),
+                "no row is asked for: {logs}"
+            );
         }
         if fit == "fleet" {
             assert!(
@@ -165,7 +186,7 @@ fn nodes_with_the_fleet_fit_pool_their_samples_and_learn_the_place_lengthscale()
     let (own, pooled) = (&place[0], &place[1]);
     assert!(
         own.iter().all(|v| *v == own[0]),
-        "agent fits leave ln ℓ_place at its common start: {own:?}"
+        "agent fits and their consensus leave ln ℓ_place at its common start: {own:?}"
     );
     assert!(
         pooled.iter().all(|v| (v - own[0]).abs() > 1e-3),

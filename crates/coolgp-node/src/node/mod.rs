@@ -12,6 +12,7 @@
 //! and queries are answered ([`report`]).
 
 mod calibration;
+mod consensus;
 mod exchange;
 mod heal;
 mod intake;

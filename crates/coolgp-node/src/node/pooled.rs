@@ -16,12 +16,13 @@ use coolgp::local::{FitSample, LocalFit, ResidualFamily, ResidualKernel, Residua
 use coolgp::Vocabulary;
 use tokio::sync::oneshot;
 
+use super::consensus::ConsensusJob;
 use super::Node;
 use crate::auth::PublicKey;
 use crate::auth::Signer;
 use crate::client::fetch_status;
 use crate::fit_members::{near_routes, spread, FIT_MEMBERS, NEAR_MEMBERS};
-use crate::kernel_auth::{kernel_of_words, taken_from, KernelClaim};
+use crate::kernel_auth::{kernel_of_words, taken_from, ConsensusClaim, KernelClaim};
 use crate::pooled_fit::{
     anchors, cap_samples, due, fetch_samples, fit, fit_near, inv_scale, near_groups, near_request,
     to_sample, SampleRequest, Start, MAX_SAMPLE_ROWS, NEAR_ROWS, SAMPLE_TIMEOUT,
@@ -68,15 +69,22 @@ pub(super) struct Pooled {
     asked_at_ms: Option<u64>,
     /// The running job's result, if one runs.
     pending: Option<oneshot::Receiver<Outcome>>,
+    /// `--local-fit agent`: the fitter's job is the consensus of the members' own fits
+    /// ([`super::consensus`]) and a kernel is adopted with the node's own fit schedule kept.
+    consensus: bool,
+    /// The consensus this node last made or took (`--local-fit agent`; its status's
+    /// `local_consensus`, which followers take).
+    made: Option<(ResidualFamily, Vec<f64>)>,
 }
 
 impl Pooled {
     /// The state for `agent`'s node, `None` unless its memory is on with a learned kernel
-    /// fitted by the fleet.
+    /// (fitted by the fleet, or by each node with the fleet's consensus).
     pub(super) fn for_agent(agent: &coolgp::Agent) -> Option<Self> {
         let local = agent.config().local;
-        let on = local.is_on() && local.fit == LocalFit::Fleet;
-        (on && local.kernel == ResidualKind::Learned).then(|| Self {
+        (local.is_on() && local.kernel == ResidualKind::Learned).then(|| Self {
+            consensus: local.fit == LocalFit::Agent,
+            made: None,
             initial: ResidualKernel::initial(ResidualKind::Learned, agent.projection()),
             last_points: 0.0,
             fits: 0,
@@ -86,6 +94,11 @@ impl Pooled {
             asked_at_ms: None,
             pending: None,
         })
+    }
+
+    /// The consensus this node last made or took (`--local-fit agent`), if any.
+    pub(super) fn consensus_made(&self) -> Option<(ResidualFamily, &[f64])> {
+        self.made.as_ref().map(|(f, p)| (*f, &p[..]))
     }
 }
 
@@ -113,9 +126,13 @@ impl Node {
             return;
         }
         self.member_check_step(session, fitter);
+        let consensus = self.pooled.as_ref().is_some_and(|p| p.consensus);
         if fitter == me {
             self.start_fit(session);
-            self.calibration_step(session);
+            // The calibration reads rows; a fleet of own fits shares none.
+            if !consensus {
+                self.calibration_step(session);
+            }
         } else {
             self.follow(session, fitter);
         }
@@ -144,9 +161,16 @@ impl Node {
             p.follow_wait.0 = wait;
         }
         if let Some((family, params, from)) = outcome {
-            match self.agent.set_local_kernel(family, &params) {
+            let taken = match p.consensus {
+                true => self.agent.adopt_local_kernel(family, &params),
+                false => self.agent.set_local_kernel(family, &params),
+            };
+            match taken {
                 Ok(()) => {
                     p.fits += 1;
+                    if p.consensus {
+                        p.made = Some((family, params.clone()));
+                    }
                     if let Some(from) = from {
                         p.followed = from;
                     }
@@ -170,6 +194,11 @@ impl Node {
             return;
         };
         if !due(p.last_points, now, settled) {
+            return;
+        }
+        if p.consensus {
+            p.last_points = now;
+            self.start_consensus(session);
             return;
         }
         let members = self.peers.members.lock().map_or(1, |m| m.len()).max(1);
@@ -203,6 +232,46 @@ impl Node {
             vocab: self.agent.vocabulary().clone(),
             start,
             exclude: self.watch.suspects().to_vec(),
+        };
+        let (tx, rx) = oneshot::channel();
+        p.pending = Some(rx);
+        tokio::spawn(async move {
+            let _ = tx.send(
+                job.run()
+                    .await
+                    .map(|(family, params)| (family, params, None)),
+            );
+        });
+    }
+
+    /// The fitter's consensus of the members' own fits ([`ConsensusJob`]), off the loop.
+    fn start_consensus(&mut self, session: &zenoh::Session) {
+        let me = self.s.id;
+        let live: Vec<u64> = self
+            .peers
+            .members
+            .lock()
+            .map_or(Vec::new(), |m| m.iter().copied().collect());
+        let asked = ConsensusJob::asked(&live, me, self.watch.suspects());
+        let members = asked
+            .into_iter()
+            .map(|id| {
+                let key = self.peers.auth.as_mut().map(|a| a.roster.key_reloading(id));
+                (id, key)
+            })
+            .collect();
+        let local = self.agent.local();
+        let own = (local.fit_state().0 > 0)
+            .then(|| (local.kernel().family(), local.kernel().params().to_vec()));
+        let job = ConsensusJob {
+            session: session.clone(),
+            fleet: self.s.fleet.clone(),
+            members,
+            own,
+            d: local.kernel().d(),
+        };
+        let Some(p) = self.pooled.as_mut() else {
+            return;
         };
         let (tx, rx) = oneshot::channel();
         p.pending = Some(rx);
@@ -257,15 +326,22 @@ impl Node {
             .auth
             .as_mut()
             .map(|a| a.roster.key_reloading(fitter));
+        let consensus = p.consensus;
         let (tx, rx) = oneshot::channel();
         p.pending = Some(rx);
         tokio::spawn(async move {
             let st = fetch_status(&session, &fleet, fitter, false, SAMPLE_TIMEOUT).await;
+            // A fleet of own fits takes the fitter's consensus, not the kernel it holds now
+            // (its own refit since).
+            let words = |s: &Status| match consensus {
+                true => s.local_consensus.clone(),
+                false => s.local_kernel.clone(),
+            };
             let taken = st
                 .ok()
-                .filter(|s| s.local_pooled_fits > held && !s.local_kernel.is_empty())
-                .filter(|s| signed_by(key, &fleet, fitter, s))
-                .and_then(|s| match kernel_of_words(&s.local_kernel, len) {
+                .filter(|s| s.local_pooled_fits > held && !words(s).is_empty())
+                .filter(|s| signed_by(key, &fleet, fitter, s, consensus))
+                .and_then(|s| match kernel_of_words(&words(&s), len) {
                     Ok((family, p)) => {
                         Some((family, p.to_vec(), Some((fitter, s.local_pooled_fits))))
                     }
@@ -279,9 +355,20 @@ impl Node {
     }
 }
 
-/// Whether a follower may take the kernel of `fitter`'s status `s` ([`taken_from`]: with
-/// `--tls` only if signed by the fitter's roster key).
-fn signed_by(key: Option<Option<PublicKey>>, fleet: &str, fitter: u64, s: &Status) -> bool {
+/// Whether a follower may take the kernel (or, `consensus`, the consensus) of `fitter`'s
+/// status `s` ([`taken_from`]: with `--tls` only if signed by the fitter's roster key).
+fn signed_by(
+    key: Option<Option<PublicKey>>,
+    fleet: &str,
+    fitter: u64,
+    s: &Status,
+    consensus: bool,
+) -> bool {
+    if consensus {
+        let claim = ConsensusClaim::of(fleet, fitter, s);
+        let sig = &s.local_consensus_sig;
+        return taken_from(key, fitter, &claim, sig, "consensus residual kernel");
+    }
     let claim = KernelClaim::of(fleet, fitter, s);
     taken_from(
         key,

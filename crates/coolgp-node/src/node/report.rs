@@ -6,7 +6,7 @@ use zenoh::query::Query;
 
 use super::{fusion_name, Node};
 use crate::coverage::{Brief, CoverageJson};
-use crate::kernel_auth::{Claim, KernelClaim};
+use crate::kernel_auth::{Claim, ConsensusClaim, KernelClaim};
 use crate::keys;
 use crate::query::QueryModel;
 use crate::row_auth::{Members, RowPolicy};
@@ -78,6 +78,21 @@ impl Node {
             .sign(&a.signer),
             _ => Vec::new(),
         };
+        let local_consensus = self
+            .pooled
+            .as_ref()
+            .and_then(|p| p.consensus_made())
+            .map_or(Vec::new(), |(f, p)| crate::kernel_auth::kernel_words(f, p));
+        let local_consensus_sig = match &self.peers.auth {
+            Some(a) if !local_consensus.is_empty() => ConsensusClaim(KernelClaim {
+                fleet: &self.s.fleet,
+                node: self.s.id,
+                fits: local_pooled_fits,
+                params: &local_consensus,
+            })
+            .sign(&a.signer),
+            _ => Vec::new(),
+        };
         let (suspects, member_checks, suspects_by, suspects_sig) = self.suspects_status();
         let (fleet_calibration, fleet_calibration_sig) = self.calibration_status();
         Status {
@@ -102,6 +117,12 @@ impl Node {
             local_pooled_fits,
             local_kernel,
             local_kernel_sig,
+            local_fitted_rows: match self.s.agent.local.fit {
+                coolgp::local::LocalFit::Agent => self.agent.local().fit_state().0,
+                coolgp::local::LocalFit::Fleet => 0,
+            },
+            local_consensus,
+            local_consensus_sig,
             blocks: d.acked_blocks,
             points: d.acked_points,
             rows_skipped: self.intake.committed.rows_skipped,

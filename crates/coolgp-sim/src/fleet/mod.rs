@@ -47,7 +47,7 @@ pub use asked::routed_answers;
 pub use calibrate::{calibrate, Calibration, RuleCalibration};
 use fuse::Fusion;
 pub use members::{MemberReport, MembersReport};
-pub use pool::{fit_agents_near, fit_agents_pooled};
+pub use pool::{adopt_consensus, fit_agents_near, fit_agents_pooled};
 pub use query::{local_bytes, QueryScores, QUERY_POINTS, RULES};
 use stream::{Cadence, Dispatch};
 pub use union::{cpu_seconds, UnionStats};

@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use coolgp::local::composite::Groups;
+use coolgp::local::consensus::median_kernel;
 use coolgp::local::groups::{GroupOptions, Neighbourhood, RowRef};
 use coolgp::local::pool::{cold_due, fit_pooled, fit_pooled_selected, halves, shares, Selected};
 use coolgp::local::select::{fit_grouped_selected, GroupedFit};
@@ -18,7 +19,8 @@ use rayon::prelude::*;
 use super::Fleet;
 
 impl Fleet<'_> {
-    /// With `--local-fit fleet` (and a learned residual kernel): one pooled fit
+    /// With `--local-fit agent` (and a learned residual kernel): the consensus of the agents'
+    /// own fits ([`adopt_consensus`]). With `--local-fit fleet`: one pooled fit
     /// ([`fit_agents_pooled`]) from the previous pooled parameters ([`PoolOptions::warm_start`],
     /// the default) or else from the agents' initial kernel; with [`PoolOptions::validate`]
     /// (the default) the warm continuation or, at the fusions [`cold_due`] picks
@@ -27,12 +29,17 @@ impl Fleet<'_> {
     /// set, one line per pooled fit on stderr.
     pub(super) fn fit_local_pooled(&mut self) {
         let local = self.cfg.local;
-        if !local.is_on() || local.fit != LocalFit::Fleet || local.kernel != ResidualKind::Learned {
+        if !local.is_on() || local.kernel != ResidualKind::Learned {
             return;
         }
         let t = Instant::now();
         // Contained suspects' rows stay out of the fit (issue 29).
         let excluded = self.contained();
+        if local.fit == LocalFit::Agent {
+            adopt_consensus(&mut self.agents, &excluded);
+            self.phases.learn_s += t.elapsed().as_secs_f64();
+            return;
+        }
         let Some(a0) = self.agents.first() else {
             return;
         };
@@ -89,6 +96,31 @@ impl Fleet<'_> {
         }
         self.phases.learn_s += t.elapsed().as_secs_f64();
     }
+}
+
+/// `--local-fit agent` (docs/LOCAL.md §12b): the median of the kernels of the agents that
+/// have fitted on their own rows and are not `excluded` (contained suspects,
+/// [`median_kernel`]), taken by every agent that does not hold it yet
+/// ([`Agent::adopt_local_kernel`]; its own fit schedule kept). Returns the consensus (`None`: no agent has fitted yet, nothing changed).
+pub fn adopt_consensus(
+    agents: &mut [Agent],
+    excluded: &[bool],
+) -> Option<(ResidualFamily, Vec<f64>)> {
+    let d = agents.first()?.local().memory().d();
+    let fitted = agents
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !excluded.get(*i).copied().unwrap_or(false) && a.local().fit_state().0 > 0)
+        .map(|(_, a)| (a.local().kernel().family(), a.local().kernel().params()));
+    let (family, params) = median_kernel(d, fitted)?;
+    agents.par_iter_mut().for_each(|a| {
+        // An agent that holds it already keeps its factor.
+        let k = a.local().kernel();
+        if k.family() != family || k.params() != &params[..] {
+            let _ = a.adopt_local_kernel(family, &params);
+        }
+    });
+    Some((family, params))
 }
 
 /// The environment variable that makes [`Fleet::fit_local_pooled`] log each pooled fit.

@@ -8,7 +8,7 @@ use coolgp::faer::Mat;
 use coolgp::local::{LocalConfig, LocalFit, PoolOptions, ResidualFamily};
 use coolgp::rng::Rng;
 use coolgp::{Agent, AgentConfig, Vocabulary};
-use coolgp_sim::fleet::{fit_agents_near, fit_agents_pooled};
+use coolgp_sim::fleet::{adopt_consensus, fit_agents_near, fit_agents_pooled};
 
 /// Six stations at fixed, distinct places `s_i` (input 0) observe, on the same 80 days (input
 /// 1, spread over [−3, 3]), a smooth station offset plus a fast anomaly shared by every station
@@ -95,6 +95,47 @@ fn only_the_pooled_fit_learns_the_lengthscale_of_the_agents_places() {
     // The shared anomaly makes residuals of one day co-vary across every place: the
     // lengthscale over places grows.
     assert!(moved > 0.5, "ln ℓ_place moved by {moved}");
+}
+
+#[test]
+fn own_fits_take_the_median_of_the_fitted_kernels_and_keep_their_schedules() {
+    // docs/LOCAL.md §12b: `--local-fit agent`, no row leaves an agent.
+    let mut agents = stations(LocalFit::Agent);
+    // One member's kernel gone wild (a faulty member's fit) is left out when excluded and
+    // moves the median by at most half a rank when not.
+    let wild: Vec<f64> = vec![5.0, 5.0, 5.0, 5.0];
+    agents[5]
+        .set_local_kernel(ResidualFamily::SquaredExponential, &wild)
+        .expect("set");
+    let schedules: Vec<(usize, u64)> = agents.iter().map(|a| a.local().fit_state()).collect();
+    let own: Vec<Vec<f64>> = agents[..5]
+        .iter()
+        .map(|a| a.local().kernel().params().to_vec())
+        .collect();
+    let excluded = [false, false, false, false, false, true];
+    let (family, p) = adopt_consensus(&mut agents, &excluded).expect("a consensus");
+    assert_eq!(family, ResidualFamily::SquaredExponential);
+    for (j, v) in p.iter().enumerate() {
+        let mut col: Vec<f64> = own.iter().map(|k| k[j]).collect();
+        col.sort_by(f64::total_cmp);
+        assert_eq!(*v, col[2], "parameter {j}: the middle of five own fits");
+    }
+    for (a, s) in agents.iter().zip(&schedules) {
+        assert_eq!(a.local().kernel().params(), &p[..]);
+        assert_eq!(a.local().fit_state(), *s, "the own schedule is kept");
+        assert!(a.local().is_factored());
+    }
+    // Not excluded, the wild kernel does not become the consensus: the first parameter of six
+    // is the mean of the 3rd and 4th values, all honest ones.
+    let mut again = stations(LocalFit::Agent);
+    again[5]
+        .set_local_kernel(ResidualFamily::SquaredExponential, &wild)
+        .expect("set");
+    let (_, q) = adopt_consensus(&mut again, &[]).expect("a consensus");
+    let mut col: Vec<f64> = own.iter().map(|k| k[0]).collect();
+    col.sort_by(f64::total_cmp);
+    assert_eq!(q[0], 0.5 * (col[2] + col[3]));
+    assert!(q.iter().all(|v| *v < 5.0), "{q:?}");
 }
 
 /// A residual field with a known kernel: a draw of the zero-mean GP with the ARD squared

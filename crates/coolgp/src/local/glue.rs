@@ -222,6 +222,26 @@ impl Agent {
     /// # Errors
     /// As [`Agent::set_local_kernel_params`].
     pub fn set_local_kernel(&mut self, family: ResidualFamily, params: &[f64]) -> Result<()> {
+        self.check_local_kernel(family, params)?;
+        let vocab = self.vocabulary().clone();
+        self.local_mut().set_kernel(&vocab, family, params)
+    }
+
+    /// Takes the fleet's consensus of per-agent fits (`--local-fit agent`,
+    /// [`super::consensus::median_kernel`]): the kernel as [`Agent::set_local_kernel`] sets
+    /// it, the agent's own fit schedule kept ([`super::LocalModel::adopt_kernel`]): its next own fit
+    /// starts from this kernel.
+    ///
+    /// # Errors
+    /// As [`Agent::set_local_kernel_params`].
+    pub fn adopt_local_kernel(&mut self, family: ResidualFamily, params: &[f64]) -> Result<()> {
+        self.check_local_kernel(family, params)?;
+        let vocab = self.vocabulary().clone();
+        self.local_mut().adopt_kernel(&vocab, family, params)
+    }
+
+    /// The length and finiteness checks of a kernel's parameters offered to this agent.
+    fn check_local_kernel(&self, family: ResidualFamily, params: &[f64]) -> Result<()> {
         let kernel = self.local().kernel();
         // A learned kernel takes the family's length (the sum has more parameters).
         let want = match kernel.kind() {
@@ -229,9 +249,7 @@ impl Agent {
             ResidualKind::GlobalResidual => kernel.params().len(),
         };
         ensure_dim("local residual kernel parameters", want, params.len())?;
-        ensure_finite("local residual kernel parameters", params)?;
-        let vocab = self.vocabulary().clone();
-        self.local_mut().set_kernel(&vocab, family, params)
+        ensure_finite("local residual kernel parameters", params)
     }
 
     /// Memory rows `rows` as `x [n·d]` (row-major) and their residuals `y − μ_g(x) [n]` against

@@ -20,6 +20,7 @@ mod cache;
 pub mod calibrate;
 pub mod combine;
 pub mod composite;
+pub mod consensus;
 pub mod coverage;
 pub mod factor;
 pub mod family;
@@ -157,7 +158,11 @@ impl ResidualKind {
 /// Who fits the learned residual kernel (docs/LOCAL.md §9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LocalFit {
-    /// Each agent on its own memory, on the schedule of [`LocalModel::fit_due`].
+    /// Each agent on its own memory, on the schedule of [`LocalModel::fit_due`]; where the
+    /// driver can (the simulator, Python, nodes), after each fusion every agent takes the
+    /// fleet's consensus of those fits, the elementwise median
+    /// ([`consensus::median_kernel`], [`crate::Agent::adopt_local_kernel`]), and refits
+    /// from it. No row leaves an agent.
     Agent,
     /// The fleet, once per fusion, on a pooled sample of every agent's memory
     /// ([`pool::fit_pooled`]); every agent then takes the same parameters

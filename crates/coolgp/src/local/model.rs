@@ -248,6 +248,24 @@ impl LocalModel {
         self.set_kernel_params(vocab, params)
     }
 
+    /// [`LocalModel::set_kernel`] that keeps the fit schedule ([`LocalModel::fit_state`]): the
+    /// fleet's consensus of per-agent fits ([`super::consensus`]) changes the kernel the agent
+    /// answers and refits from, not when it refits on its own rows.
+    ///
+    /// # Errors
+    /// As [`LocalModel::set_kernel`].
+    pub fn adopt_kernel(
+        &mut self,
+        vocab: &Vocabulary,
+        family: super::ResidualFamily,
+        params: &[f64],
+    ) -> Result<()> {
+        let schedule = (self.last_fit, self.since_fit);
+        self.set_kernel(vocab, family, params)?;
+        (self.last_fit, self.since_fit) = schedule;
+        Ok(())
+    }
+
     /// Recomputes every row's features under the current kernel; the factor starts afresh.
     fn recompute_features(&mut self, vocab: &Vocabulary) {
         self.version += 1;
