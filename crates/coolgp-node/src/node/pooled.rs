@@ -233,15 +233,7 @@ impl Node {
             start,
             exclude: self.watch.suspects().to_vec(),
         };
-        let (tx, rx) = oneshot::channel();
-        p.pending = Some(rx);
-        tokio::spawn(async move {
-            let _ = tx.send(
-                job.run()
-                    .await
-                    .map(|(family, params)| (family, params, None)),
-            );
-        });
+        spawn_job(p, job.run());
     }
 
     /// The fitter's consensus of the members' own fits ([`ConsensusJob`]), off the loop.
@@ -273,15 +265,7 @@ impl Node {
         let Some(p) = self.pooled.as_mut() else {
             return;
         };
-        let (tx, rx) = oneshot::channel();
-        p.pending = Some(rx);
-        tokio::spawn(async move {
-            let _ = tx.send(
-                job.run()
-                    .await
-                    .map(|(family, params)| (family, params, None)),
-            );
-        });
+        spawn_job(p, job.run());
     }
 
     /// A follower's step: the fitter's kernel if it made a new fit, asked every
@@ -353,6 +337,19 @@ impl Node {
             let _ = tx.send(taken);
         });
     }
+}
+
+/// Runs this node's own job (a pooled fit or a consensus) off the loop; its kernel lands in
+/// `p.pending`, applied by a later round.
+fn spawn_job<F>(p: &mut Pooled, job: F)
+where
+    F: std::future::Future<Output = Option<(ResidualFamily, Vec<f64>)>> + Send + 'static,
+{
+    let (tx, rx) = oneshot::channel();
+    p.pending = Some(rx);
+    tokio::spawn(async move {
+        let _ = tx.send(job.await.map(|(family, params)| (family, params, None)));
+    });
 }
 
 /// Whether a follower may take the kernel (or, `consensus`, the consensus) of `fitter`'s

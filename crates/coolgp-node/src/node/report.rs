@@ -36,6 +36,48 @@ impl Node {
         Some((se / n).sqrt())
     }
 
+    /// The residual kernel's part of the status: `local_pooled_fits`, `local_kernel` (its
+    /// words: the parameters, and the family's ν if Matérn; kernel_auth), `local_consensus`
+    /// (`--local-fit agent`), each with its signature under `--tls` (empty otherwise).
+    fn kernel_status(&self) -> (u64, Vec<f64>, Vec<u8>, Vec<f64>, Vec<u8>) {
+        let words = crate::kernel_auth::kernel_words;
+        let kernel = match self.s.agent.local.is_on() {
+            true => {
+                let k = self.agent.local().kernel();
+                words(k.family(), k.params())
+            }
+            false => Vec::new(),
+        };
+        let consensus = self
+            .pooled
+            .as_ref()
+            .and_then(|p| p.consensus_made())
+            .map_or(Vec::new(), |(f, p)| words(f, p));
+        let fits = self.pooled.as_ref().map_or(0, |p| p.fits);
+        let (kernel_sig, consensus_sig) = match &self.peers.auth {
+            Some(a) => {
+                let sign = |params: &[f64], consensus: bool| {
+                    if params.is_empty() {
+                        return Vec::new();
+                    }
+                    let claim = KernelClaim {
+                        fleet: &self.s.fleet,
+                        node: self.s.id,
+                        fits,
+                        params,
+                    };
+                    match consensus {
+                        true => ConsensusClaim(claim).sign(&a.signer),
+                        false => claim.sign(&a.signer),
+                    }
+                };
+                (sign(&kernel, false), sign(&consensus, true))
+            }
+            None => (Vec::new(), Vec::new()),
+        };
+        (fits, kernel, kernel_sig, consensus, consensus_sig)
+    }
+
     /// The status reply; with `with_fused`, the fused and own excesses too.
     fn status(&self, with_fused: bool) -> Status {
         let (dropped, oversize) = self.peers.inbound.dropped();
@@ -59,40 +101,13 @@ impl Node {
         let proj = self.agent.projection();
         let unscale_std = |v: f64| self.inputs.scaler.as_ref().map_or(v, |s| s.unscale_std(v));
         let (t, d) = (&self.traffic, &self.durability);
-        // The kernel's words: its parameters, and its family's ν if Matérn (kernel_auth).
-        let local_kernel = match self.s.agent.local.is_on() {
-            true => {
-                let k = self.agent.local().kernel();
-                crate::kernel_auth::kernel_words(k.family(), k.params())
-            }
-            false => Vec::new(),
-        };
-        let local_pooled_fits = self.pooled.as_ref().map_or(0, |p| p.fits);
-        let local_kernel_sig = match &self.peers.auth {
-            Some(a) if !local_kernel.is_empty() => KernelClaim {
-                fleet: &self.s.fleet,
-                node: self.s.id,
-                fits: local_pooled_fits,
-                params: &local_kernel,
-            }
-            .sign(&a.signer),
-            _ => Vec::new(),
-        };
-        let local_consensus = self
-            .pooled
-            .as_ref()
-            .and_then(|p| p.consensus_made())
-            .map_or(Vec::new(), |(f, p)| crate::kernel_auth::kernel_words(f, p));
-        let local_consensus_sig = match &self.peers.auth {
-            Some(a) if !local_consensus.is_empty() => ConsensusClaim(KernelClaim {
-                fleet: &self.s.fleet,
-                node: self.s.id,
-                fits: local_pooled_fits,
-                params: &local_consensus,
-            })
-            .sign(&a.signer),
-            _ => Vec::new(),
-        };
+        let (
+            local_pooled_fits,
+            local_kernel,
+            local_kernel_sig,
+            local_consensus,
+            local_consensus_sig,
+        ) = self.kernel_status();
         let (suspects, member_checks, suspects_by, suspects_sig) = self.suspects_status();
         let (fleet_calibration, fleet_calibration_sig) = self.calibration_status();
         Status {

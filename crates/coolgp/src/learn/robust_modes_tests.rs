@@ -12,30 +12,14 @@ use crate::learn::elbo::BlockPsi;
 use crate::learn::{ImportanceCache, IsNormalization, Learner, Likelihood, UpdateMode};
 use crate::model::psi::{accumulate_block, accumulate_block_weighted, PsiWorkspace, UnitStats};
 use crate::rng::Rng;
+
+use super::agent_tests::blocks;
 use crate::{Agent, AgentConfig, View, Vocabulary};
 
 const IMPORTANCE: UpdateMode = UpdateMode::Importance {
     samples: 32,
     normalization: IsNormalization::SelfNormalized,
 };
-
-fn field(x: f64, z: f64) -> f64 {
-    (2.0 * x).sin() + 0.5 * z
-}
-
-/// `blocks` blocks of `n` rows in `[−2, 2]²` with noise 0.1.
-fn blocks(seed: u64, blocks: usize, n: usize) -> Vec<(Mat<f64>, Vec<f64>)> {
-    let mut rng = Rng::new(seed, 3);
-    (0..blocks)
-        .map(|_| {
-            let x = Mat::from_fn(n, 2, |_, _| 4.0 * rng.uniform() - 2.0);
-            let y = (0..n)
-                .map(|r| field(x[(r, 0)], x[(r, 1)]) + 0.1 * rng.normal())
-                .collect();
-            (x, y)
-        })
-        .collect()
-}
 
 fn agent(mode: UpdateMode, likelihood: Likelihood) -> Agent {
     let vocab = Arc::new(Vocabulary::default_design(16, 2, 5).expect("design"));

@@ -17,7 +17,7 @@ fn field(x: f64, z: f64) -> f64 {
 }
 
 /// `blocks` blocks of `n` rows in `[−2, 2]²` with noise 0.1.
-fn blocks(seed: u64, blocks: usize, n: usize) -> Vec<(Mat<f64>, Vec<f64>)> {
+pub(super) fn blocks(seed: u64, blocks: usize, n: usize) -> Vec<(Mat<f64>, Vec<f64>)> {
     let mut rng = Rng::new(seed, 3);
     (0..blocks)
         .map(|_| {

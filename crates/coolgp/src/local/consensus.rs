@@ -12,6 +12,7 @@
 //! field by 100 regions 9.76 → 7.26 (the pooled fit: 6.90), air 10.64 → 9.24.
 
 use super::ResidualFamily;
+use crate::members::check::median;
 
 /// The consensus of the fitted kernels `(family, log parameters)`: the family held by most
 /// of them (ties: the one seen first) and, over the kernels of that family, the elementwise
@@ -50,21 +51,9 @@ pub fn median_kernel<'a>(
         .map(|(_, p)| *p)
         .collect();
     let params = (0..family.param_len(d))
-        .map(|j| median(chosen.iter().map(|p| p[j]).collect()))
+        .map(|j| median(&mut chosen.iter().map(|p| p[j]).collect::<Vec<f64>>()))
         .collect();
     Some((family, params))
-}
-
-/// The median of finite values (at least one): the middle one, or the mean of the two
-/// middle ones for an even count.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
 }
 
 #[cfg(test)]

@@ -191,8 +191,9 @@ pub fn judge(
     (standings, med)
 }
 
-/// The median of `v` (NaN when empty); reorders `v`.
-fn median(v: &mut [f64]) -> f64 {
+/// The median of `v` (NaN when empty; an even count: the mean of the two middle values);
+/// reorders `v`. Also the fleet's consensus kernel's ([`crate::local::consensus`]).
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
