@@ -356,6 +356,28 @@ impl Site {
         self.points *= c;
     }
 
+    /// The same sums at `weight` times their weight, claiming `points` times their points
+    /// (issue 29's bounds on a neighbour's message, [`crate::members::bound::Scaling`]):
+    ///
+    /// ```text
+    /// Λ, λ, A, B, YY, n  ←  weight · (Λ, λ, A, B, YY, n)        points ← points · points
+    /// ```
+    ///
+    /// Every entry's mean `λ/Λ` is kept, and so are the σ_s, σ_n these sums alone imply
+    /// (`A/B` and `(YY − 2σ_s A + σ_s² B)/n`, homogeneous of degree 0): the sums count in the
+    /// fleet's as `weight` times as many rows of the same kind. `n` is the statistics' weight,
+    /// scaled with them (else σ_n² would shrink by `weight`); `points` is the claim that fades
+    /// the q0 pseudo-site (`exp(−N/N0)`), scaled only where the claim itself is bounded.
+    pub fn reweighted(&self, weight: f64, points: f64) -> Site {
+        let mut out = self.clone();
+        for v in out.prec.iter_mut().chain(out.shift.iter_mut()) {
+            *v *= weight;
+        }
+        out.hyper.axpby(weight, &HyperStats::default(), 0.0);
+        out.points *= points;
+        out
+    }
+
     /// The damped site step `s ← (1−ρ)s + ρ·target` (spec §14, step 6); `points` is the
     /// target's (the agent's current count), not damped.
     pub fn damp_toward(&mut self, target: &Site, rho: f64) {

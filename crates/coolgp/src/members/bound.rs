@@ -19,7 +19,15 @@
 //! `rate` rows per round of the receiver's own clock since its last accepted message. Under
 //! the tree rule the claim is a subtree's, so the rate is the user's bound on a whole side of
 //! the edge (for example the fleet's members times their rows per round).
+//!
+//! In the fleet projection mode a tree message also carries the site sums of the fleet's
+//! q(W) over the sender's side of the edge, and site-only messages carry them more often.
+//! Whatever a message's q(u) part is scaled by, its site sums are scaled by too
+//! ([`Scaling`]): the same weight on Λ, λ and the σ_s, σ_n statistics, the same factor on
+//! the claimed points where the row rate bounds the claim; and the sender's following
+//! site-only messages are scaled alike until its next tree message sets a new factor.
 
+use crate::learn::Sites;
 use crate::model::Excess;
 
 /// Fewest rows the rest of the fleet must represent before a message is compared with it.
@@ -72,9 +80,95 @@ pub fn rate_factor(claimed: f64, base: f64, elapsed: u64, rate: f64) -> Option<(
     (claimed > allowed).then(|| (allowed / claimed, allowed))
 }
 
+/// What the bounds did to a neighbour's tree message, to be done to its site sums too:
+/// `weight`, the product of the factors its excess was scaled by (the row rate's, the
+/// ceiling's and the cap's), and `points`, the factor its claimed rows were scaled by (the row
+/// rate's alone: the ceiling and the cap keep the claim and bound its precision per row).
+///
+/// Its site sums are then [`crate::learn::Site::reweighted`]`(weight, points)`: Λ, λ and the
+/// statistics `(A, B, YY, n)` times `weight` (the means `λ/Λ` and the σ_s, σ_n the sums
+/// imply kept, as q(u)'s mean is), the site points times `points`, as q(u)'s claimed rows
+/// are, so the q0 pseudo-site fades (`exp(−N/N0)`) with the rows q(u) accepted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Scaling {
+    /// The factor in (0, 1] on the sums' weight (Λ, λ, A, B, YY, n).
+    pub weight: f64,
+    /// The factor in (0, 1] on the claimed points.
+    pub points: f64,
+}
+
+impl Scaling {
+    /// Nothing scaled: an honest message's.
+    pub const NONE: Scaling = Scaling {
+        weight: 1.0,
+        points: 1.0,
+    };
+
+    /// True when nothing is scaled (both factors exactly 1).
+    pub fn is_none(self) -> bool {
+        self == Self::NONE
+    }
+
+    /// `self` followed by a factor `f` on the weight (the ceiling's or the cap's).
+    pub fn then_weight(self, f: f64) -> Scaling {
+        Scaling {
+            weight: self.weight * f,
+            points: self.points,
+        }
+    }
+
+    /// Site sums scaled ([`crate::learn::Site::reweighted`] per group); the same sums, bit
+    /// for bit, when nothing is scaled.
+    pub fn sites(self, sites: Sites) -> Sites {
+        if self.is_none() {
+            return sites;
+        }
+        Sites::from_pairs(
+            sites
+                .iter()
+                .map(|(g, s)| (g, s.reweighted(self.weight, self.points))),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::learn::Site;
+
+    #[test]
+    fn scaled_sites_keep_their_means_and_scales_and_scale_points_by_the_claim() {
+        let mut s = Site::zeros(2);
+        s.prec = vec![4.0, 8.0];
+        s.shift = vec![2.0, -8.0];
+        s.hyper = crate::learn::HyperStats {
+            a: 3.0,
+            b: 2.0,
+            yy: 10.0,
+            n: 5.0,
+        };
+        s.points = 5.0;
+        let sites = Sites::single(0, s.clone());
+        assert_eq!(Scaling::NONE.sites(sites.clone()), sites);
+        let sc = Scaling {
+            weight: 0.5,
+            points: 1.0,
+        }
+        .then_weight(0.5);
+        let got = sc.sites(sites);
+        let g = got.get(0).expect("group");
+        assert_eq!(g.prec, vec![1.0, 2.0]);
+        assert_eq!(g.shift, vec![0.5, -2.0]);
+        assert_eq!(g.points, 5.0, "the ceiling and the cap keep the claim");
+        assert_eq!(g.hyper.maximiser(), s.hyper.maximiser(), "σ_s, σ_n kept");
+        assert_eq!(g.hyper.n, 1.25);
+        let rated = Scaling {
+            weight: 0.2,
+            points: 0.2,
+        };
+        let r = s.reweighted(rated.weight, rated.points);
+        assert!((r.points - 1.0).abs() < 1e-15 && (r.prec[1] - 1.6).abs() < 1e-15);
+    }
 
     #[test]
     fn claimed_rows_may_grow_by_the_rate_per_round_and_no_more() {

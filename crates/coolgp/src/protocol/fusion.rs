@@ -12,6 +12,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::fuse::{tree, Mass, PushSum};
 use crate::learn::{GroupId, Site, Sites};
+use crate::members::bound::Scaling;
 use crate::model::{Excess, Vocabulary};
 use crate::protocol::config::FusionRule;
 use crate::protocol::message::{
@@ -62,6 +63,11 @@ pub(crate) struct Fusion {
     /// row rate's clock, [`crate::members::bound::rate_factor`]; derived state: not in
     /// snapshots, so a restored agent times each neighbour's next message by its header).
     accepted_at: BTreeMap<AgentId, u64>,
+    /// Tree rule, fleet projection mode: what issue 29's bounds did to the last tree message
+    /// accepted from each neighbour, done to its site-only messages until its next one
+    /// (absent: nothing; derived state: not in snapshots, so after a restore a neighbour's
+    /// site-only messages are taken as they come until its next tree message).
+    site_scaling: BTreeMap<AgentId, Scaling>,
     /// Withheld (issue 29): messages carry none of `E_i` and none of the own points; under
     /// push-sum the mass holds none of them (in snapshots: the mass depends on it).
     withheld: bool,
@@ -89,6 +95,7 @@ impl Fusion {
             last_round: BTreeMap::new(),
             sent_cache: BTreeMap::new(),
             accepted_at: BTreeMap::new(),
+            site_scaling: BTreeMap::new(),
             withheld: false,
         }
     }
@@ -176,6 +183,24 @@ impl Fusion {
     /// before the first since this agent started or was restored).
     pub(crate) fn accepted_at(&self, from: AgentId) -> Option<u64> {
         self.accepted_at.get(&from).copied()
+    }
+
+    /// What the bounds did to the last tree message accepted from `from`
+    /// ([`Scaling::NONE`] before any, and while nothing was scaled).
+    pub(crate) fn site_scaling(&self, from: AgentId) -> Scaling {
+        self.site_scaling
+            .get(&from)
+            .copied()
+            .unwrap_or(Scaling::NONE)
+    }
+
+    /// Remembers what the bounds did to `from`'s tree message now being accepted.
+    pub(crate) fn set_site_scaling(&mut self, from: AgentId, s: Scaling) {
+        if s.is_none() {
+            self.site_scaling.remove(&from);
+        } else {
+            self.site_scaling.insert(from, s);
+        }
     }
 
     /// Counts one more round (one tick, or one message sent on its own).

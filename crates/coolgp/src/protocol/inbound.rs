@@ -1,7 +1,7 @@
 //! A neighbour's message arriving at an agent: validation (spec §9) and absorption. A rejected
 //! message leaves the agent unchanged.
 
-use crate::members::bound::{cap_factor, ceiling_factor, precision, rate_factor};
+use crate::members::bound::{cap_factor, ceiling_factor, precision, rate_factor, Scaling};
 use crate::protocol::agent::Agent;
 use crate::protocol::event::Event;
 use crate::protocol::fusion::Verdict;
@@ -40,20 +40,48 @@ impl Agent {
         }
     }
 
+    /// A message within issue 29's bounds (docs/MEMBERS.md §6). A tree message's claimed rows
+    /// and excess are held to the row rate ([`Agent::rate_limited`]), its excess to the
+    /// ceiling ([`Agent::ceilinged`]) and to the influence cap ([`Agent::capped`]), and its
+    /// site sums (fleet projection mode) are scaled as its q(u) part was
+    /// ([`crate::members::bound::Scaling`]): Λ, λ and `(A, B, YY, n)` by the product of the
+    /// factors, the site points by the rate's. What was done is remembered per sender and
+    /// done to its site-only messages until its next tree message. A message nothing bounds
+    /// (every honest one) is returned bit for bit; push-sum messages as they are.
+    fn bounded(&mut self, msg: Message) -> Message {
+        let from = msg.header.sender;
+        let (msg, rate) = self.rate_limited(msg);
+        let (msg, ceiling) = self.ceilinged(msg);
+        let (mut msg, cap) = self.capped(msg);
+        let scaling = match msg.body {
+            Body::Tree { .. } => {
+                let s = Scaling {
+                    weight: rate,
+                    points: rate,
+                }
+                .then_weight(ceiling)
+                .then_weight(cap);
+                self.fusion_mut().set_site_scaling(from, s);
+                s
+            }
+            Body::Site => self.fusion().site_scaling(from),
+            Body::PushSum { .. } => Scaling::NONE,
+        };
+        msg.sites = msg.sites.map(|sites| scaling.sites(sites));
+        msg
+    }
+
     /// A tree message with its excess scaled down to [`crate::AgentConfig::influence_cap`]
     /// times the precision per row of the rest of what this agent holds (its own excess and
     /// every other neighbour's message; [`crate::members::bound::cap_factor`]), reported as
-    /// [`Event::Capped`]; any other message as it is.
-    fn bounded(&mut self, msg: Message) -> Message {
-        let msg = self.rate_limited(msg);
-        let msg = self.ceilinged(msg);
+    /// [`Event::Capped`]; any other message as it is. Returns the factor (1: untouched).
+    fn capped(&mut self, mut msg: Message) -> (Message, f64) {
         let Some(ratio) = self.config().influence_cap else {
-            return msg;
+            return (msg, 1.0);
         };
-        let mut msg = msg;
         let from = msg.header.sender;
         let Body::Tree { excess, points } = &mut msg.body else {
-            return msg;
+            return (msg, 1.0);
         };
         let mut rest = (precision(self.fusion().own()), self.n_own() as f64);
         for (k, ib) in self.fusion().inbox() {
@@ -62,11 +90,12 @@ impl Agent {
                 rest.1 += ib.points;
             }
         }
-        if let Some(factor) = cap_factor((precision(excess), *points), rest, ratio) {
-            *excess = std::sync::Arc::new(excess.scaled(factor));
-            self.push_event(Event::Capped { from, factor });
-        }
-        msg
+        let Some(factor) = cap_factor((precision(excess), *points), rest, ratio) else {
+            return (msg, 1.0);
+        };
+        *excess = std::sync::Arc::new(excess.scaled(factor));
+        self.push_event(Event::Capped { from, factor });
+        (msg, factor)
     }
 
     /// A tree message whose precision exceeds what its claimed rows can carry
@@ -74,29 +103,31 @@ impl Agent {
     /// scaled down to it and reported as [`Event::Capped`]; any other message, and every
     /// message where the excess is not in unit scale (outside the fleet projection mode, or
     /// with projection groups), as it is. Always on: no honest message can exceed it.
-    fn ceilinged(&mut self, mut msg: Message) -> Message {
+    /// Returns the factor (1: untouched).
+    fn ceilinged(&mut self, mut msg: Message) -> (Message, f64) {
         if !self.unit_scale_excess() {
-            return msg;
+            return (msg, 1.0);
         }
         let m = self.vocabulary().m();
         let from = msg.header.sender;
         let Body::Tree { excess, points } = &mut msg.body else {
-            return msg;
+            return (msg, 1.0);
         };
-        if let Some(factor) = ceiling_factor(precision(excess), *points, m) {
-            *excess = std::sync::Arc::new(excess.scaled(factor));
-            self.push_event(Event::Capped { from, factor });
-        }
-        msg
+        let Some(factor) = ceiling_factor(precision(excess), *points, m) else {
+            return (msg, 1.0);
+        };
+        *excess = std::sync::Arc::new(excess.scaled(factor));
+        self.push_event(Event::Capped { from, factor });
+        (msg, factor)
     }
 
     /// A tree message with its claimed rows and excess scaled down to what
     /// [`crate::AgentConfig::row_rate`] allows since the sender's last accepted message
     /// ([`crate::members::bound::rate_factor`]), reported as [`Event::RateCapped`]; any other
-    /// message as it is.
-    fn rate_limited(&mut self, mut msg: Message) -> Message {
+    /// message as it is. Returns the factor (1: untouched).
+    fn rate_limited(&mut self, mut msg: Message) -> (Message, f64) {
         let Some(rate) = self.config().row_rate else {
-            return msg;
+            return (msg, 1.0);
         };
         let from = msg.header.sender;
         let (base, elapsed) = match self.fusion().accepted_at(from) {
@@ -107,19 +138,20 @@ impl Agent {
             None => (0.0, msg.header.round),
         };
         let Body::Tree { excess, points } = &mut msg.body else {
-            return msg;
+            return (msg, 1.0);
         };
-        if let Some((factor, allowed)) = rate_factor(*points, base, elapsed, rate) {
-            let claimed = *points;
-            *excess = std::sync::Arc::new(excess.scaled(factor));
-            *points = allowed;
-            self.push_event(Event::RateCapped {
-                from,
-                claimed,
-                allowed,
-            });
-        }
-        msg
+        let Some((factor, allowed)) = rate_factor(*points, base, elapsed, rate) else {
+            return (msg, 1.0);
+        };
+        let claimed = *points;
+        *excess = std::sync::Arc::new(excess.scaled(factor));
+        *points = allowed;
+        self.push_event(Event::RateCapped {
+            from,
+            claimed,
+            allowed,
+        });
+        (msg, factor)
     }
 
     /// The checks of spec §9, in order: the vocabulary's fingerprint, the receiver, then the

@@ -14,5 +14,6 @@ mod members;
 mod numerics;
 mod projection_groups;
 mod shared_projection;
+mod site_influence;
 mod snapshot;
 mod spec_vectors;
