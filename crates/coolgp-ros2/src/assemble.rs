@@ -16,8 +16,8 @@
 
 use std::collections::VecDeque;
 
+pub use crate::decoder::{Decoded, Decoder, Outcome};
 use crate::error::Ros2Error;
-use crate::extract::{Extractor, MAX_FIELDS};
 use crate::spec::RowSpec;
 
 /// Most messages held per queue while waiting for a partner; older ones are dropped as
@@ -60,9 +60,6 @@ pub struct Counts {
     pub per_topic: Vec<(String, u64)>,
 }
 
-/// One topic's values of a message (the first `width` of them), kept inline.
-type Vals = [f64; MAX_FIELDS];
-
 impl Counts {
     /// Adds `other`'s counts (another robot's assembler), topic by topic in order.
     pub fn add(&mut self, other: &Counts) {
@@ -79,21 +76,24 @@ impl Counts {
     }
 }
 
-/// A paired input: its extractor, its columns and its queue (stamp, values).
+/// A paired input: its columns and its queue of messages waiting for a target: their stamps,
+/// and their `width` values each, back to back, in `values`.
 #[derive(Debug)]
 struct Paired {
     topic: usize,
-    ex: Extractor,
+    width: usize,
     first_col: usize,
-    queue: VecDeque<(f64, Vals)>,
+    stamps: VecDeque<f64>,
+    values: VecDeque<f64>,
     latest: f64,
 }
 
-/// An input read from the target's own message.
-#[derive(Debug)]
-struct Inline {
-    ex: Extractor,
-    first_col: usize,
+impl Paired {
+    /// Drops the oldest message of the queue.
+    fn pop_front(&mut self) {
+        self.stamps.pop_front();
+        self.values.drain(..self.width);
+    }
 }
 
 /// The assembler (sans-IO: messages in, rows out).
@@ -102,13 +102,29 @@ pub struct RowAssembler {
     topics: Vec<String>,
     last_stamp: Vec<f64>,
     target_topic: usize,
-    target: Extractor,
-    inline: Vec<Inline>,
+    /// The target extractor's width (its value is the first).
+    target_width: usize,
+    decoder: Decoder,
+    /// The inline inputs' (read from the target's message) first column and width.
+    inline: Vec<(usize, usize)>,
     paired: Vec<Paired>,
     width: usize,
     tolerance: f64,
-    pending: VecDeque<Row>,
-    ready: VecDeque<Row>,
+    /// Targets waiting for their inputs: (stamp, target value); their `width` inputs each,
+    /// back to back, in `pending_x` (no allocation per row).
+    pending: VecDeque<(f64, f64)>,
+    pending_x: VecDeque<f64>,
+    /// Rows decided, as `pending`: (stamp, target) and `width` inputs each in `ready_x`;
+    /// the first `popped` of them taken already (both emptied once all are).
+    ready: Vec<(f64, f64)>,
+    ready_x: Vec<f64>,
+    popped: usize,
+    /// The inputs of the target being pushed (`width`), reused.
+    row_x: Vec<f64>,
+    /// Each paired input's pick for the row being decided, reused.
+    picks: Vec<Option<usize>>,
+    /// One message decoded ([`Self::push_at`]), reused.
+    scratch: Decoded,
     counts: Counts,
 }
 
@@ -127,17 +143,17 @@ impl RowAssembler {
         let target_topic = index(spec.target.bare_topic());
         let (mut inline, mut paired, mut col) = (Vec::new(), Vec::new(), 0);
         for input in &spec.inputs {
-            let ex = input.extractor()?;
-            let width = ex.width();
+            let width = input.extractor()?.width();
             let topic = index(input.bare_topic());
             if topic == target_topic {
-                inline.push(Inline { ex, first_col: col });
+                inline.push((col, width));
             } else {
                 paired.push(Paired {
                     topic,
-                    ex,
+                    width,
                     first_col: col,
-                    queue: VecDeque::new(),
+                    stamps: VecDeque::new(),
+                    values: VecDeque::new(),
                     latest: f64::NEG_INFINITY,
                 });
             }
@@ -151,13 +167,20 @@ impl RowAssembler {
             last_stamp: vec![f64::NEG_INFINITY; topics.len()],
             topics,
             target_topic,
-            target: spec.target.extractor()?,
+            target_width: spec.target.extractor()?.width(),
+            decoder: Decoder::new(spec)?,
             inline,
             paired,
             width: col,
             tolerance: spec.tolerance,
             pending: VecDeque::new(),
-            ready: VecDeque::new(),
+            pending_x: VecDeque::new(),
+            ready: Vec::new(),
+            ready_x: Vec::new(),
+            popped: 0,
+            row_x: vec![f64::NAN; col],
+            picks: Vec::new(),
+            scratch: Decoded::default(),
             counts,
         })
     }
@@ -171,6 +194,11 @@ impl RowAssembler {
     /// The counts so far.
     pub fn counts(&self) -> &Counts {
         &self.counts
+    }
+
+    /// The decoding half of this assembler (for [`Self::push_decoded`]).
+    pub fn decoder(&self) -> &Decoder {
+        &self.decoder
     }
 
     /// Counts a message seen on a named topic with another type (the transport knows types).
@@ -198,118 +226,186 @@ impl RowAssembler {
     /// # Panics
     /// If `t` is not a topic index.
     pub fn push_at(&mut self, t: usize, payload: &[u8], fallback: f64) {
+        let mut one = std::mem::take(&mut self.scratch);
+        one.clear();
+        self.decoder.decode(t, payload, fallback, &mut one);
+        self.push_decoded(t, &one.outcomes, &one.values);
+        self.scratch = one;
+    }
+
+    /// Offers one message of the topic of index `t`, decoded by [`Self::decoder`] (or a
+    /// clone): `outcomes` and `values` are what it added to its [`Decoded`],
+    /// [`Decoder::shape`] long.
+    ///
+    /// # Panics
+    /// If `t` is not a topic index or the slices are shorter than its shape.
+    #[track_caller]
+    pub fn push_decoded(&mut self, t: usize, outcomes: &[Outcome], values: &[f64]) {
         self.counts.messages += 1;
         self.counts.per_topic[t].1 += 1;
+        let (mut k, mut at) = (0, 0);
         if t == self.target_topic {
-            self.push_target(payload, fallback);
+            self.push_target(outcomes, values);
+            k = 1 + self.inline.len();
+            at = self.target_width + self.inline.iter().map(|(_, w)| w).sum::<usize>();
         }
         for p in 0..self.paired.len() {
             if self.paired[p].topic == t {
-                self.push_input(p, payload, fallback);
+                let w = self.paired[p].width;
+                self.push_input(p, outcomes[k], &values[at..at + w]);
+                k += 1;
+                at += w;
             }
         }
         self.emit(false);
     }
 
-    /// Decodes with `which`'s extractor; `None` (counted) if bad, non-finite or older than
-    /// its topic's last stamp.
-    fn decode(&mut self, which: Which, payload: &[u8], fallback: f64) -> Option<(f64, Vals)> {
-        let (ex, topic) = match which {
-            Which::Target => (&self.target, self.target_topic),
-            Which::Input(p) => (&self.paired[p].ex, self.paired[p].topic),
-            Which::Inline(i) => (&self.inline[i].ex, self.target_topic),
-        };
-        let mut out = [f64::NAN; MAX_FIELDS];
-        let Ok(stamp) = ex.decode(payload, fallback, &mut out) else {
-            self.counts.bad_cdr += 1;
-            return None;
-        };
-        if !stamp.is_finite() || out[..ex.width()].iter().any(|v| !v.is_finite()) {
-            self.counts.non_finite += 1;
-            return None;
+    /// Counts a failed outcome; the stamp of a good one.
+    fn good(&mut self, outcome: Outcome) -> Option<f64> {
+        match outcome {
+            Outcome::Stamp(s) => Some(s),
+            Outcome::BadCdr => {
+                self.counts.bad_cdr += 1;
+                None
+            }
+            Outcome::NonFinite => {
+                self.counts.non_finite += 1;
+                None
+            }
         }
-        if !matches!(which, Which::Inline(_)) && stamp < self.last_stamp[topic] {
-            self.counts.stamp_backwards += 1;
-            return None;
-        }
-        Some((stamp, out))
     }
 
-    fn push_target(&mut self, payload: &[u8], fallback: f64) {
-        let Some((stamp, y)) = self.decode(Which::Target, payload, fallback) else {
+    /// The target's message: its outcome and value first, then the inline inputs'.
+    fn push_target(&mut self, outcomes: &[Outcome], values: &[f64]) {
+        let Some(stamp) = self.good(outcomes[0]) else {
             return;
         };
-        let mut x = vec![f64::NAN; self.width];
+        if stamp < self.last_stamp[self.target_topic] {
+            self.counts.stamp_backwards += 1;
+            return;
+        }
+        let mut at = self.target_width;
         for i in 0..self.inline.len() {
-            let Some((_, vals)) = self.decode(Which::Inline(i), payload, fallback) else {
+            if self.good(outcomes[1 + i]).is_none() {
                 return;
-            };
-            let (c, w) = (self.inline[i].first_col, self.inline[i].ex.width());
-            x[c..c + w].copy_from_slice(&vals[..w]);
+            }
+            let (c, w) = self.inline[i];
+            self.row_x[c..c + w].copy_from_slice(&values[at..at + w]);
+            at += w;
         }
         self.last_stamp[self.target_topic] = stamp;
-        self.pending.push_back(Row { stamp, x, y: y[0] });
+        self.pending.push_back((stamp, values[0]));
+        for &v in &self.row_x {
+            self.pending_x.push_back(v);
+        }
         if self.pending.len() > MAX_QUEUE {
             self.pending.pop_front();
+            self.pending_x.drain(..self.width);
             self.counts.unpaired_targets += 1;
         }
     }
 
-    fn push_input(&mut self, p: usize, payload: &[u8], fallback: f64) {
-        let Some((stamp, vals)) = self.decode(Which::Input(p), payload, fallback) else {
+    fn push_input(&mut self, p: usize, outcome: Outcome, values: &[f64]) {
+        let Some(stamp) = self.good(outcome) else {
             return;
         };
         let topic = self.paired[p].topic;
+        if stamp < self.last_stamp[topic] {
+            self.counts.stamp_backwards += 1;
+            return;
+        }
         self.last_stamp[topic] = self.last_stamp[topic].max(stamp);
         let q = &mut self.paired[p];
         q.latest = stamp;
-        q.queue.push_back((stamp, vals));
-        if q.queue.len() > MAX_QUEUE {
-            q.queue.pop_front();
+        q.stamps.push_back(stamp);
+        for &v in values {
+            q.values.push_back(v);
+        }
+        if q.stamps.len() > MAX_QUEUE {
+            q.pop_front();
             self.counts.unpaired_inputs += 1;
         }
     }
 
     /// Decides the pending targets that can be decided (all of them at the end).
     fn emit(&mut self, end: bool) {
-        while let Some(front) = self.pending.front() {
-            let t = front.stamp;
-            let tol = self.tolerance;
+        let (w, tol) = (self.width, self.tolerance);
+        while let Some(&(t, y)) = self.pending.front() {
             if !end && self.paired.iter().any(|p| p.latest < t + tol) {
                 break;
             }
-            let Some(mut row) = self.pending.pop_front() else {
-                break;
-            };
-            let picks: Vec<Option<usize>> = self
-                .paired
-                .iter()
-                .map(|p| nearest(&p.queue, t, tol))
-                .collect();
-            if picks.iter().all(Option::is_some) {
-                for (p, pick) in self.paired.iter_mut().zip(&picks) {
-                    if let Some((_, vals)) = pick.and_then(|k| p.queue.remove(k)) {
-                        let w = p.ex.width();
-                        row.x[p.first_col..p.first_col + w].copy_from_slice(&vals[..w]);
+            self.pending.pop_front();
+            self.picks.clear();
+            let picks = self.paired.iter().map(|p| nearest(&p.stamps, t, tol));
+            self.picks.extend(picks);
+            if self.picks.iter().all(Option::is_some) {
+                let at = self.ready_x.len();
+                for _ in 0..w {
+                    self.ready_x
+                        .push(self.pending_x.pop_front().unwrap_or(f64::NAN));
+                }
+                for (p, pick) in self.paired.iter_mut().zip(&self.picks) {
+                    let Some(k) = *pick else { continue };
+                    p.stamps.remove(k);
+                    let c = at + p.first_col;
+                    if k == 0 {
+                        for x in &mut self.ready_x[c..c + p.width] {
+                            *x = p.values.pop_front().unwrap_or(f64::NAN);
+                        }
+                    } else {
+                        let taken = p.values.drain(k * p.width..(k + 1) * p.width);
+                        for (x, v) in self.ready_x[c..c + p.width].iter_mut().zip(taken) {
+                            *x = v;
+                        }
                     }
                 }
                 self.counts.rows += 1;
-                self.ready.push_back(row);
+                self.ready.push((t, y));
             } else {
+                self.pending_x.drain(..w);
                 self.counts.unpaired_targets += 1;
             }
             for p in &mut self.paired {
-                while p.queue.front().is_some_and(|(s, _)| *s < t - tol) {
-                    p.queue.pop_front();
+                while p.stamps.front().is_some_and(|s| *s < t - tol) {
+                    p.pop_front();
                     self.counts.unpaired_inputs += 1;
                 }
             }
         }
     }
 
+    /// The next decided row: (stamp, target) and its inputs' range in `ready_x`.
+    fn next_ready(&mut self) -> Option<((f64, f64), std::ops::Range<usize>)> {
+        let row = *self.ready.get(self.popped)?;
+        let at = self.popped * self.width;
+        self.popped += 1;
+        Some((row, at..at + self.width))
+    }
+
+    /// Forgets the rows taken once all are.
+    fn reset_ready(&mut self) {
+        if self.popped == self.ready.len() {
+            self.ready.clear();
+            self.ready_x.clear();
+            self.popped = 0;
+        }
+    }
+
     /// The next assembled row, if any.
     pub fn pop(&mut self) -> Option<Row> {
-        self.ready.pop_front()
+        let ((stamp, y), range) = self.next_ready()?;
+        let x = self.ready_x[range].to_vec();
+        self.reset_ready();
+        Some(Row { stamp, x, y })
+    }
+
+    /// The next assembled row without allocating: its inputs appended to `x` (in column
+    /// order, [`RowSpec::input_names`]); returns its stamp (seconds) and target.
+    pub fn pop_into(&mut self, x: &mut Vec<f64>) -> Option<(f64, f64)> {
+        let (row, range) = self.next_ready()?;
+        x.extend_from_slice(&self.ready_x[range]);
+        self.reset_ready();
+        Some(row)
     }
 
     /// Decides every pending target now with the inputs at hand (a live stream gone quiet:
@@ -322,23 +418,17 @@ impl RowAssembler {
     pub fn finish(&mut self) {
         self.emit(true);
         for p in &mut self.paired {
-            self.counts.unpaired_inputs += p.queue.len() as u64;
-            p.queue.clear();
+            self.counts.unpaired_inputs += p.stamps.len() as u64;
+            p.stamps.clear();
+            p.values.clear();
         }
     }
 }
 
-#[derive(Clone, Copy)]
-enum Which {
-    Target,
-    Input(usize),
-    Inline(usize),
-}
-
 /// The queue index of the message nearest `t` within `tol` (the earlier on a tie).
-fn nearest(queue: &VecDeque<(f64, Vals)>, t: f64, tol: f64) -> Option<usize> {
+fn nearest(queue: &VecDeque<f64>, t: f64, tol: f64) -> Option<usize> {
     let mut best: Option<(usize, f64)> = None;
-    for (k, (s, _)) in queue.iter().enumerate() {
+    for (k, s) in queue.iter().enumerate() {
         let d = (s - t).abs();
         if *s > t + tol {
             break;

@@ -8,13 +8,14 @@
 //! it; a topic whose recorded type differs from the one named is refused naming both.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
 
 use coolgp::faer::Mat;
 use coolgp_data::Dataset;
 
-use crate::assemble::{Counts, Row, RowAssembler};
+use crate::assemble::{Counts, Decoded, Decoder, Row, RowAssembler};
+use crate::bag_records::{for_each_message, read_pieces, ChannelInfo, Piece, Walker};
 use crate::error::{Result, Ros2Error};
 use crate::spec::{namespace_of, RowSpec};
 use crate::types::canonical;
@@ -49,7 +50,7 @@ pub fn is_bag(path: &Path) -> bool {
     matches!(ext, "mcap" | "db3") || path.join("metadata.yaml").is_file()
 }
 
-fn bag_err(path: &Path, message: impl Into<String>) -> Ros2Error {
+pub(crate) fn bag_err(path: &Path, message: impl Into<String>) -> Ros2Error {
     Ros2Error::Bag {
         file: path.display().to_string(),
         message: message.into(),
@@ -153,6 +154,87 @@ pub fn bag_files(path: &Path) -> Result<Vec<PathBuf>> {
 /// corrupt, records a named topic with another type or message encoding, lacks a named topic
 /// (the message lists the bag's topics), or gives no row.
 pub fn read_bag(path: &Path, spec: &RowSpec) -> Result<BagRows> {
+    let flat = read_flat(path, spec)?;
+    let d = spec.input_names().len();
+    let rows = (0..flat.y.len())
+        .map(|i| Row {
+            stamp: flat.stamps[i],
+            x: flat.x[i * d..(i + 1) * d].to_vec(),
+            y: flat.y[i],
+        })
+        .collect();
+    Ok(BagRows {
+        rows,
+        keys: flat.keys,
+        counts: flat.counts,
+        files: flat.files,
+        truncated: flat.truncated,
+    })
+}
+
+/// The rows of a recording held flat, without an allocation per row (what [`read_bag`] and
+/// [`load_bag`] are made of): `n` rows of `d` inputs, [`RowSpec::input_names`].
+struct FlatRows {
+    /// Inputs `[n · d]`, row after row.
+    x: Vec<f64>,
+    /// Targets `[n]`.
+    y: Vec<f64>,
+    /// The target messages' stamps `[n]`, seconds.
+    stamps: Vec<f64>,
+    /// Each row's robot `[n]` when the topics are every robot's (`/*/…`).
+    keys: Option<Vec<String>>,
+    counts: Counts,
+    files: Vec<PathBuf>,
+    truncated: bool,
+}
+
+/// The rows as the pairing thread makes them: [`FlatRows`]' columns and each row's robot
+/// (index into the robots' assemblers; kept only with every robot's topics, `/*/…`).
+#[derive(Default)]
+struct Collected {
+    x: Vec<f64>,
+    y: Vec<f64>,
+    stamps: Vec<f64>,
+    groups: Vec<usize>,
+    per_robot: bool,
+}
+
+impl Collected {
+    /// Takes the rows `asm` (robot `g`'s assembler) has ready.
+    #[inline]
+    fn drain(&mut self, g: usize, asm: &mut RowAssembler) {
+        while let Some((stamp, y)) = asm.pop_into(&mut self.x) {
+            self.y.push(y);
+            self.stamps.push(stamp);
+            if self.per_robot {
+                self.groups.push(g);
+            }
+        }
+    }
+
+    /// The rows robot by robot (in the order they first appear), each in its own stamp order:
+    /// the rows of one robot together, as a CSV with a robot column would hold them.
+    fn robot_by_robot(self, d: usize) -> Self {
+        if self.groups.windows(2).all(|w| w[0] <= w[1]) {
+            return self;
+        }
+        let mut order: Vec<usize> = (0..self.y.len()).collect();
+        order.sort_by_key(|&i| self.groups[i]);
+        Self {
+            per_robot: self.per_robot,
+            x: order
+                .iter()
+                .flat_map(|&i| self.x[i * d..(i + 1) * d].iter().copied())
+                .collect(),
+            y: order.iter().map(|&i| self.y[i]).collect(),
+            stamps: order.iter().map(|&i| self.stamps[i]).collect(),
+            groups: order.iter().map(|&i| self.groups[i]).collect(),
+        }
+    }
+}
+
+/// [`read_bag`]'s rows, flat.
+fn read_flat(path: &Path, spec: &RowSpec) -> Result<FlatRows> {
     let files = bag_files(path)?;
     let mode = if path.is_dir() {
         compression(path)?
@@ -164,46 +246,73 @@ pub fn read_bag(path: &Path, spec: &RowSpec) -> Result<BagRows> {
     if !spec.per_namespace() {
         robots.push((String::new(), RowAssembler::new(spec)?));
     }
-    let mut rows: Vec<(usize, Row)> = Vec::new();
-    // Two threads: this one pairs while the other reads and walks the files (each about half
-    // the work: a recording of 1,000,000 pairs in 0.33 s on one thread, BENCHMARKS.md §17).
+    let mut rows = Collected {
+        per_robot: spec.per_namespace(),
+        ..Collected::default()
+    };
+    // Three threads in a pipeline: one reads the files (and decompresses zstd chunks), one
+    // walks their records and decodes the messages, this one pairs (BENCHMARKS.md §17).
     let read = std::thread::scope(|scope| {
+        let (piece_tx, pieces) = std::sync::mpsc::sync_channel::<Piece>(4);
+        let (back, spare) = std::sync::mpsc::channel::<Vec<u8>>();
         let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(4);
-        let reader = scope.spawn(|| read_messages(&files, spec, mode, tx));
+        let files = &files;
+        scope.spawn(move || read_files(files, &piece_tx, &spare));
+        let walker = scope.spawn(move || read_messages(files, spec, mode, &pieces, &back, tx));
         for batch in rx {
             for ns in batch.new_groups {
                 let asm = RowAssembler::new(&spec.for_namespace(&ns))?;
                 robots.push((ns, asm));
             }
-            let mut at = 0;
-            for &(g, t, log_time, len) in &batch.msgs {
+            let (mut k, mut at) = (0, 0);
+            let Decoded { outcomes, values } = &batch.decoded;
+            for &(g, t) in &batch.msgs {
                 let asm = &mut robots[g].1;
-                asm.push_at(t, &batch.data[at..at + len], log_time as f64 * 1e-9);
-                at += len;
-                while let Some(row) = asm.pop() {
-                    rows.push((g, row));
-                }
+                let (n, w) = asm.decoder().shape(t);
+                asm.push_decoded(t, &outcomes[k..k + n], &values[at..at + w]);
+                (k, at) = (k + n, at + w);
+                rows.drain(g, asm);
             }
         }
-        reader
+        walker
             .join()
-            .map_err(|_| bag_err(path, "the reading thread panicked"))?
+            .map_err(|_| bag_err(path, "the decoding thread panicked"))?
     })?;
-    let Scan {
-        seen,
-        complete,
-        other,
-    } = read;
-    let truncated = !complete;
     let mut counts = Counts::default();
     for (g, (_, asm)) in robots.iter_mut().enumerate() {
         asm.finish();
-        while let Some(row) = asm.pop() {
-            rows.push((g, row));
-        }
+        rows.drain(g, asm);
         counts.add(asm.counts());
     }
-    counts.other_topics += other;
+    counts.other_topics += read.other;
+    check_rows(path, spec, &read.seen, &counts, rows.y.len())?;
+    let rows = rows.robot_by_robot(spec.input_names().len());
+    let keys = spec.per_namespace().then(|| {
+        rows.groups
+            .iter()
+            .map(|&g| robots[g].0.clone())
+            .collect::<Vec<_>>()
+    });
+    Ok(FlatRows {
+        x: rows.x,
+        y: rows.y,
+        stamps: rows.stamps,
+        keys,
+        counts,
+        files,
+        truncated: !read.complete,
+    })
+}
+
+/// Refuses a recording that lacks a named topic (listing the topics it has, `seen`) or gave
+/// no row (`n`).
+fn check_rows(
+    path: &Path,
+    spec: &RowSpec,
+    seen: &BTreeMap<String, String>,
+    counts: &Counts,
+    n: usize,
+) -> Result<()> {
     let listing = || {
         seen.iter()
             .map(|(t, ty)| format!("/{t} ({ty})"))
@@ -222,7 +331,7 @@ pub fn read_bag(path: &Path, spec: &RowSpec) -> Result<BagRows> {
             ));
         }
     }
-    if rows.is_empty() {
+    if n == 0 {
         return Err(bag_err(
             path,
             format!(
@@ -236,233 +345,21 @@ pub fn read_bag(path: &Path, spec: &RowSpec) -> Result<BagRows> {
             ),
         ));
     }
-    // Robot by robot (in the order they first appear), each in its own stamp order: the rows
-    // of one robot together, as a CSV with a robot column would hold them.
-    rows.sort_by_key(|(g, _)| *g);
-    let keys = spec.per_namespace().then(|| {
-        rows.iter()
-            .map(|(g, _)| robots[*g].0.clone())
-            .collect::<Vec<_>>()
-    });
-    Ok(BagRows {
-        rows: rows.into_iter().map(|(_, r)| r).collect(),
-        keys,
-        counts,
-        files,
-        truncated,
-    })
+    Ok(())
 }
 
-/// One channel of a recording: topic, schema (type) name, message encoding.
-#[derive(Clone, Debug, Default)]
-struct ChannelInfo {
-    topic: String,
-    ty: String,
-    encoding: String,
-}
-
-/// The channels and schemas seen so far in a file.
-#[derive(Default)]
-struct Channels {
-    schemas: BTreeMap<u16, String>,
-    channels: BTreeMap<u16, ChannelInfo>,
-}
-
-impl Channels {
-    /// Takes one record: remembers schemas and channels, hands a message to `f`.
-    fn take(
-        &mut self,
-        file: &Path,
-        record: mcap::records::Record<'_>,
-        f: &mut dyn FnMut(&ChannelInfo, u64, &[u8]),
-    ) -> Result<()> {
-        use mcap::records::Record;
-        match record {
-            Record::Schema { header, .. } => {
-                self.schemas.insert(header.id, header.name);
-            }
-            Record::Channel(c) => {
-                let ty = self.schemas.get(&c.schema_id).cloned().unwrap_or_default();
-                self.channels.insert(
-                    c.id,
-                    ChannelInfo {
-                        topic: c.topic,
-                        ty,
-                        encoding: c.message_encoding,
-                    },
-                );
-            }
-            Record::Message { header, data } => {
-                let ch = self.channels.get(&header.channel_id).ok_or_else(|| {
-                    bag_err(
-                        file,
-                        format!(
-                            "corrupt MCAP: a message of unknown channel {}",
-                            header.channel_id
-                        ),
-                    )
-                })?;
-                f(ch, header.log_time, &data);
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-}
-
-/// The records of an MCAP byte range (`bytes[pos..]`), framed as the MCAP specification says
-/// (opcode u8, length u64 LE, body), each parsed by the `mcap` crate's [`mcap::parse_record`]
-/// with messages borrowed, not copied. Returns false if a record ran past the end (a recording
-/// cut short, e.g. by a crash: the complete records before it were read).
-fn walk(
-    file: &Path,
-    bytes: &[u8],
-    mut pos: usize,
-    chans: &mut Channels,
-    f: &mut dyn FnMut(&ChannelInfo, u64, &[u8]),
-) -> Result<bool> {
-    use mcap::records::op;
-    while pos < bytes.len() {
-        let Some(head) = bytes.get(pos..pos + 9) else {
-            return Ok(false);
-        };
-        let mut len8 = [0u8; 8];
-        len8.copy_from_slice(&head[1..9]);
-        let len = usize::try_from(u64::from_le_bytes(len8)).unwrap_or(usize::MAX);
-        let Some(body) = (pos + 9)
-            .checked_add(len)
-            .and_then(|end| bytes.get(pos + 9..end))
-        else {
-            return Ok(false);
-        };
-        pos += 9 + len;
-        let opcode = head[0];
-        match opcode {
-            op::FOOTER | op::DATA_END => return Ok(true),
-            op::SCHEMA | op::CHANNEL | op::MESSAGE | op::CHUNK => {}
-            _ => continue,
-        }
-        let record = mcap::parse_record(opcode, body)
-            .map_err(|e| bag_err(file, format!("corrupt MCAP at byte {pos}: {e}")))?;
-        if let mcap::records::Record::Chunk { header, data } = record {
-            chunk(file, header, &data, chans, f)?;
-        } else {
-            chans.take(file, record, f)?;
-        }
-    }
-    Ok(false)
-}
-
-/// The records of one chunk: uncompressed and zstd chunks walked in place (zstd decompressed
-/// once into one buffer), lz4 chunks through the crate's own chunk reader.
-fn chunk(
-    file: &Path,
-    header: mcap::records::ChunkHeader,
-    data: &[u8],
-    chans: &mut Channels,
-    f: &mut dyn FnMut(&ChannelInfo, u64, &[u8]),
-) -> Result<()> {
-    let corrupt = |e: String| bag_err(file, format!("corrupt MCAP chunk: {e}"));
-    match header.compression.as_str() {
-        "" => walk(file, data, 0, chans, f).map(|_| ()),
-        "zstd" => {
-            let cap = usize::try_from(header.uncompressed_size).unwrap_or(usize::MAX);
-            let plain = zstd::bulk::decompress(data, cap).map_err(|e| corrupt(e.to_string()))?;
-            walk(file, &plain, 0, chans, f).map(|_| ())
-        }
-        _ => {
-            let reader =
-                mcap::read::ChunkReader::new(header, data).map_err(|e| corrupt(e.to_string()))?;
-            for record in reader {
-                chans.take(file, record.map_err(|e| corrupt(e.to_string()))?, f)?;
-            }
-            Ok(())
-        }
-    }
-}
-
-/// Calls `f` with each message of the MCAP file `file`, in file order: channel, log time in
-/// ns, CDR bytes. The file is streamed a record at a time (a chunk is ~1 MB), never held
-/// whole; `.mcap.zstd` (rosbag2's file compression) is decompressed on the way. Returns false
-/// if the file was cut short (the complete records before the cut were read).
-///
-/// # Errors
-/// [`Ros2Error::Io`] on a read error; [`Ros2Error::Bag`] if it is not MCAP or is corrupt.
-fn for_each_message(file: &Path, mut f: impl FnMut(&ChannelInfo, u64, &[u8])) -> Result<bool> {
-    use mcap::records::op;
-    let io = |source| Ros2Error::Io {
-        file: file.display().to_string(),
-        source,
-    };
-    let fh = std::fs::File::open(file).map_err(io)?;
-    let size = fh.metadata().map_err(io)?.len();
-    let mut r: Box<dyn Read> = if file.extension().is_some_and(|e| e == "zstd") {
-        Box::new(zstd::stream::read::Decoder::new(fh).map_err(io)?)
-    } else {
-        Box::new(std::io::BufReader::with_capacity(1 << 20, fh))
-    };
-    let mut magic = [0u8; 8];
-    if r.read_exact(&mut magic).is_err() || magic != MCAP_MAGIC {
-        return Err(bag_err(
-            file,
-            "is not an MCAP file (no MCAP magic); coolgp reads rosbag2 bags in MCAP",
-        ));
-    }
-    // A record longer than this cannot be real (a compressed file may expand 100-fold).
-    let max_len = size.saturating_mul(100).max(1 << 30);
-    let mut chans = Channels::default();
-    let mut body = Vec::new();
-    loop {
-        let mut head = [0u8; 9];
-        match r.read_exact(&mut head) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
-            Err(e) => return Err(io(e)),
-        }
-        let mut len8 = [0u8; 8];
-        len8.copy_from_slice(&head[1..]);
-        let len = u64::from_le_bytes(len8);
-        if len > max_len {
-            return Err(bag_err(
-                file,
-                format!("corrupt MCAP: a record of {len} bytes in a file of {size}"),
-            ));
-        }
-        let opcode = head[0];
-        if matches!(opcode, op::FOOTER | op::DATA_END) {
-            return Ok(true);
-        }
-        body.resize(usize::try_from(len).unwrap_or(usize::MAX), 0);
-        match r.read_exact(&mut body) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
-            Err(e) => return Err(io(e)),
-        }
-        if !matches!(opcode, op::SCHEMA | op::CHANNEL | op::MESSAGE | op::CHUNK) {
-            continue;
-        }
-        let record = mcap::parse_record(opcode, &body)
-            .map_err(|e| bag_err(file, format!("corrupt MCAP: {e}")))?;
-        if let mcap::records::Record::Chunk { header, data } = record {
-            chunk(file, header, &data, &mut chans, &mut f)?;
-        } else {
-            chans.take(file, record, &mut f)?;
-        }
-    }
-}
-
-/// Messages handed from the reading thread to the pairing one: their bytes back to back, per
-/// message its robot (group: 0 unless the topics are every robot's, `/*/…`), its topic's index
-/// in [`RowSpec::topics`], log time (ns) and length; and the robots first seen in the batch.
+/// Messages handed from the reading thread to the pairing one, decoded ([`Decoder`]): per
+/// message its robot (group: 0 unless the topics are every robot's, `/*/…`) and its topic's
+/// index in [`RowSpec::topics`]; and the robots first seen in the batch.
 #[derive(Default)]
 struct Batch {
-    data: Vec<u8>,
-    msgs: Vec<(usize, usize, u64, usize)>,
+    decoded: Decoded,
+    msgs: Vec<(usize, usize)>,
     new_groups: Vec<String>,
 }
 
-/// Bytes of messages per [`Batch`].
-const BATCH_BYTES: usize = 1 << 20;
+/// Messages per [`Batch`].
+const BATCH_MESSAGES: usize = 1 << 14;
 
 /// What the reading thread found: the bag's topics (bare name → type), whether every file
 /// was complete, and the messages of topics not named.
@@ -472,8 +369,131 @@ struct Scan {
     other: u64,
 }
 
-/// Reads `files` in order, sending the named topics' messages to `tx` in batches (rosbag2's
-/// per-message zstd undone on the way).
+/// A message's route: its robot (group: 0 unless the topics are every robot's, `/*/…`) and
+/// its topic's index in [`RowSpec::topics`]; `None` for a topic not named.
+type Route = Option<(usize, usize)>;
+
+/// The routes of a file's channels, worked out at each channel's first message.
+struct Routes<'s> {
+    spec: &'s RowSpec,
+    topics: Vec<&'s str>,
+    /// The robots (namespaces) in the order first seen, over all files.
+    groups: Vec<String>,
+    /// This file's routes by topic, and the same by channel id (ids are a file's own).
+    by_topic: BTreeMap<String, Route>,
+    by_id: Vec<Option<Route>>,
+}
+
+impl<'s> Routes<'s> {
+    fn new(spec: &'s RowSpec) -> Self {
+        Self {
+            spec,
+            topics: spec.topics().iter().map(|(t, _)| *t).collect(),
+            groups: Vec::new(),
+            by_topic: BTreeMap::new(),
+            by_id: Vec::new(),
+        }
+    }
+
+    /// Starts a new file.
+    fn new_file(&mut self) {
+        self.by_topic.clear();
+        self.by_id.clear();
+    }
+
+    /// The route of channel `id` (`ch`) of `file`. At a topic's first message it is entered
+    /// in `out.seen`, a new robot in `new_groups`, and a named topic recorded with another
+    /// type or encoding refused into `refused`.
+    #[inline]
+    fn route(
+        &mut self,
+        file: &Path,
+        id: u16,
+        ch: &ChannelInfo,
+        out: &mut Scan,
+        new_groups: &mut Vec<String>,
+        refused: &mut Option<Ros2Error>,
+    ) -> Route {
+        let id = usize::from(id);
+        if let Some(Some(route)) = self.by_id.get(id) {
+            return *route;
+        }
+        let route = match self.by_topic.get(&ch.topic) {
+            Some(route) => *route,
+            None => {
+                let route = self.first(file, ch, out, new_groups, refused);
+                self.by_topic.insert(ch.topic.clone(), route);
+                route
+            }
+        };
+        if self.by_id.len() <= id {
+            self.by_id.resize(id + 1, None);
+        }
+        self.by_id[id] = Some(route);
+        route
+    }
+
+    /// The route of a topic not seen before in this file.
+    fn first(
+        &mut self,
+        file: &Path,
+        ch: &ChannelInfo,
+        out: &mut Scan,
+        new_groups: &mut Vec<String>,
+        refused: &mut Option<Ros2Error>,
+    ) -> Route {
+        let spec = self.spec;
+        let bare = ch.topic.trim_matches('/');
+        out.seen.insert(bare.to_string(), ch.ty.clone());
+        let found = self.topics.iter().enumerate().find_map(|(t, pattern)| {
+            if spec.per_namespace() {
+                namespace_of(pattern, bare).map(|ns| (t, Some(ns)))
+            } else {
+                (*pattern == bare).then_some((t, None))
+            }
+        });
+        let (t, ns) = found?;
+        if let Err(e) = check_channel(file, spec, self.topics[t], bare, ch) {
+            refused.get_or_insert(e);
+        }
+        let g = match ns {
+            None => 0,
+            Some(ns) => match self.groups.iter().position(|g| g == ns) {
+                Some(g) => g,
+                None => {
+                    self.groups.push(ns.to_string());
+                    new_groups.push(ns.to_string());
+                    self.groups.len() - 1
+                }
+            },
+        };
+        Some((g, t))
+    }
+}
+
+/// Reads `files` in order into `tx` as [`Piece`]s, buffers taken back from `spare`; stops
+/// at the first file that fails (or when the receiver is gone).
+fn read_files(files: &[PathBuf], tx: &SyncSender<Piece>, spare: &Receiver<Vec<u8>>) {
+    for file in files {
+        let mut go_on = true;
+        read_pieces(
+            file,
+            &mut || spare.try_recv().unwrap_or_default(),
+            &mut |piece| {
+                go_on = !matches!(piece, Piece::Failed(_));
+                go_on &= tx.send(piece).is_ok();
+                go_on
+            },
+        );
+        if !go_on {
+            return;
+        }
+    }
+}
+
+/// Walks `files` in order, their [`Piece`]s coming from `pieces` (buffers given `back`),
+/// sending the named topics' messages to `tx` decoded, in batches (rosbag2's per-message zstd
+/// undone on the way).
 ///
 /// # Errors
 /// As [`for_each_message`]; a named topic recorded with another type or encoding.
@@ -481,10 +501,13 @@ fn read_messages(
     files: &[PathBuf],
     spec: &RowSpec,
     mode: Compression,
-    tx: std::sync::mpsc::SyncSender<Batch>,
+    pieces: &Receiver<Piece>,
+    back: &Sender<Vec<u8>>,
+    tx: SyncSender<Batch>,
 ) -> Result<Scan> {
-    let topics: Vec<&str> = spec.topics().iter().map(|(t, _)| *t).collect();
-    let mut groups: Vec<String> = Vec::new();
+    let mut routes = Routes::new(spec);
+    // The topics' types and fields are every robot's: one decoder serves them all.
+    let decoder = Decoder::new(spec)?;
     let mut out = Scan {
         seen: BTreeMap::new(),
         complete: true,
@@ -494,42 +517,10 @@ fn read_messages(
     let mut unpacked = Vec::new();
     for file in files {
         let mut refused: Option<Ros2Error> = None;
-        let mut index: BTreeMap<String, Option<(usize, usize)>> = BTreeMap::new();
-        let complete = for_each_message(file, |ch, log_time, data| {
-            let gt = match index.get(&ch.topic) {
-                Some(gt) => *gt,
-                None => {
-                    let bare = ch.topic.trim_matches('/');
-                    out.seen.insert(bare.to_string(), ch.ty.clone());
-                    let found = topics.iter().enumerate().find_map(|(t, pattern)| {
-                        if spec.per_namespace() {
-                            namespace_of(pattern, bare).map(|ns| (t, Some(ns)))
-                        } else {
-                            (*pattern == bare).then_some((t, None))
-                        }
-                    });
-                    let gt = found.map(|(t, ns)| {
-                        if let Err(e) = check_channel(file, spec, topics[t], bare, ch) {
-                            refused.get_or_insert(e);
-                        }
-                        let g = match ns {
-                            None => 0,
-                            Some(ns) => match groups.iter().position(|g| g == ns) {
-                                Some(g) => g,
-                                None => {
-                                    groups.push(ns.to_string());
-                                    batch.new_groups.push(ns.to_string());
-                                    groups.len() - 1
-                                }
-                            },
-                        };
-                        (g, t)
-                    });
-                    index.insert(ch.topic.clone(), gt);
-                    gt
-                }
-            };
-            let Some((g, t)) = gt else {
+        routes.new_file();
+        let mut on_message = |id, ch: &ChannelInfo, log_time, data: &[u8]| {
+            let route = routes.route(file, id, ch, &mut out, &mut batch.new_groups, &mut refused);
+            let Some((g, t)) = route else {
                 out.other += 1;
                 return;
             };
@@ -548,14 +539,26 @@ fn read_messages(
                 let e = crate::error::CdrError::Encapsulation([0, *id]);
                 refused.get_or_insert(bag_err(file, format!("topic {}: {e}", ch.topic)));
             }
-            batch.data.extend_from_slice(data);
-            batch.msgs.push((g, t, log_time, data.len()));
-            if batch.data.len() >= BATCH_BYTES {
+            decoder.decode(t, data, log_time as f64 * 1e-9, &mut batch.decoded);
+            batch.msgs.push((g, t));
+            if batch.msgs.len() >= BATCH_MESSAGES {
                 // The pairing thread ends only when this one drops `tx`: a send cannot fail
                 // while it runs.
                 let _ = tx.send(std::mem::take(&mut batch));
             }
-        })?;
+        };
+        let mut walker = Walker::default();
+        let complete = loop {
+            let piece = pieces
+                .recv()
+                .map_err(|_| bag_err(file, "the reading thread stopped"))?;
+            let mut recycle = |buf| {
+                let _ = back.send(buf);
+            };
+            if let Some(c) = walker.piece(file, piece, &mut recycle, &mut on_message)? {
+                break c;
+            }
+        };
         if let Some(e) = refused {
             return Err(e);
         }
@@ -587,7 +590,7 @@ pub struct BagTopic {
 pub fn bag_topics(path: &Path) -> Result<Vec<BagTopic>> {
     let mut topics: BTreeMap<String, BagTopic> = BTreeMap::new();
     for file in bag_files(path)? {
-        for_each_message(&file, |ch, log_time, _| {
+        for_each_message(&file, &mut |_, ch, log_time, _| {
             let t = log_time as f64 * 1e-9;
             let entry = topics.entry(ch.topic.clone()).or_insert_with(|| BagTopic {
                 topic: ch.topic.clone(),
@@ -653,8 +656,17 @@ pub fn to_dataset(rows: &[Row], keys: Option<Vec<String>>, spec: &RowSpec) -> Da
 /// # Errors
 /// As [`read_bag`].
 pub fn load_bag(path: &Path, spec: &RowSpec) -> Result<(Dataset, Counts)> {
-    let bag = read_bag(path, spec)?;
-    Ok((to_dataset(&bag.rows, bag.keys, spec), bag.counts))
+    let flat = read_flat(path, spec)?;
+    let names = spec.input_names();
+    let d = names.len();
+    let ds = Dataset {
+        x: Mat::from_fn(flat.y.len(), d, |i, j| flat.x[i * d + j]),
+        y: flat.y,
+        input_names: names,
+        target_name: spec.target_name().to_string(),
+        keys: flat.keys,
+    };
+    Ok((ds, flat.counts))
 }
 
 #[cfg(test)]

@@ -113,11 +113,82 @@ impl<'a> CdrReader<'a> {
         self.buf.len().saturating_sub(self.pos)
     }
 
-    fn align(&mut self, n: usize) {
-        let rel = self.pos - HEADER_LEN;
-        self.pos += (n - rel % n) % n;
+    /// Runs `f` on a [`Cursor`] at this reader's position in its byte order, then moves on to
+    /// where the cursor stopped (also after an error, as a failed read leaves it aligned).
+    #[inline]
+    fn with<T>(
+        &mut self,
+        le: impl FnOnce(&mut Cursor<'a, true>) -> T,
+        be: impl FnOnce(&mut Cursor<'a, false>) -> T,
+    ) -> T {
+        if self.little {
+            let mut c = Cursor::at(self.buf, self.pos);
+            let out = le(&mut c);
+            self.pos = c.pos;
+            out
+        } else {
+            let mut c = Cursor::at(self.buf, self.pos);
+            let out = be(&mut c);
+            self.pos = c.pos;
+            out
+        }
     }
 
+    /// A u32 (a string length or a sequence count).
+    ///
+    /// # Errors
+    /// [`CdrError::Truncated`].
+    pub fn u32(&mut self) -> Result<u32, CdrError> {
+        self.with(|c| c.u32(), |c| c.u32())
+    }
+
+    /// A numeric primitive as `f64` (integers exactly up to 2^53).
+    ///
+    /// # Errors
+    /// [`CdrError::Truncated`]; a string is read and refused with [`CdrError::NotNumeric`].
+    pub fn number(&mut self, p: Prim) -> Result<f64, CdrError> {
+        self.with(|c| c.number(p), |c| c.number(p))
+    }
+
+    /// A string (without its NUL); invalid UTF-8 is refused.
+    ///
+    /// # Errors
+    /// [`CdrError::Truncated`], [`CdrError::BadString`].
+    pub fn string(&mut self) -> Result<&'a str, CdrError> {
+        self.with(|c| c.string(), |c| c.string())
+    }
+
+    /// Reads (and drops) one primitive.
+    ///
+    /// # Errors
+    /// As [`Self::number`] and [`Self::string`].
+    pub fn skip(&mut self, p: Prim) -> Result<(), CdrError> {
+        self.with(|c| c.skip(p), |c| c.skip(p))
+    }
+}
+
+/// The reading itself, its byte order a constant (`LE`: little endian), so that a loop over a
+/// message's fields compiles to straight loads without a test of the order per value (the
+/// extractors' hot path, [`crate::extract::Extractor::decode`]; [`CdrReader`] wraps it).
+///
+/// Positions count from the start of the message; each value of `N` bytes is aligned to `N`
+/// counted from the end of the header. A read that does not fit leaves the position aligned
+/// and returns [`CdrError::Truncated`] with that position.
+#[derive(Debug)]
+pub(crate) struct Cursor<'a, const LE: bool> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a, const LE: bool> Cursor<'a, LE> {
+    /// A cursor at byte `pos` (at least [`HEADER_LEN`]) of `buf`.
+    #[inline(always)]
+    pub(crate) fn at(buf: &'a [u8], pos: usize) -> Self {
+        Self { buf, pos }
+    }
+
+    /// `n` bytes at the position (not aligned).
+    #[inline(always)]
     fn take(&mut self, n: usize) -> Result<&'a [u8], CdrError> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
         match end {
@@ -133,30 +204,31 @@ impl<'a> CdrReader<'a> {
         }
     }
 
+    /// One value of `N` bytes (1, 2, 4 or 8), aligned to `N`, as little-endian bytes.
+    #[inline(always)]
     fn bytes<const N: usize>(&mut self) -> Result<[u8; N], CdrError> {
-        self.align(N);
+        // N is a power of two: rounding up to it is a mask.
+        let rel = self.pos - HEADER_LEN;
+        self.pos = HEADER_LEN + ((rel + N - 1) & !(N - 1));
         let s = self.take(N)?;
         let mut a = [0u8; N];
         a.copy_from_slice(s);
-        if !self.little {
+        if !LE {
             a.reverse();
         }
         Ok(a)
     }
 
     /// A u32 (a string length or a sequence count).
-    ///
-    /// # Errors
-    /// [`CdrError::Truncated`].
-    pub fn u32(&mut self) -> Result<u32, CdrError> {
+    #[inline(always)]
+    pub(crate) fn u32(&mut self) -> Result<u32, CdrError> {
         Ok(u32::from_le_bytes(self.bytes::<4>()?))
     }
 
-    /// A numeric primitive as `f64` (integers exactly up to 2^53).
-    ///
-    /// # Errors
-    /// [`CdrError::Truncated`]; a string is read and refused with [`CdrError::NotNumeric`].
-    pub fn number(&mut self, p: Prim) -> Result<f64, CdrError> {
+    /// A numeric primitive as `f64` (integers exactly up to 2^53); a string is read and
+    /// refused with [`CdrError::NotNumeric`].
+    #[inline(always)]
+    pub(crate) fn number(&mut self, p: Prim) -> Result<f64, CdrError> {
         Ok(match p {
             Prim::I8 => f64::from(i8::from_le_bytes(self.bytes::<1>()?)),
             Prim::U8 | Prim::Byte | Prim::Bool => f64::from(self.bytes::<1>()?[0]),
@@ -176,10 +248,8 @@ impl<'a> CdrReader<'a> {
     }
 
     /// A string (without its NUL); invalid UTF-8 is refused.
-    ///
-    /// # Errors
-    /// [`CdrError::Truncated`], [`CdrError::BadString`].
-    pub fn string(&mut self) -> Result<&'a str, CdrError> {
+    #[inline(always)]
+    pub(crate) fn string(&mut self) -> Result<&'a str, CdrError> {
         let len = self.u32()? as usize;
         let at = self.pos;
         let raw = self.take(len)?;
@@ -191,11 +261,28 @@ impl<'a> CdrReader<'a> {
         std::str::from_utf8(text).map_err(|_| CdrError::BadString { at })
     }
 
+    /// Reads (and drops) a string, refused as [`Self::string`] refuses it.
+    #[inline(always)]
+    pub(crate) fn skip_string(&mut self) -> Result<(), CdrError> {
+        let len = self.u32()? as usize;
+        let at = self.pos;
+        let raw = self.take(len)?;
+        let text = match raw.split_last() {
+            Some((0, text)) => text,
+            None => raw,
+            Some(_) => return Err(CdrError::BadString { at }),
+        };
+        // ASCII (frame ids) is UTF-8 without the general check.
+        if text.is_ascii() || std::str::from_utf8(text).is_ok() {
+            Ok(())
+        } else {
+            Err(CdrError::BadString { at })
+        }
+    }
+
     /// Reads (and drops) one primitive.
-    ///
-    /// # Errors
-    /// As [`Self::number`] and [`Self::string`].
-    pub fn skip(&mut self, p: Prim) -> Result<(), CdrError> {
+    #[inline(always)]
+    pub(crate) fn skip(&mut self, p: Prim) -> Result<(), CdrError> {
         match p {
             Prim::String => self.string().map(|_| ()),
             _ => self.number(p).map(|_| ()),

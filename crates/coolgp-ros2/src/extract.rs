@@ -4,7 +4,7 @@
 //! `position_covariance[8]`); an [`Extractor`] walks them, reading the wanted ones into their
 //! output slots and skipping the rest, with no allocation per message.
 
-use crate::cdr::{CdrReader, CdrWriter, Endian};
+use crate::cdr::{endian, CdrWriter, Cursor, Endian, HEADER_LEN};
 use crate::error::{CdrError, Ros2Error};
 use crate::types::{lookup, Elem, MsgType, Prim, Shape};
 
@@ -79,6 +79,8 @@ pub struct Extractor {
     width: usize,
     /// Leaves after the last wanted one are not read.
     last_needed: usize,
+    /// Whether the type starts with a `header` (its stamp is the message's), known once.
+    header: bool,
 }
 
 impl Extractor {
@@ -131,6 +133,7 @@ impl Extractor {
             stamp_slots,
             width: fields.len(),
             last_needed,
+            header: ty.has_header(),
         })
     }
 
@@ -155,34 +158,45 @@ impl Extractor {
     pub fn decode(&self, buf: &[u8], fallback: f64, out: &mut [f64]) -> Result<f64, CdrError> {
         let out = &mut out[..self.width];
         out.fill(f64::NAN);
-        let mut r = CdrReader::new(buf)?;
-        let mut stamp = fallback;
-        let header = self.ty.has_header();
-        let (mut sec, mut nanosec) = (0.0, 0.0);
-        for (i, &p) in self.prims[..self.last_needed].iter().enumerate() {
-            if p == Prim::String {
-                r.skip(p)?;
-                continue;
-            }
-            let v = r.number(p)?;
-            if header && i < 2 {
-                if i == 0 {
-                    sec = v;
-                } else {
-                    nanosec = v;
-                }
-            }
-            if let Some(k) = self.slots[i] {
-                out[k] = v;
-            }
-        }
-        if header {
-            stamp = sec + nanosec * 1e-9;
-        }
+        let [sec, nanosec] = match endian(buf)? {
+            Endian::Little => self.walk(&mut Cursor::<true>::at(buf, HEADER_LEN), out)?,
+            Endian::Big => self.walk(&mut Cursor::<false>::at(buf, HEADER_LEN), out)?,
+        };
+        let stamp = if self.header {
+            sec + nanosec * 1e-9
+        } else {
+            fallback
+        };
         for &k in &self.stamp_slots {
             out[k] = stamp;
         }
         Ok(stamp)
+    }
+
+    /// Reads the leaves up to the last one wanted into their slots of `out`; returns the first
+    /// two leaves' values (`header.stamp.sec` and `nanosec` in a type with a header).
+    #[inline(always)]
+    fn walk<const LE: bool>(
+        &self,
+        c: &mut Cursor<'_, LE>,
+        out: &mut [f64],
+    ) -> Result<[f64; 2], CdrError> {
+        let mut head = [0.0; 2];
+        let leaves = self.prims[..self.last_needed].iter().zip(&self.slots);
+        for (i, (&p, &slot)) in leaves.enumerate() {
+            if p == Prim::String {
+                c.skip_string()?;
+                continue;
+            }
+            let v = c.number(p)?;
+            if let Some(h) = head.get_mut(i) {
+                *h = v;
+            }
+            if let Some(k) = slot {
+                out[k] = v;
+            }
+        }
+        Ok(head)
     }
 }
 
@@ -382,6 +396,92 @@ mod tests {
                     out[..want.len().min(MAX_FIELDS)],
                     want[..want.len().min(MAX_FIELDS)]
                 );
+            }
+        }
+    }
+
+    /// The extractor's walk as it was, through [`crate::cdr::CdrReader`] (a test of the
+    /// monomorphized fast path against it).
+    fn reference(
+        ex: &Extractor,
+        buf: &[u8],
+        fallback: f64,
+        out: &mut [f64],
+    ) -> Result<f64, CdrError> {
+        let out = &mut out[..ex.width];
+        out.fill(f64::NAN);
+        let mut r = crate::cdr::CdrReader::new(buf)?;
+        let header = ex.ty.has_header();
+        let (mut sec, mut nanosec) = (0.0, 0.0);
+        for (i, &p) in ex.prims[..ex.last_needed].iter().enumerate() {
+            if p == Prim::String {
+                r.skip(p)?;
+                continue;
+            }
+            let v = r.number(p)?;
+            match i {
+                0 if header => sec = v,
+                1 if header => nanosec = v,
+                _ => {}
+            }
+            if let Some(k) = ex.slots[i] {
+                out[k] = v;
+            }
+        }
+        let stamp = if header {
+            sec + nanosec * 1e-9
+        } else {
+            fallback
+        };
+        for &k in &ex.stamp_slots {
+            out[k] = stamp;
+        }
+        Ok(stamp)
+    }
+
+    #[test]
+    fn the_fast_walk_equals_the_reader_on_every_cut_of_every_type() {
+        for name in crate::types::INPUT_TYPES {
+            let ty = input_type(name).expect("type");
+            let numeric: Vec<Leaf> = leaves(ty)
+                .expect("leaves")
+                .into_iter()
+                .filter(|l| l.prim != Prim::String)
+                .collect();
+            let values: Vec<(&str, f64)> = numeric
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (l.path.as_str(), distinct(i, l.prim)))
+                .collect();
+            // ASCII, other UTF-8 and (patched below) invalid UTF-8 strings.
+            for (endian, frame) in [
+                (Endian::Little, "gps"),
+                (Endian::Big, "géo"),
+                (Endian::Little, "géo"),
+            ] {
+                let mut msg = encode_with(endian, ty, 1_500_000_123, frame, &values).expect("msg");
+                if frame == "géo" && endian == Endian::Little {
+                    if let Some(at) = msg.windows(2).position(|w| w == "é".as_bytes()) {
+                        msg[at + 1] = 0x28; // no longer UTF-8
+                    }
+                }
+                for chunk in numeric.chunks(MAX_FIELDS - 1) {
+                    let mut paths: Vec<String> = chunk.iter().map(|l| l.path.clone()).collect();
+                    paths.insert(paths.len() / 2, STAMP.to_string());
+                    let ex = Extractor::new(ty, &paths).expect("extractor");
+                    for cut in 0..=msg.len() {
+                        let (mut a, mut b) = ([0.0; MAX_FIELDS], [0.0; MAX_FIELDS]);
+                        let fast = ex.decode(&msg[..cut], 9.5, &mut a);
+                        let slow = reference(&ex, &msg[..cut], 9.5, &mut b);
+                        assert_eq!(
+                            fast.map(f64::to_bits),
+                            slow.map(f64::to_bits),
+                            "{name} {cut}"
+                        );
+                        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(&a), bits(&b), "{name} cut at {cut}");
+                    }
+                }
             }
         }
     }

@@ -9,7 +9,8 @@
 //!   representations refused by name); [`extract`]: chosen numeric fields out
 //!   of a message without allocation, and messages of the supported types built from values.
 //! - [`spec`]: `--ros2-input TOPIC:TYPE:FIELDS` and `--ros2-target`; [`assemble`]: rows from
-//!   messages, paired by stamp within a tolerance, bad messages counted.
+//!   messages, paired by stamp within a tolerance, bad messages counted; [`decoder`]: its
+//!   decoding half, which a recording's reader runs on a thread of its own.
 //! - [`bag`]: rosbag2 MCAP recordings as a [`coolgp_data::Dataset`].
 //! - [`map`]: the grid a node maps and its `PointCloud2`; [`grid_map`]: the same map as a
 //!   `grid_map_msgs/msg/GridMap` (layers mean and variance); [`diagnostics`]: its health as a
@@ -26,7 +27,9 @@
 
 pub mod assemble;
 pub mod bag;
+mod bag_records;
 pub mod cdr;
+pub mod decoder;
 pub mod diagnostics;
 pub mod error;
 pub mod extract;

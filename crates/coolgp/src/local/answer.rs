@@ -22,6 +22,7 @@ use super::cache::{Key, MemoryPart};
 use super::factor::Factor;
 use super::{LocalModel, ResidualKernel};
 use crate::error::Result;
+use crate::learn::contract::dot4;
 use crate::linalg::{dot, mat_vec, mul};
 use crate::model::predict::{upper_dot, upper_weights};
 use crate::model::psi::{point_upper, psi1_matrix, PsiWorkspace};
@@ -250,11 +251,12 @@ pub(crate) fn corrected(
         .map(|r| {
             let vr = v.col_as_slice(r);
             let (sr, wr) = (s.col_as_slice(r), wbar.col_as_slice(r));
+            // The n-long dots with four fixed-order partial sums (vectorized, deterministic).
             LocalAnswer {
                 global_mean: mean_g[r],
                 global_var: global_var(gvar[r], ss, sr, wr, phi.col_as_slice(r)),
-                residual_mean: dot(vr, zc),
-                residual_var: (kss[r] - dot(vr, vr)).max(0.0),
+                residual_mean: dot4(vr, zc),
+                residual_var: (kss[r] - dot4(vr, vr)).max(0.0),
                 residual_prior: kss[r],
                 noise_var: noise,
             }
