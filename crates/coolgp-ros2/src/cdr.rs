@@ -250,28 +250,28 @@ impl<'a, const LE: bool> Cursor<'a, LE> {
     /// A string (without its NUL); invalid UTF-8 is refused.
     #[inline(always)]
     pub(crate) fn string(&mut self) -> Result<&'a str, CdrError> {
+        let (text, at) = self.string_bytes()?;
+        std::str::from_utf8(text).map_err(|_| CdrError::BadString { at })
+    }
+
+    /// A string's bytes without its NUL, and where they start: a `u32` length, then that many
+    /// bytes ending in NUL (or none); any other last byte is refused.
+    #[inline(always)]
+    fn string_bytes(&mut self) -> Result<(&'a [u8], usize), CdrError> {
         let len = self.u32()? as usize;
         let at = self.pos;
         let raw = self.take(len)?;
-        let text = match raw.split_last() {
-            Some((0, text)) => text,
-            None => raw,
-            Some(_) => return Err(CdrError::BadString { at }),
-        };
-        std::str::from_utf8(text).map_err(|_| CdrError::BadString { at })
+        match raw.split_last() {
+            Some((0, text)) => Ok((text, at)),
+            None => Ok((raw, at)),
+            Some(_) => Err(CdrError::BadString { at }),
+        }
     }
 
     /// Reads (and drops) a string, refused as [`Self::string`] refuses it.
     #[inline(always)]
     pub(crate) fn skip_string(&mut self) -> Result<(), CdrError> {
-        let len = self.u32()? as usize;
-        let at = self.pos;
-        let raw = self.take(len)?;
-        let text = match raw.split_last() {
-            Some((0, text)) => text,
-            None => raw,
-            Some(_) => return Err(CdrError::BadString { at }),
-        };
+        let (text, at) = self.string_bytes()?;
         // ASCII (frame ids) is UTF-8 without the general check.
         if text.is_ascii() || std::str::from_utf8(text).is_ok() {
             Ok(())

@@ -351,20 +351,30 @@ mod tests {
         all
     }
 
+    /// The numeric (non-string) leaves of `ty`.
+    fn numeric_leaves(ty: &MsgType) -> Vec<Leaf> {
+        leaves(ty)
+            .expect("leaves")
+            .into_iter()
+            .filter(|l| l.prim != Prim::String)
+            .collect()
+    }
+
+    /// A distinct value for each leaf, by its path ([`distinct`]).
+    fn distinct_values(numeric: &[Leaf]) -> Vec<(&str, f64)> {
+        numeric
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.path.as_str(), distinct(i, l.prim)))
+            .collect()
+    }
+
     #[test]
     fn big_and_little_endian_decode_alike_for_every_input_type() {
         for name in crate::types::INPUT_TYPES {
             let ty = input_type(name).expect("type");
-            let numeric: Vec<Leaf> = leaves(ty)
-                .expect("leaves")
-                .into_iter()
-                .filter(|l| l.prim != Prim::String)
-                .collect();
-            let values: Vec<(&str, f64)> = numeric
-                .iter()
-                .enumerate()
-                .map(|(i, l)| (l.path.as_str(), distinct(i, l.prim)))
-                .collect();
+            let numeric = numeric_leaves(ty);
+            let values = distinct_values(&numeric);
             let le = encode_with(Endian::Little, ty, 0, "be_frame", &values).expect("le");
             let be = encode_with(Endian::Big, ty, 0, "be_frame", &values).expect("be");
             assert_eq!((&le[..4], &be[..4]), (&[0, 1, 0, 0][..], &[0, 0, 0, 0][..]));
@@ -443,16 +453,8 @@ mod tests {
     fn the_fast_walk_equals_the_reader_on_every_cut_of_every_type() {
         for name in crate::types::INPUT_TYPES {
             let ty = input_type(name).expect("type");
-            let numeric: Vec<Leaf> = leaves(ty)
-                .expect("leaves")
-                .into_iter()
-                .filter(|l| l.prim != Prim::String)
-                .collect();
-            let values: Vec<(&str, f64)> = numeric
-                .iter()
-                .enumerate()
-                .map(|(i, l)| (l.path.as_str(), distinct(i, l.prim)))
-                .collect();
+            let numeric = numeric_leaves(ty);
+            let values = distinct_values(&numeric);
             // ASCII, other UTF-8 and (patched below) invalid UTF-8 strings.
             for (endian, frame) in [
                 (Endian::Little, "gps"),

@@ -232,9 +232,8 @@ fn lying_round(agents: &mut [Agent], liar: usize, inflate: f64, claim: f64) {
     }
 }
 
-/// Three agents on a path 0 – 1 – 2 sharing a 9-point design, learning off, with `cfg`'s
-/// policies.
-fn path_of_three(cfg: &AgentConfig) -> Vec<Agent> {
+/// Three agents on a path 0 – 1 – 2 sharing a 9-point design, with `cfg`'s policies.
+pub(crate) fn path_of_three(cfg: &AgentConfig) -> Vec<Agent> {
     let v = Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"));
     let topo = Topology::path(3);
     (0..3)

@@ -14,27 +14,17 @@ use coolgp::faer::Mat;
 use coolgp::learn::Sites;
 use coolgp::protocol::Body;
 use coolgp::rng::Rng;
-use coolgp::{Agent, AgentConfig, Event, Message, Topology, Vocabulary};
+use coolgp::{Agent, AgentConfig, Event, Message};
 
 const D: usize = 2;
 
 /// Three agents on a path 0 – 1 – 2 sharing a 9-point design, in the fleet projection mode
 /// (learning on: the sites step with every block) under `cap` (`--influence-cap`).
 fn path_of_three(cap: Option<f64>) -> Vec<Agent> {
-    let cfg = AgentConfig {
+    crate::members::path_of_three(&AgentConfig {
         influence_cap: cap,
         ..fleet_config()
-    };
-    let v = Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"));
-    let topo = Topology::path(3);
-    (0..3)
-        .map(|i| {
-            let mut a = Agent::new(i as u64, v.clone(), D, cfg.clone()).expect("agent");
-            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))
-                .expect("neighbours");
-            a
-        })
-        .collect()
+    })
 }
 
 /// What agent 2 does to every message it sends: its tree messages' excess times `excess`,
@@ -224,17 +214,22 @@ fn an_inflating_member_moves_the_fleets_q_w_no_more_than_the_cap_allows() {
     let twice_sums = run(1, lie(2.0, 2.0), None);
     assert_eq!(twice_sums.capped, 0);
     let q_u_only = run(1, lie(2.0, 100.0), None);
-    let twice_rows = run(2, HONEST, None);
-    let rows = moved(&twice_rows, &honest);
-    eprintln!(
-        "agent 2 honestly holding its rows twice moved agent 0's q(W) mean {:.4}, {:.4}",
-        rows[0], rows[1]
-    );
+    report_rows(2, &honest);
     assert_within(
         "cap 2",
         moved(&capped, &honest),
         moved(&twice_sums, &honest),
         (moved(&q_u_only, &honest), 4.0),
+    );
+}
+
+/// Prints how far agent 2 honestly holding its rows `copies` times moves agent 0's q(W)
+/// mean from `honest` (no yardstick for q(W): docs/MEMBERS.md §6).
+fn report_rows(copies: usize, honest: &Run) {
+    let rows = moved(&run(copies, HONEST, None), honest);
+    eprintln!(
+        "agent 2 honestly holding its rows {copies} times moved agent 0's q(W) mean {:.4}, {:.4}",
+        rows[0], rows[1]
     );
 }
 
@@ -282,12 +277,7 @@ fn by_default_an_inflating_members_sites_are_held_with_its_q_u_to_the_ceiling() 
         },
         None,
     );
-    let five_rows = run(5, HONEST, None);
-    let rows = moved(&five_rows, &honest);
-    eprintln!(
-        "agent 2 honestly holding its rows 5 times moved agent 0's q(W) mean {:.4}, {:.4}",
-        rows[0], rows[1]
-    );
+    report_rows(5, &honest);
     assert_within(
         "the ceiling",
         moved(&held, &honest),
@@ -314,16 +304,7 @@ fn rate_run(claim: f64) -> (f64, f64, usize) {
         row_rate: Some(40.0),
         ..fleet_config()
     };
-    let v = Arc::new(Vocabulary::default_design(9, 2, 11).expect("design"));
-    let topo = Topology::path(3);
-    let mut agents: Vec<Agent> = (0..3)
-        .map(|i| {
-            let mut a = Agent::new(i as u64, v.clone(), D, cfg.clone()).expect("agent");
-            a.set_neighbors(topo.neighbors(i).iter().map(|&j| j as u64))
-                .expect("neighbours");
-            a
-        })
-        .collect();
+    let mut agents = crate::members::path_of_three(&cfg);
     let mut rng = Rng::new(7, 31);
     let mut events = 0;
     for _ in 0..10 {
