@@ -160,9 +160,10 @@ pub fn print_report(r: &Report) {
     );
     if r.local_points_mean > 0.0 {
         println!(
-            "  fleet query ({}, local memory {:.0} points/agent)  RMSE {:.4} (global model on the same rows {:.4})  NLPD {:.4}  95% coverage {:.3}   oracle agent {}",
+            "  fleet query ({}, local memory {:.0} points/agent, residual kernel {})  RMSE {:.4} (global model on the same rows {:.4})  NLPD {:.4}  95% coverage {:.3}   oracle agent {}",
             r.fleet_rule,
             r.local_points_mean,
+            r.local_family,
             r.rmse_fleet_query,
             r.rmse_fleet_query_global,
             r.nlpd_fleet_query,

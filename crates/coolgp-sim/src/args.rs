@@ -84,11 +84,12 @@ pub struct SimArgs {
     /// issue 28). docs/LOCAL.md §11.
     #[cfg_attr(feature = "clap", arg(long, value_name = "NAME"))]
     pub local_sample: Option<String>,
-    /// The residual kernel families the fleet's fit on neighbourhood groups chooses among
-    /// (`--local-sample near`), by the same held-out score as its starts: se (squared
-    /// exponential), matern32, matern52, sum (a per-agent offset + a short-range + a smooth
-    /// part). Default se alone (the fit before the families: on the wind and air stations
-    /// the others did not pay, docs/LOCAL.md §12a).
+    /// The residual kernel families the fleet's fit on neighbourhood groups explores
+    /// (`--local-sample near`): se (squared exponential), matern32, matern52, sum (a
+    /// per-agent offset + a short-range + a smooth part). Each family's start is chosen on
+    /// held-out groups, the family on the fleet query's own task (its calibration rows, each
+    /// answered by the other agents; another family must err 5% less). Default se,sum
+    /// (docs/LOCAL.md §12c); `se` alone is the fit before the families.
     #[cfg_attr(
         feature = "clap",
         arg(long, value_delimiter = ',', value_name = "FAMILY")
@@ -535,7 +536,7 @@ fn local_sample(name: Option<&str>) -> Result<PoolSample, SimError> {
 }
 
 /// The residual kernel families of `--local-families` (`None`: [`PoolOptions::default`]'s,
-/// the squared exponential alone), in the order given, each once.
+/// the squared exponential and the sum), in the order given, each once.
 ///
 /// # Errors
 /// [`SimError::Config`] for an unknown name (listing the known ones) or an empty list.

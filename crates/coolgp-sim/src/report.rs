@@ -147,6 +147,10 @@ pub struct Report {
     pub coverage95_oracle_local: Option<f64>,
     /// Mean rows in the agents' local memories at the end of the stream (`--local-memory`).
     pub local_points_mean: f64,
+    /// The residual kernel's family the agents hold at the end (agent 0's: `se`, `matern32`,
+    /// `matern52` or `sum`; docs/LOCAL.md §12a–§12c).
+    #[serde(default)]
+    pub local_family: String,
     /// Mean bytes of local state per agent: the memory's rows and targets, the Cholesky
     /// factor of its residual kernel matrix and its weights (8 bytes per value).
     pub local_bytes_per_agent: f64,

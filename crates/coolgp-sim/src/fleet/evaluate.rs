@@ -143,6 +143,11 @@ impl Fleet<'_> {
             fleet_query_rules: query.rules,
             fleet_query_union: query.union,
             local_points_mean: query.local_points_mean,
+            local_family: self
+                .agents
+                .first()
+                .map(|a| a.local().kernel().family().name().to_owned())
+                .unwrap_or_default(),
             fleet_query_by_group: query.by_group,
             local_bytes_per_agent: query.local_bytes_per_agent,
             agents: cfg.agents,

@@ -22,6 +22,7 @@
 mod asked;
 mod build;
 mod calibrate;
+mod duel;
 mod evaluate;
 mod fuse;
 mod members;
@@ -45,6 +46,9 @@ use crate::SimError;
 
 pub use asked::routed_answers;
 pub use calibrate::{calibrate, Calibration, RuleCalibration};
+pub use duel::{
+    family_on_the_fleet_task, score_families, FamilyScore, FAMILY_MARGIN, FAMILY_ROUTE,
+};
 use fuse::Fusion;
 pub use members::{MemberReport, MembersReport};
 pub use pool::{adopt_consensus, fit_agents_near, fit_agents_pooled};

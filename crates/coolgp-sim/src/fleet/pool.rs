@@ -16,6 +16,7 @@ use coolgp::local::{
 use coolgp::{Agent, Vocabulary};
 use rayon::prelude::*;
 
+use super::duel::family_on_the_fleet_task;
 use super::Fleet;
 
 impl Fleet<'_> {
@@ -63,7 +64,13 @@ impl Fleet<'_> {
             let pick = (warm, initial.params(), cold, &opts.families[..]);
             match fit_agents_near(&mut self.agents, &excluded, pick) {
                 Some(s) => {
-                    let log = format!("{} {:?} {:?}", s.family.name(), s.chosen, s.scores);
+                    let log = format!(
+                        "{} {:?} {:?}; fleet task {:?}",
+                        s.family.name(),
+                        s.chosen,
+                        s.scores,
+                        s.fleet_task
+                    );
                     (Some(s.params), log)
                 }
                 None => (None, String::new()),
@@ -189,8 +196,9 @@ fn fit_agents_selected(
 /// ([`fit_grouped_selected`]; `pick = (warm, initial, explore, families)`: the previous
 /// fleet kernel's family and parameters, the agents' initial parameters, every start of every
 /// family of `families` at the fusions where `explore` ([`cold_due`]), else the warm chain
-/// alone unless its held-out errors are off). Every agent takes the chosen family and
-/// parameters. Deterministic.
+/// alone unless its held-out errors are off); where more than one family was fitted, the
+/// family is chosen on the fleet query's own task ([`family_on_the_fleet_task`],
+/// docs/LOCAL.md §12c). Every agent takes the chosen family and parameters. Deterministic.
 pub fn fit_agents_near(
     agents: &mut [Agent],
     excluded: &[bool],
@@ -257,6 +265,8 @@ pub fn fit_agents_near(
     };
     let groups = (&build(&fit), &build(&held));
     let chosen = fit_grouped_selected(warm, initial, groups, explore, families)?;
+    let incumbent = warm.map(|w| w.0).or(families.first().copied());
+    let chosen = family_on_the_fleet_task(agents, excluded, chosen, incumbent);
     take(agents, chosen.family, &chosen.params);
     Some(chosen)
 }

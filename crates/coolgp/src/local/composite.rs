@@ -129,15 +129,7 @@ pub fn log_likelihood(
         return None;
     }
     if family == ResidualFamily::Sum {
-        let (mut total, mut grad) = (0.0, vec![0.0; p.len()]);
-        for b in 0..groups.len() {
-            let rows = groups.group(b);
-            let agents = Some(groups.group_agents(b));
-            let (l, g) = super::sum::log_marginal(p, groups.d, rows, agents).ok()?;
-            total += l;
-            grad.iter_mut().zip(&g).for_each(|(a, v)| *a += v);
-        }
-        return (total.is_finite()).then_some((total, grad));
+        return sum_log_likelihood(p, groups);
     }
     let mut total = 0.0;
     let mut grad = vec![0.0; p.len()];
@@ -152,22 +144,24 @@ pub fn log_likelihood(
         };
         let (s2, n2) = ((2.0 * p[0]).exp(), (2.0 * p[1]).exp());
         let g = r.len();
-        // W = ααᵀ − A⁻¹; ½ Σ_ij W_ij ∂A_ij.
+        // W = ααᵀ − A⁻¹; ½ Σ_ij W_ij ∂A_ij over the lower triangle (W and ∂A symmetric: the
+        // off-diagonal counted twice).
         for i in 0..g {
-            for j in 0..g {
+            let xi = &x[i * groups.d..];
+            for j in 0..=i {
                 let w = ws.alpha[i] * ws.alpha[j] - ws.ainv[i * g + j];
                 let e = ws.e[i * g + j];
-                grad[0] += s2 * w * e;
                 if i == j {
+                    grad[0] += s2 * w * e;
                     grad[1] += n2 * w;
+                    continue;
                 }
-                if i != j {
-                    let (xi, xj) = (&x[i * groups.d..], &x[j * groups.d..]);
-                    let gs = slope[i * g + j];
-                    for k in 0..groups.d {
-                        let u = (xi[k] - xj[k]) * ws.inv_len[k];
-                        grad[2 + k] += 0.5 * s2 * w * gs * u * u;
-                    }
+                grad[0] += 2.0 * s2 * w * e;
+                let xj = &x[j * groups.d..];
+                let gs = s2 * w * slope[i * g + j];
+                for k in 0..groups.d {
+                    let u = (xi[k] - xj[k]) * ws.inv_len[k];
+                    grad[2 + k] += gs * u * u;
                 }
             }
         }
@@ -190,12 +184,7 @@ pub fn loo_score(family: ResidualFamily, p: &[f64], groups: &Groups) -> Option<H
         let (x, r) = groups.group(b);
         let g = r.len();
         if family == ResidualFamily::Sum {
-            let agents = Some(groups.group_agents(b));
-            let (_, alpha, ainv) = super::sum::solve(p, groups.d, (x, r), agents).ok()?;
-            ws.alpha = alpha;
-            ws.ainv.clear();
-            ws.ainv.resize(g * g, 0.0);
-            (0..g).for_each(|i| ws.ainv[i * g + i] = ainv[(i, i)]);
+            ws.sum_block(p, x, r, groups.d, groups.group_agents(b))?;
         } else {
             ws.block(p, x, r, groups.d)?;
         }
@@ -216,6 +205,50 @@ pub fn loo_score(family: ResidualFamily, p: &[f64], groups: &Groups) -> Option<H
     })
 }
 
+/// [`log_likelihood`] of the sum family ([`super::sum`], `p` of length `2d + 4`): each block
+/// with its rows' agents, A and its gradient (`½ Σ_ij W_ij ∂A_ij/∂p`, `W = ααᵀ − A⁻¹`, the
+/// lower triangle with the off-diagonal counted twice; [`super::sum::log_marginal`]'s terms)
+/// in one [`Workspace`], no allocation per block.
+fn sum_log_likelihood(p: &[f64], groups: &Groups) -> Option<(f64, Vec<f64>)> {
+    let d = groups.d;
+    let v = |k: usize| (2.0 * p[k]).exp();
+    let (s2, n2, o2, l2) = (v(0), v(1), v(2 + d), v(3 + d));
+    let (mut total, mut grad) = (0.0, vec![0.0; p.len()]);
+    let mut ws = Workspace::new(ResidualFamily::Sum);
+    for b in 0..groups.len() {
+        let (x, r) = groups.group(b);
+        let agents = groups.group_agents(b);
+        total += ws.sum_block(p, x, r, d, agents)?;
+        let g = r.len();
+        let (is, il) = ws.inv_len.split_at(d);
+        let mut t = 0;
+        for i in 0..g {
+            for j in 0..=i {
+                let (es, el) = (ws.pairs[t], ws.pair_slopes[t]);
+                t += 1;
+                let c = if i == j { 0.5 } else { 1.0 };
+                let w = c * (ws.alpha[i] * ws.alpha[j] - ws.ainv[i * g + j]);
+                grad[0] += 2.0 * s2 * w * es;
+                grad[3 + d] += 2.0 * l2 * w * el;
+                if agents[i] == agents[j] {
+                    grad[2 + d] += 2.0 * o2 * w;
+                }
+                if i == j {
+                    grad[1] += 2.0 * n2 * w;
+                    continue;
+                }
+                for k in 0..d {
+                    let diff = x[i * d + k] - x[j * d + k];
+                    let (us, ul) = (diff * is[k], diff * il[k]);
+                    grad[2 + k] += s2 * w * es * us * us;
+                    grad[4 + d + k] += l2 * w * el * ul * ul;
+                }
+            }
+        }
+    }
+    total.is_finite().then_some((total, grad))
+}
+
 /// One block's quantities, reused across blocks (no allocation per block once the largest
 /// block has been seen).
 #[derive(Default)]
@@ -229,6 +262,11 @@ struct Workspace {
     linv: Vec<f64>,
     ainv: Vec<f64>,
     alpha: Vec<f64>,
+    /// The lower triangle's squared scaled distances, then its unit kernel (pair
+    /// `i(i+1)/2 + j`), each exponential vectorized once per block.
+    pairs: Vec<f64>,
+    /// The lower triangle's Matérn slopes (pair order as `pairs`).
+    pair_slopes: Vec<f64>,
 }
 
 impl Workspace {
@@ -254,6 +292,7 @@ impl Workspace {
         if matern {
             self.slope.resize(g * g, 0.0);
         }
+        self.pairs.clear();
         for i in 0..g {
             for j in 0..=i {
                 let d2: f64 = (0..d)
@@ -262,17 +301,90 @@ impl Workspace {
                         u * u
                     })
                     .sum();
-                let e = self.family.unit(d2);
+                self.pairs.push(d2);
+            }
+        }
+        if matern {
+            self.pair_slopes.resize(self.pairs.len(), 0.0);
+            self.family.slope_into(&self.pairs, &mut self.pair_slopes);
+        }
+        self.family.unit_in_place(&mut self.pairs, 1.0);
+        let mut t = 0;
+        for i in 0..g {
+            for j in 0..=i {
+                let e = self.pairs[t];
                 if matern {
-                    let s = self.family.slope(d2);
+                    let s = self.pair_slopes[t];
                     self.slope[i * g + j] = s;
                     self.slope[j * g + i] = s;
                 }
                 self.e[i * g + j] = e;
                 self.e[j * g + i] = e;
                 self.l[i * g + j] = s2 * e + if i == j { n2 } else { 0.0 };
+                t += 1;
             }
         }
+        self.solve(r, g)
+    }
+
+    /// The sum family's block ([`super::sum`]'s kernel, the rows' `agents [g]`): `pairs` gets
+    /// the short part's unit kernel and `pair_slopes` the long part's (pair `i(i+1)/2 + j`),
+    /// `inv_len` the short then the long inverse lengthscales (`2d`), A into `l`, then as
+    /// [`Self::block`]: A⁻¹, α and the log likelihood, with no allocation once sized.
+    fn sum_block(
+        &mut self,
+        p: &[f64],
+        x: &[f64],
+        r: &[f64],
+        d: usize,
+        agents: &[u64],
+    ) -> Option<f64> {
+        let g = r.len();
+        if agents.len() != g {
+            return None;
+        }
+        let v = |k: usize| (2.0 * p[k]).exp();
+        let (s2, n2, o2, l2) = (v(0), v(1), v(2 + d), v(3 + d));
+        self.inv_len.clear();
+        self.inv_len.extend(p[2..2 + d].iter().map(|l| (-l).exp()));
+        self.inv_len
+            .extend(p[4 + d..4 + 2 * d].iter().map(|l| (-l).exp()));
+        let (is, il) = self.inv_len.split_at(d);
+        self.pairs.clear();
+        self.pair_slopes.clear();
+        for i in 0..g {
+            for j in 0..=i {
+                let (mut a, mut b) = (0.0, 0.0);
+                for k in 0..d {
+                    let diff = x[i * d + k] - x[j * d + k];
+                    a += (diff * is[k]) * (diff * is[k]);
+                    b += (diff * il[k]) * (diff * il[k]);
+                }
+                self.pairs.push(a);
+                self.pair_slopes.push(b);
+            }
+        }
+        let se = ResidualFamily::SquaredExponential;
+        se.unit_in_place(&mut self.pairs, 1.0);
+        se.unit_in_place(&mut self.pair_slopes, 1.0);
+        self.l.clear();
+        self.l.resize(g * g, 0.0);
+        let mut t = 0;
+        for i in 0..g {
+            for j in 0..=i {
+                let offset = if agents[i] == agents[j] { o2 } else { 0.0 };
+                let noise = if i == j { n2 } else { 0.0 };
+                self.l[i * g + j] = s2 * self.pairs[t] + l2 * self.pair_slopes[t] + offset + noise;
+                t += 1;
+            }
+        }
+        self.solve(r, g)
+    }
+
+    /// From A's lower triangle in `l [g, g]`: its Cholesky factor in place, `ainv` (A⁻¹,
+    /// full), `alpha` (A⁻¹r); returns the log likelihood. `None` if A is not positive
+    /// definite.
+    fn solve(&mut self, r: &[f64], g: usize) -> Option<f64> {
         if !cholesky(&mut self.l, g) {
             return None;
         }

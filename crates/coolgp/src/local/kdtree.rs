@@ -155,6 +155,7 @@ impl<'a> KdTree<'a> {
         let dist = |r: &[f64]| scaled_sqdist(r, x, inv_scale);
         let mut seen: BTreeSet<usize> = BTreeSet::new();
         let mut heap = BinaryHeap::new();
+        let mut best: Vec<(f64, RowRef)> = Vec::new();
         heap.push(Entry {
             dist: self.box_dist(&self.nodes[0], x, inv_scale),
             kind: 0,
@@ -182,14 +183,25 @@ impl<'a> KdTree<'a> {
                     }
                 }
                 None => {
+                    // Only an agent's nearest row in the leaf can be its nearest (ties to the
+                    // smaller row, as the heap pops them): one entry per agent.
+                    best.clear();
                     for &r in &self.order[node.start..node.end] {
                         if r.0 == skip || seen.contains(&r.0) {
                             continue;
                         }
+                        let e = (dist(self.row(r)), r);
+                        match best.iter_mut().find(|b| b.1 .0 == r.0) {
+                            Some(b) if e.0 < b.0 || (e.0 == b.0 && e.1 < b.1) => *b = e,
+                            Some(_) => {}
+                            None => best.push(e),
+                        }
+                    }
+                    for &(dist, what) in &best {
                         heap.push(Entry {
-                            dist: dist(self.row(r)),
+                            dist,
                             kind: 1,
-                            what: r,
+                            what,
                         });
                     }
                 }

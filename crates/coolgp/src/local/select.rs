@@ -47,6 +47,14 @@ pub const GROUP_SWITCH_MARGIN: f64 = 0.01;
 /// `--local-families` choose others.
 pub const FAMILIES: [ResidualFamily; 1] = [ResidualFamily::SquaredExponential];
 
+/// The families the simulator's fleet fit explores by default, where each family's best start
+/// is chosen here and the family itself on the fleet query's own task (the simulator's
+/// calibration rows, `coolgp_sim::fleet::family_on_the_fleet_task`, docs/LOCAL.md §12c):
+/// the squared exponential and the sum. A node, which cannot score the fleet's task,
+/// keeps [`FAMILIES`].
+pub const TASK_FAMILIES: [ResidualFamily; 2] =
+    [ResidualFamily::SquaredExponential, ResidualFamily::Sum];
+
 /// A start of [`fit_grouped_selected`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Start {
@@ -75,6 +83,13 @@ pub struct GroupedFit {
     pub chosen: Start,
     /// Every scored candidate (its start and family), in the order scored.
     pub scores: Vec<(Start, ResidualFamily, HeldOut)>,
+    /// Each family's best-scored candidate (its start, parameters and score), in the order
+    /// the families were first scored: what [`fit_grouped_selected`]'s caller can compare on
+    /// another task than the held-out groups (no margin applied).
+    pub best_of_family: Vec<(ResidualFamily, Start, Vec<f64>, HeldOut)>,
+    /// Each family's error on the fleet query's own task where the caller scored them
+    /// (the simulator's choice of family, docs/LOCAL.md §12c); empty otherwise.
+    pub fleet_task: Vec<(ResidualFamily, f64)>,
 }
 
 impl GroupedFit {
@@ -211,12 +226,19 @@ fn consider(
     let Some(o) = out else {
         *out = Some(GroupedFit {
             family,
-            params: p,
+            params: p.clone(),
             chosen: s,
             scores: vec![(s, family, h)],
+            best_of_family: vec![(family, s, p, h)],
+            fleet_task: Vec::new(),
         });
         return;
     };
+    match o.best_of_family.iter_mut().find(|b| b.0 == family) {
+        Some(b) if h.log_density > b.3.log_density => *b = (family, s, p.clone(), h),
+        Some(_) => {}
+        None => o.best_of_family.push((family, s, p.clone(), h)),
+    }
     let chosen = o.chosen_score();
     let switch = family != o.family && Some(o.family) == incumbent;
     let margin = match o.chosen {

@@ -111,50 +111,90 @@ pub(crate) fn cov_column(p: &[f64], rows: &[f64], fx: &[f64], out: &mut [f64]) {
     }
 }
 
-/// The log likelihood `−½ rᵀA⁻¹r − ½ ln|A| − (n/2) ln 2π` of residuals `r [n]` at raw rows
-/// `x [n·d]` of agents `agents [n]` (`None`: all one agent's) under the sum kernel `p`, with
-/// `α = A⁻¹r` and `A⁻¹` (lower triangle): one dense factorization.
-///
-/// # Errors
-/// [`crate::Error::NotPositiveDefinite`] if A cannot be factored.
-pub(crate) fn solve(
+/// [`solve_units`] without the unit kernels: `(log likelihood, α, A⁻¹)`.
+#[cfg(test)]
+fn solve(
     p: &[f64],
     d: usize,
     (x, r): (&[f64], &[f64]),
     agents: Option<&[u64]>,
 ) -> Result<(f64, Vec<f64>, Mat<f64>)> {
+    solve_units(p, d, (x, r), agents).map(|(lml, alpha, ainv, _)| (lml, alpha, ainv))
+}
+
+/// The log likelihood `−½ rᵀA⁻¹r − ½ ln|A| − (n/2) ln 2π` of residuals `r [n]` at raw rows
+/// `x [n·d]` of agents `agents [n]` (`None`: all one agent's) under the sum kernel `p`, with
+/// `α = A⁻¹r`, `A⁻¹` (lower triangle) and the two parts' unit kernels of every pair
+/// ([`unit_pairs`]): one dense factorization.
+///
+/// # Errors
+/// [`crate::Error::NotPositiveDefinite`] if A cannot be factored.
+#[allow(clippy::type_complexity)]
+fn solve_units(
+    p: &[f64],
+    d: usize,
+    (x, r): (&[f64], &[f64]),
+    agents: Option<&[u64]>,
+) -> Result<(f64, Vec<f64>, Mat<f64>, (Vec<f64>, Vec<f64>))> {
     let n = r.len();
     let parts = Parts::new(p, d);
     let (is, il) = parts.inv_len();
+    let (es, el) = unit_pairs(x, d, (&is, &il));
     let mut a = Mat::from_fn(n, n, |i, j| {
         if i < j {
             return 0.0;
         }
-        let (xi, xj) = (&x[i * d..(i + 1) * d], &x[j * d..(j + 1) * d]);
-        let (es, el) = (unit(xi, xj, &is), unit(xi, xj, &il));
+        let t = i * (i + 1) / 2 + j;
         let same = agents.is_none_or(|a| a[i] == a[j]);
         let offset = if same { parts.o2 } else { 0.0 };
-        parts.s2 * es + parts.l2 * el + offset + if i == j { parts.n2 } else { 0.0 }
+        parts.s2 * es[t] + parts.l2 * el[t] + offset + if i == j { parts.n2 } else { 0.0 }
     });
     let ((alpha, log_det), ainv) = factor_seq(a.as_mut(), r)?;
     let quad: f64 = r.iter().zip(&alpha).map(|(a, b)| a * b).sum();
     let lml = -0.5 * quad - 0.5 * log_det - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
-    Ok((lml, alpha, ainv))
+    Ok((lml, alpha, ainv, (es, el)))
 }
 
-/// [`solve`]'s log likelihood and its gradient in `p` (module doc):
+/// The short and long parts' unit kernels `exp(−½ Σ_k ((x_ik − x_jk)·inv_k)²)` of every pair
+/// `i ≥ j` of the raw rows `x [n·d]`, at `i(i+1)/2 + j` (the lower triangle row by row),
+/// each part's exponential vectorized once for all pairs.
+fn unit_pairs(x: &[f64], d: usize, (is, il): (&[f64], &[f64])) -> (Vec<f64>, Vec<f64>) {
+    let n = x.len() / d.max(1);
+    let m = n * (n + 1) / 2;
+    let (mut es, mut el) = (Vec::with_capacity(m), Vec::with_capacity(m));
+    for i in 0..n {
+        let xi = &x[i * d..(i + 1) * d];
+        for j in 0..=i {
+            let xj = &x[j * d..(j + 1) * d];
+            let (mut s, mut l) = (0.0, 0.0);
+            for k in 0..d {
+                let diff = xi[k] - xj[k];
+                s += (diff * is[k]) * (diff * is[k]);
+                l += (diff * il[k]) * (diff * il[k]);
+            }
+            es.push(s);
+            el.push(l);
+        }
+    }
+    let se = ResidualFamily::SquaredExponential;
+    se.unit_in_place(&mut es, 1.0);
+    se.unit_in_place(&mut el, 1.0);
+    (es, el)
+}
+
+/// [`solve_units`]'s log likelihood and its gradient in `p` (module doc):
 /// `½ Σ_ij W_ij ∂A_ij/∂p`, `W = ααᵀ − A⁻¹`, over the lower triangle with the off-diagonal
 /// counted twice. O(n³/3 + n² d).
 ///
 /// # Errors
-/// As [`solve`].
+/// As [`solve_units`].
 pub fn log_marginal(
     p: &[f64],
     d: usize,
     (x, r): (&[f64], &[f64]),
     agents: Option<&[u64]>,
 ) -> Result<(f64, Vec<f64>)> {
-    let (lml, alpha, ainv) = solve(p, d, (x, r), agents)?;
+    let (lml, alpha, ainv, (units_s, units_l)) = solve_units(p, d, (x, r), agents)?;
     let parts = Parts::new(p, d);
     let (is, il) = parts.inv_len();
     let mut g = vec![0.0; 2 * d + 4];
@@ -165,7 +205,8 @@ pub fn log_marginal(
             let xi = &x[i * d..(i + 1) * d];
             let c = if i == j { 0.5 } else { 1.0 };
             let w = c * (alpha[i] * alpha[j] - ainv[(i, j)]);
-            let (es, el) = (unit(xi, xj, &is), unit(xi, xj, &il));
+            let t = i * (i + 1) / 2 + j;
+            let (es, el) = (units_s[t], units_l[t]);
             g[0] += 2.0 * parts.s2 * w * es;
             if i == j {
                 g[1] += 2.0 * parts.n2 * w;
@@ -198,17 +239,6 @@ pub fn start(short: &[f64], long: &[f64], var: f64) -> Vec<f64> {
     p.extend([third, third]);
     p.extend_from_slice(long);
     p
-}
-
-/// `exp(−½ Σ_k ((a_k − b_k)·inv_k)²)`.
-fn unit(a: &[f64], b: &[f64], inv: &[f64]) -> f64 {
-    let d2: f64 = a
-        .iter()
-        .zip(b)
-        .zip(inv)
-        .map(|((u, v), s)| ((u - v) * s) * ((u - v) * s))
-        .sum();
-    (-0.5 * d2).exp()
 }
 
 /// `Σ_k (a_k − b_k)²`.
