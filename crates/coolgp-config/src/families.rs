@@ -3,7 +3,7 @@
 //! ([`FitArgs`], flattened into its flags and TOML keys) and `coolgp simulate` (its own flag,
 //! parsed by [`local_families`]).
 
-use coolgp::local::select::{FAMILIES, TASK_FAMILIES};
+use coolgp::local::select::FAMILIES;
 use coolgp::local::ResidualFamily;
 use serde::{Deserialize, Serialize};
 
@@ -17,11 +17,8 @@ pub struct FitArgs {
     /// The residual kernel families the fleet's pooled fit on neighbourhood groups chooses
     /// among by held-out score (comma separated; in a file a list, `local-families = ["se",
     /// "sum"]`): se (squared exponential), matern32, matern52, sum (a per-agent offset + a
-    /// short-range + a smooth part). Default se alone: a node chooses among families by the
-    /// held-out groups alone, which on the wind stations prefer the sum where the fleet's
-    /// answers are worse under it (the simulator scores the fleet query's task instead,
-    /// docs/LOCAL.md §12c). Only the node that fits (the lowest live id) uses it; the others
-    /// take its kernel, whatever its family.
+    /// short-range + a smooth part). Default se alone (docs/LOCAL.md §12a). Only the node
+    /// that fits (the lowest live id) uses it; the others take its kernel, whatever its family.
     #[cfg_attr(
         feature = "clap",
         arg(long, value_delimiter = ',', value_name = "FAMILY")
@@ -49,10 +46,8 @@ impl FitArgs {
     }
 }
 
-/// The residual kernel families named by `names` (`None`: the driver's default: for a node
-/// [`FAMILIES`], the squared exponential alone; for the simulator and Python
-/// [`TASK_FAMILIES`], the squared exponential and the sum, the family chosen on the fleet
-/// query's task, docs/LOCAL.md §12c), in the order given, each once; names are trimmed.
+/// The residual kernel families named by `names` (`None`: the default, [`FAMILIES`], the
+/// squared exponential alone), in the order given, each once; names are trimmed.
 ///
 /// # Errors
 /// [`ConfigError::Invalid`] for an unknown name (naming the known ones, in `driver`'s
@@ -62,10 +57,7 @@ pub fn local_families(
     driver: Driver,
 ) -> Result<Vec<ResidualFamily>, ConfigError> {
     let Some(names) = names else {
-        return Ok(match driver {
-            Driver::Node => FAMILIES.to_vec(),
-            Driver::Simulate | Driver::Python => TASK_FAMILIES.to_vec(),
-        });
+        return Ok(FAMILIES.to_vec());
     };
     let option = match driver {
         Driver::Python => "local_families".to_string(),
@@ -99,20 +91,12 @@ mod tests {
     }
 
     #[test]
-    fn families_parse_in_order_once_and_default_by_driver() {
+    fn families_parse_in_order_once_and_default_to_the_squared_exponential() {
         let se = ResidualFamily::SquaredExponential;
-        // A node: the squared exponential alone; the simulator and Python: it and the sum,
-        // the family chosen on the fleet query's task.
         assert_eq!(
             local_families(None, Driver::Node).expect("default"),
             vec![se]
         );
-        for driver in [Driver::Simulate, Driver::Python] {
-            assert_eq!(
-                local_families(None, driver).expect("default"),
-                vec![se, ResidualFamily::Sum]
-            );
-        }
         let given = names(&["sum", " se", "sum", "matern52"]);
         assert_eq!(
             local_families(Some(&given), Driver::Node).expect("parsed"),

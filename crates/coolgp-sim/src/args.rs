@@ -88,8 +88,8 @@ pub struct SimArgs {
     /// (`--local-sample near`): se (squared exponential), matern32, matern52, sum (a
     /// per-agent offset + a short-range + a smooth part). Each family's start is chosen on
     /// held-out groups, the family on the fleet query's own task (its calibration rows, each
-    /// answered by the other agents; another family must err 5% less). Default se,sum
-    /// (docs/LOCAL.md §12c); `se` alone is the fit before the families.
+    /// answered by the other agents; another family must err 5% less than the incumbent).
+    /// Default se alone; se,sum gains on air and region-routed fields (docs/LOCAL.md §12c).
     #[cfg_attr(
         feature = "clap",
         arg(long, value_delimiter = ',', value_name = "FAMILY")
@@ -536,7 +536,7 @@ fn local_sample(name: Option<&str>) -> Result<PoolSample, SimError> {
 }
 
 /// The residual kernel families of `--local-families` (`None`: [`PoolOptions::default`]'s,
-/// the squared exponential and the sum), in the order given, each once.
+/// the squared exponential alone), in the order given, each once.
 ///
 /// # Errors
 /// [`SimError::Config`] for an unknown name (listing the known ones) or an empty list.

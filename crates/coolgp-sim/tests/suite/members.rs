@@ -3,20 +3,13 @@
 //! from the fused model and the fleet query, and on the clean field the check changes
 //! nothing.
 
-use coolgp::local::ResidualFamily;
 use coolgp::members::Policy;
 use coolgp_sim::faults::{config, field, Fault};
 use coolgp_sim::{run, Report, SimConfig};
 
-/// The field's run ([`config`]) at seed 0, its fleet fit with the squared exponential alone:
-/// the bounds below were measured so (docs/MEMBERS.md §4). Under the simulator's default
-/// families (se,sum, the family chosen on the fleet query's task) the contained faults' fleet
-/// queries are better on the mean of seeds 0–4 and noise's seed 0 is 2.58× the clean fleet's
-/// (MEMBERS.md §4, "Under the default families").
+/// The field's run ([`config`]) at seed 0.
 fn cfg(suspects: Policy) -> SimConfig {
-    let mut c = config(suspects, 0);
-    c.pool.families = vec![ResidualFamily::SquaredExponential];
-    c
+    config(suspects, 0)
 }
 
 fn sim(cfg: &SimConfig, faults: &[(usize, Fault)]) -> Report {

@@ -76,9 +76,8 @@ pub struct PoolOptions {
     pub sample: PoolSample,
     /// With [`PoolSample::Near`], the kernel families whose starts the fit tries when it
     /// explores ([`super::select::fit_grouped_selected`]; default
-    /// [`super::select::TASK_FAMILIES`], the squared exponential and the sum: each family's
-    /// start chosen on held-out groups, the family on the fleet query's task by the
-    /// simulator, docs/LOCAL.md §12c). The spaced fit keeps its kernel's family.
+    /// [`super::select::FAMILIES`], the squared exponential alone). The spaced fit keeps its
+    /// kernel's family.
     pub families: Vec<ResidualFamily>,
 }
 
@@ -123,7 +122,7 @@ impl Default for PoolOptions {
             validate: true,
             cold_growth: COLD_GROWTH,
             sample: PoolSample::default(),
-            families: super::select::TASK_FAMILIES.to_vec(),
+            families: super::select::FAMILIES.to_vec(),
         }
     }
 }

@@ -38,22 +38,17 @@ use super::ResidualFamily;
 pub const GROUP_SWITCH_MARGIN: f64 = 0.01;
 
 /// The kernel families whose starts the fleet's fit tries when it explores, by default: the
-/// squared exponential alone, the fit before the families, bit for bit. Measured in
+/// squared exponential alone, the fit before the families (up to rounding: docs/LOCAL.md
+/// §12c's faster composite likelihood). Measured in
 /// docs/LOCAL.md §12a (wind and air stations, 23 runs): adding Matérn 3/2 and 5/2 made the
 /// fleet query 0.3% (wind) and 1.2% (air) worse on average at 37% and 9% more CPU; Matérn
 /// 5/2 alone beside it was level (+0.1%, −0.4%). The sum beside it ([`super::sum`]) made
 /// the air stations and region-routed fields better (−1.5% to −4.6% on the mean) but the wind
-/// stations worse (+1.6% on the mean, the worst run too). The simulator's and the node's
-/// `--local-families` choose others.
+/// stations worse (+1.6% on the mean, the worst run too); with the family chosen on the
+/// fleet query's own task (the simulator, docs/LOCAL.md §12c) the sum keeps wind level and
+/// gains on air and region-routed fields, but the faulty-station field's worst seed got
+/// worse. The simulator's and the node's `--local-families` choose others.
 pub const FAMILIES: [ResidualFamily; 1] = [ResidualFamily::SquaredExponential];
-
-/// The families the simulator's fleet fit explores by default, where each family's best start
-/// is chosen here and the family itself on the fleet query's own task (the simulator's
-/// calibration rows, `coolgp_sim::fleet::family_on_the_fleet_task`, docs/LOCAL.md §12c):
-/// the squared exponential and the sum. A node, which cannot score the fleet's task,
-/// keeps [`FAMILIES`].
-pub const TASK_FAMILIES: [ResidualFamily; 2] =
-    [ResidualFamily::SquaredExponential, ResidualFamily::Sum];
 
 /// A start of [`fit_grouped_selected`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
