@@ -153,22 +153,9 @@ impl Fleet<'_> {
             return false;
         }
         let cpu = cpu_seconds();
-        let was: Vec<bool> = self
-            .watch
-            .standing
-            .iter()
-            .map(|&s| s == Standing::Suspect)
-            .collect();
         let now = self.watch.checks;
         let due: Vec<bool> = self.watch.due.iter().map(|&d| d <= now).collect();
-        let fresh = member_evidence(&self.agents, &was, &due, &self.watch.opts);
-        // Members not due keep their last evidence.
-        let evidence: Vec<Option<Evidence>> = fresh
-            .into_iter()
-            .zip(&self.watch.evidence)
-            .zip(&due)
-            .map(|((new, old), &d)| if d { new } else { *old })
-            .collect();
+        let (was, evidence) = self.measure(&due);
         self.watch.measured += due.iter().filter(|&&d| d).count();
         let (standing, median) = judge(&evidence, &was, &self.watch.opts);
         let opts = self.watch.opts;
@@ -212,6 +199,84 @@ impl Fleet<'_> {
         }
         self.phases.members_cpu_s += cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
         changed
+    }
+}
+
+impl Fleet<'_> {
+    /// Members awaiting a clear verdict ([`Fleet::probe_pending`]): under a checking policy,
+    /// each agent still unchecked, or holding fewer rows than the check reads (early in its
+    /// stream, where how soon a fault is marked is decided) and either unverifiable (its rows
+    /// still grow: a station of 5-row blocks found no informed row at its first two checks
+    /// and was backed off until its block 13) or trusted near the bar (measured at every
+    /// fusion, [`MAX_INTERVAL`]). Suspects are not probed. Later in the stream the check after
+    /// each fusion alone judges (probing members of regions no peer knows at every site
+    /// fusion cost 4× the check's CPU on airline by 100 regions).
+    fn pending(&self) -> Vec<bool> {
+        let w = &self.watch;
+        (0..w.standing.len())
+            .map(|i| {
+                let early = w.evidence[i].map_or(0, |e| e.rows) < w.opts.rows;
+                let open = match w.standing[i] {
+                    Standing::Unchecked => true,
+                    Standing::Unverifiable => early,
+                    Standing::Trusted => early && w.interval[i] == 1,
+                    Standing::Suspect => false,
+                };
+                w.policy.checks() && open
+            })
+            .collect()
+    }
+
+    /// Who is suspect now, and every member's evidence: measured afresh for the members
+    /// `which` marks, the others' last ([`member_evidence`]).
+    fn measure(&self, which: &[bool]) -> (Vec<bool>, Vec<Option<Evidence>>) {
+        let was: Vec<bool> = self
+            .watch
+            .standing
+            .iter()
+            .map(|&s| s == Standing::Suspect)
+            .collect();
+        let fresh = member_evidence(&self.agents, &was, which, &self.watch.opts);
+        let evidence = fresh
+            .into_iter()
+            .zip(&self.watch.evidence)
+            .zip(which)
+            .map(|((new, old), &w)| if w { new } else { *old })
+            .collect();
+        (was, evidence)
+    }
+
+    /// True when some member awaits a clear verdict: the stream then stops at every site
+    /// fusion to probe it ([`Fleet::probe_pending`]).
+    pub(super) fn awaits_verdict(&self) -> bool {
+        self.pending().contains(&true)
+    }
+
+    /// Between two fusions of q(u) (at a site fusion), the evidence of the members awaiting
+    /// a clear verdict, judged with every other member's last evidence: true when one of
+    /// them would be suspect, and the stream then fuses at once, so the check after that
+    /// fusion, which measures it, marks and contains it ([`Fleet::check_members`]). A faulty station is so marked
+    /// as soon as its rows can be verified (32 informed rows: 7 blocks of 5), not at the next
+    /// fusion of q(u), which the default cadence (a tenth of the stream, warm-ups at its 1,
+    /// 2, 4, 8%) puts 8–20 blocks of 5 into a station's stream. A probe that finds no
+    /// suspect changes nothing (the watch's state is the check's), so a run in which no one
+    /// is marked is the run without probes, bit for bit.
+    pub(super) fn probe_pending(&mut self) -> bool {
+        let pending = self.pending();
+        if !pending.contains(&true) {
+            return false;
+        }
+        let cpu = cpu_seconds();
+        let (was, evidence) = self.measure(&pending);
+        let (standing, _) = judge(&evidence, &was, &self.watch.opts);
+        let mut found = false;
+        for i in (0..standing.len()).filter(|&i| pending[i] && standing[i] == Standing::Suspect) {
+            // Measured by the check after the fusion this probe calls for.
+            self.watch.due[i] = self.watch.checks;
+            found = true;
+        }
+        self.phases.members_cpu_s += cpu.zip(cpu_seconds()).map_or(0.0, |(a, b)| b - a);
+        found
     }
 }
 

@@ -79,12 +79,18 @@ pub(super) fn members(agents: usize, groups: usize, g: usize) -> Vec<usize> {
     }
 }
 
+/// Blocks per agent (on average) an epoch must span for its members to be probed at its site
+/// fusions ([`Fleet::probe_pending`]): shorter epochs already check each agent within a few
+/// of its blocks (airline by 100 regions: 1–2.5 blocks an epoch, where probing cost 6× the
+/// check's CPU), longer ones (10 blocks of 5 at batch 5) delay a fault's mark.
+const PROBE_BLOCKS: usize = 3;
+
 /// When the fleet fuses, in batches of the stream.
 pub(super) struct Cadence {
     /// Batches between two fusions of q(u) (`fuse_every`; 0: the whole stream).
     pub chunk: usize,
     /// Batches between two site fusions (fleet projection mode; else `chunk`).
-    site_chunk: usize,
+    pub site_chunk: usize,
     /// Sites fuse on their own (fleet projection mode).
     sites_apart: bool,
     /// The agents have projection groups.
@@ -163,15 +169,31 @@ impl Fleet<'_> {
         let total = self.dispatch.len();
         while self.done < total {
             let end = self.cadence.next_fusion(self.done, total);
-            self.points += self.dispatch.order[self.done..end]
+            // Sub-chunk by sub-chunk while some member awaits a clear verdict, in an epoch
+            // of at least PROBE_BLOCKS blocks per agent: the epoch ends early, at the
+            // sub-chunk that makes one suspect ([`Fleet::probe_pending`]).
+            let long = end - self.done >= PROBE_BLOCKS * self.agents.len();
+            let mut stop = self.done;
+            while stop < end {
+                let from = stop;
+                stop = if long && self.awaits_verdict() {
+                    (from + self.cadence.site_chunk).min(end)
+                } else {
+                    end
+                };
+                self.absorb(from, stop, end)?;
+                if stop < end && self.probe_pending() {
+                    break;
+                }
+            }
+            self.points += self.dispatch.order[self.done..stop]
                 .iter()
                 .map(|&b| self.work.batches[b].y.len())
                 .sum::<usize>();
-            self.absorb(end)?;
             self.fuse();
             let t = Instant::now();
-            self.done = end;
-            progress(end, total);
+            self.done = stop;
+            progress(stop, total);
             if !self.work.tests.is_empty() {
                 let point = self.curve_point();
                 self.curves.push(point);
@@ -181,9 +203,9 @@ impl Fleet<'_> {
         Ok(())
     }
 
-    /// One epoch's learning, arrivals `done..end`: the fleet's blocks (and site fusions)
-    /// alongside the central learner's.
-    fn absorb(&mut self, end: usize) -> Result<(), SimError> {
+    /// Part of one epoch's learning, arrivals `from..stop` of the epoch ending at `end`: the
+    /// fleet's blocks (and site fusions) alongside the central learner's.
+    fn absorb(&mut self, from: usize, stop: usize, end: usize) -> Result<(), SimError> {
         let Self {
             work,
             agents,
@@ -192,10 +214,9 @@ impl Fleet<'_> {
             cadence,
             fusion,
             site_rng,
-            done,
             ..
         } = self;
-        let (work, done): (&Workload, usize) = (work, *done);
+        let work: &Workload = work;
         let fleet_step = || {
             fleet_epoch(
                 agents,
@@ -204,12 +225,12 @@ impl Fleet<'_> {
                 cadence,
                 fusion,
                 site_rng,
-                (done, end),
+                (from, stop, end),
             )
         };
         let central_step = || -> Result<(), coolgp::Error> {
             if let Some(c) = central.as_mut() {
-                absorb_all(c, work, &dispatch.order[done..end])?;
+                absorb_all(c, work, &dispatch.order[from..stop])?;
             }
             Ok(())
         };
@@ -261,9 +282,10 @@ impl Fleet<'_> {
     }
 }
 
-/// The fleet's part of an epoch (arrivals `done..end`): sub-chunk by sub-chunk, each agent
-/// absorbs its batches (in parallel over agents), then the sites fuse
-/// ([`Cadence::sites_after`]). Returns the site fusions' counters and wall seconds.
+/// The fleet's part of arrivals `from..stop` of an epoch ending at `end` (`from` on a
+/// sub-chunk's start): sub-chunk by sub-chunk, each agent absorbs its batches (in parallel
+/// over agents), then the sites fuse ([`Cadence::sites_after`]). Returns the site fusions'
+/// counters and wall seconds.
 fn fleet_epoch(
     agents: &mut [Agent],
     work: &Workload,
@@ -271,11 +293,11 @@ fn fleet_epoch(
     cadence: &Cadence,
     fusion: &Fusion,
     site_rng: &mut Rng,
-    (done, end): (usize, usize),
+    (from, to, end): (usize, usize, usize),
 ) -> Result<(NetStats, f64), coolgp::Error> {
     let (mut site_net, mut site_s) = (NetStats::default(), 0.0);
-    for start in (done..end).step_by(cadence.site_chunk) {
-        let stop = (start + cadence.site_chunk).min(end);
+    for start in (from..to).step_by(cadence.site_chunk) {
+        let stop = (start + cadence.site_chunk).min(to);
         let per_agent = dispatch.deal(agents.len(), start, stop);
         agents
             .par_iter_mut()

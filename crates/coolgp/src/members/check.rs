@@ -44,6 +44,13 @@ pub struct CheckOptions {
     pub readmit: f64,
     /// Fewest verifiable members for any verdict but `Unverifiable`.
     pub min_members: usize,
+    /// Fewest informed rows for a member's score to count in the median member's (the
+    /// reference), with the same fraction `min_informed` of its rows; a verdict on the member
+    /// itself still needs `min_rows`. The median of scores on 16 rows is a fair reference,
+    /// and `z2` (which the median does not enter) guards each verdict: with a reference of
+    /// verifiable members only, a station of 5-row blocks whose 40 informed rows put it 90
+    /// intervals out waited until two other stations had 32 informed rows (its block 11).
+    pub reference_rows: usize,
 }
 
 impl Default for CheckOptions {
@@ -57,6 +64,7 @@ impl Default for CheckOptions {
             interval: 9.0,
             readmit: 10.0,
             min_members: 3,
+            reference_rows: 16,
         }
     }
 }
@@ -107,8 +115,19 @@ impl Evidence {
 
     /// True when enough of the rows are informed to judge the member.
     pub fn verifiable(&self, opts: &CheckOptions) -> bool {
+        self.informed_over(opts.min_rows, opts)
+    }
+
+    /// True when enough of the rows are informed for the member's score to count in the
+    /// median member's ([`CheckOptions::reference_rows`], at most `min_rows`).
+    pub fn reference(&self, opts: &CheckOptions) -> bool {
+        self.informed_over(opts.reference_rows.min(opts.min_rows), opts)
+    }
+
+    /// At least `least` (and 1) informed rows, `min_informed` of the rows, a finite score.
+    fn informed_over(&self, least: usize, opts: &CheckOptions) -> bool {
         self.rows > 0
-            && self.informed >= opts.min_rows.max(1)
+            && self.informed >= least.max(1)
             && self.informed as f64 >= opts.min_informed * self.rows as f64
             && self.score.is_finite()
     }
@@ -143,9 +162,11 @@ impl Standing {
 
 /// The verdicts of one check over the fleet: `evidence[i]` of member i (`None`: no rows),
 /// `was_suspect[i]` its standing before (a suspect stays one until its score falls below
-/// `readmit` times the median or its `z2` below half the interval). Returns each member's standing and the median verifiable
-/// member's score (NaN when fewer than `min_members` are verifiable: then no member is
-/// judged).
+/// `readmit` times the median or its `z2` below half the interval). Returns each member's
+/// standing and the median reference member's score ([`Evidence::reference`]: the members
+/// with `reference_rows` informed rows; NaN when fewer than `min_members` are references:
+/// then no member is judged). A verdict on a member needs it verifiable
+/// ([`Evidence::verifiable`]).
 ///
 /// # Panics
 /// If `was_suspect` is not one flag per member.
@@ -158,7 +179,7 @@ pub fn judge(
     let mut scores: Vec<f64> = evidence
         .iter()
         .flatten()
-        .filter(|e| e.verifiable(opts))
+        .filter(|e| e.reference(opts))
         .map(|e| e.score)
         .collect();
     let enough = scores.len() >= opts.min_members.max(1);
@@ -277,6 +298,32 @@ mod tests {
             z2: 3.0,
         });
         assert_eq!(judge(&ev, &was, &opts).0[9], Standing::Trusted);
+    }
+
+    #[test]
+    fn members_with_16_informed_rows_set_the_median_but_only_32_are_judged() {
+        let opts = CheckOptions::default();
+        // Three members with 20 of 24 rows informed: references, not verifiable.
+        let young = |score: f64| {
+            Some(Evidence {
+                rows: 24,
+                informed: 20,
+                score,
+                z2: score / 0.01,
+            })
+        };
+        let mut ev = vec![young(0.01), young(0.012), young(0.011), evidence(25.0, 40)];
+        let (s, med) = judge(&ev, &[false; 4], &opts);
+        assert!((med - 0.0115).abs() < 1e-12, "{med}");
+        assert_eq!(s[3], Standing::Suspect);
+        assert!(s[..3].iter().all(|&s| s == Standing::Unverifiable), "{s:?}");
+        // With 15 informed rows they are no reference: too few for a median.
+        for e in ev.iter_mut().take(3) {
+            *e = e.map(|e| Evidence { informed: 15, ..e });
+        }
+        let (s, med) = judge(&ev, &[false; 4], &opts);
+        assert!(med.is_nan());
+        assert_eq!(s[3], Standing::Unverifiable);
     }
 
     #[test]
