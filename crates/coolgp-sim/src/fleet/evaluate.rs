@@ -143,11 +143,7 @@ impl Fleet<'_> {
             fleet_query_rules: query.rules,
             fleet_query_union: query.union,
             local_points_mean: query.local_points_mean,
-            local_family: self
-                .agents
-                .first()
-                .map(|a| a.local().kernel().family().name().to_owned())
-                .unwrap_or_default(),
+            local_family: local_family(&self.agents),
             fleet_query_by_group: query.by_group,
             local_bytes_per_agent: query.local_bytes_per_agent,
             agents: cfg.agents,
@@ -322,4 +318,12 @@ impl Fleet<'_> {
             uploads: Some([results[0].2, results[1].2]),
         }
     }
+}
+
+/// The residual kernel family the agents hold (agent 0's name; empty without agents).
+fn local_family(agents: &[Agent]) -> String {
+    agents
+        .first()
+        .map(|a| a.local().kernel().family().name().to_owned())
+        .unwrap_or_default()
 }

@@ -211,8 +211,6 @@ pub fn loo_score(family: ResidualFamily, p: &[f64], groups: &Groups) -> Option<H
 /// in one [`Workspace`], no allocation per block.
 fn sum_log_likelihood(p: &[f64], groups: &Groups) -> Option<(f64, Vec<f64>)> {
     let d = groups.d;
-    let v = |k: usize| (2.0 * p[k]).exp();
-    let (s2, n2, o2, l2) = (v(0), v(1), v(2 + d), v(3 + d));
     let (mut total, mut grad) = (0.0, vec![0.0; p.len()]);
     let mut ws = Workspace::new(ResidualFamily::Sum);
     for b in 0..groups.len() {
@@ -220,31 +218,9 @@ fn sum_log_likelihood(p: &[f64], groups: &Groups) -> Option<(f64, Vec<f64>)> {
         let agents = groups.group_agents(b);
         total += ws.sum_block(p, x, r, d, agents)?;
         let g = r.len();
-        let (is, il) = ws.inv_len.split_at(d);
-        let mut t = 0;
-        for i in 0..g {
-            for j in 0..=i {
-                let (es, el) = (ws.pairs[t], ws.pair_slopes[t]);
-                t += 1;
-                let c = if i == j { 0.5 } else { 1.0 };
-                let w = c * (ws.alpha[i] * ws.alpha[j] - ws.ainv[i * g + j]);
-                grad[0] += 2.0 * s2 * w * es;
-                grad[3 + d] += 2.0 * l2 * w * el;
-                if agents[i] == agents[j] {
-                    grad[2 + d] += 2.0 * o2 * w;
-                }
-                if i == j {
-                    grad[1] += 2.0 * n2 * w;
-                    continue;
-                }
-                for k in 0..d {
-                    let diff = x[i * d + k] - x[j * d + k];
-                    let (us, ul) = (diff * is[k], diff * il[k]);
-                    grad[2 + k] += s2 * w * es * us * us;
-                    grad[4 + d + k] += l2 * w * el * ul * ul;
-                }
-            }
-        }
+        let ainv = |i: usize, j: usize| ws.ainv[i * g + j];
+        let units = (&ws.pairs[..], &ws.pair_slopes[..]);
+        super::sum::add_gradient(p, (x, d), Some(agents), (&ws.alpha, ainv), units, &mut grad);
     }
     total.is_finite().then_some((total, grad))
 }
@@ -350,23 +326,7 @@ impl Workspace {
         self.inv_len
             .extend(p[4 + d..4 + 2 * d].iter().map(|l| (-l).exp()));
         let (is, il) = self.inv_len.split_at(d);
-        self.pairs.clear();
-        self.pair_slopes.clear();
-        for i in 0..g {
-            for j in 0..=i {
-                let (mut a, mut b) = (0.0, 0.0);
-                for k in 0..d {
-                    let diff = x[i * d + k] - x[j * d + k];
-                    a += (diff * is[k]) * (diff * is[k]);
-                    b += (diff * il[k]) * (diff * il[k]);
-                }
-                self.pairs.push(a);
-                self.pair_slopes.push(b);
-            }
-        }
-        let se = ResidualFamily::SquaredExponential;
-        se.unit_in_place(&mut self.pairs, 1.0);
-        se.unit_in_place(&mut self.pair_slopes, 1.0);
+        super::sum::unit_pairs(x, d, (is, il), (&mut self.pairs, &mut self.pair_slopes));
         self.l.clear();
         self.l.resize(g * g, 0.0);
         let mut t = 0;

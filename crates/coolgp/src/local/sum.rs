@@ -139,7 +139,8 @@ fn solve_units(
     let n = r.len();
     let parts = Parts::new(p, d);
     let (is, il) = parts.inv_len();
-    let (es, el) = unit_pairs(x, d, (&is, &il));
+    let (mut es, mut el) = (Vec::new(), Vec::new());
+    unit_pairs(x, d, (&is, &il), (&mut es, &mut el));
     let mut a = Mat::from_fn(n, n, |i, j| {
         if i < j {
             return 0.0;
@@ -156,12 +157,17 @@ fn solve_units(
 }
 
 /// The short and long parts' unit kernels `exp(−½ Σ_k ((x_ik − x_jk)·inv_k)²)` of every pair
-/// `i ≥ j` of the raw rows `x [n·d]`, at `i(i+1)/2 + j` (the lower triangle row by row),
-/// each part's exponential vectorized once for all pairs.
-fn unit_pairs(x: &[f64], d: usize, (is, il): (&[f64], &[f64])) -> (Vec<f64>, Vec<f64>) {
+/// `i ≥ j` of the raw rows `x [n·d]` into `es`, `el` (cleared first), at `i(i+1)/2 + j` (the
+/// lower triangle row by row), each part's exponential vectorized once for all pairs.
+pub(crate) fn unit_pairs(
+    x: &[f64],
+    d: usize,
+    (is, il): (&[f64], &[f64]),
+    (es, el): (&mut Vec<f64>, &mut Vec<f64>),
+) {
     let n = x.len() / d.max(1);
-    let m = n * (n + 1) / 2;
-    let (mut es, mut el) = (Vec::with_capacity(m), Vec::with_capacity(m));
+    es.clear();
+    el.clear();
     for i in 0..n {
         let xi = &x[i * d..(i + 1) * d];
         for j in 0..=i {
@@ -177,9 +183,51 @@ fn unit_pairs(x: &[f64], d: usize, (is, il): (&[f64], &[f64])) -> (Vec<f64>, Vec
         }
     }
     let se = ResidualFamily::SquaredExponential;
-    se.unit_in_place(&mut es, 1.0);
-    se.unit_in_place(&mut el, 1.0);
-    (es, el)
+    se.unit_in_place(es, 1.0);
+    se.unit_in_place(el, 1.0);
+}
+
+/// Adds to `g [2d + 4]` the gradient `½ Σ_ij W_ij ∂A_ij/∂p` of the sum kernel `p` at the
+/// rows `x [n·d]` of `agents` (`None`: one agent's), `W = ααᵀ − A⁻¹`, over the lower
+/// triangle with the off-diagonal counted twice (module doc), from `α`, `A⁻¹`'s lower
+/// triangle `ainv(i, j)` (`i ≥ j`) and the parts' unit kernels ([`unit_pairs`]). O(n² d).
+pub(crate) fn add_gradient(
+    p: &[f64],
+    (x, d): (&[f64], usize),
+    agents: Option<&[u64]>,
+    (alpha, ainv): (&[f64], impl Fn(usize, usize) -> f64),
+    (units_s, units_l): (&[f64], &[f64]),
+    g: &mut [f64],
+) {
+    let parts = Parts::new(p, d);
+    let (is, il) = parts.inv_len();
+    let n = alpha.len();
+    let mut t = 0;
+    for i in 0..n {
+        let xi = &x[i * d..(i + 1) * d];
+        for j in 0..=i {
+            let (es, el) = (units_s[t], units_l[t]);
+            t += 1;
+            let c = if i == j { 0.5 } else { 1.0 };
+            let w = c * (alpha[i] * alpha[j] - ainv(i, j));
+            g[0] += 2.0 * parts.s2 * w * es;
+            g[3 + d] += 2.0 * parts.l2 * w * el;
+            if agents.is_none_or(|a| a[i] == a[j]) {
+                g[2 + d] += 2.0 * parts.o2 * w;
+            }
+            if i == j {
+                g[1] += 2.0 * parts.n2 * w;
+                continue;
+            }
+            let xj = &x[j * d..(j + 1) * d];
+            for k in 0..d {
+                let diff = xi[k] - xj[k];
+                let (us, ul) = (diff * is[k], diff * il[k]);
+                g[2 + k] += parts.s2 * w * es * us * us;
+                g[4 + d + k] += parts.l2 * w * el * ul * ul;
+            }
+        }
+    }
 }
 
 /// [`solve_units`]'s log likelihood and its gradient in `p` (module doc):
@@ -195,36 +243,16 @@ pub fn log_marginal(
     agents: Option<&[u64]>,
 ) -> Result<(f64, Vec<f64>)> {
     let (lml, alpha, ainv, (units_s, units_l)) = solve_units(p, d, (x, r), agents)?;
-    let parts = Parts::new(p, d);
-    let (is, il) = parts.inv_len();
     let mut g = vec![0.0; 2 * d + 4];
-    let n = r.len();
-    for j in 0..n {
-        let xj = &x[j * d..(j + 1) * d];
-        for i in j..n {
-            let xi = &x[i * d..(i + 1) * d];
-            let c = if i == j { 0.5 } else { 1.0 };
-            let w = c * (alpha[i] * alpha[j] - ainv[(i, j)]);
-            let t = i * (i + 1) / 2 + j;
-            let (es, el) = (units_s[t], units_l[t]);
-            g[0] += 2.0 * parts.s2 * w * es;
-            if i == j {
-                g[1] += 2.0 * parts.n2 * w;
-            }
-            if agents.is_none_or(|a| a[i] == a[j]) {
-                g[2 + d] += 2.0 * parts.o2 * w;
-            }
-            g[3 + d] += 2.0 * parts.l2 * w * el;
-            if i != j {
-                for k in 0..d {
-                    let diff = xi[k] - xj[k];
-                    let (us, ul) = (diff * is[k], diff * il[k]);
-                    g[2 + k] += parts.s2 * w * es * us * us;
-                    g[4 + d + k] += parts.l2 * w * el * ul * ul;
-                }
-            }
-        }
-    }
+    let ainv = |i: usize, j: usize| ainv[(i, j)];
+    add_gradient(
+        p,
+        (x, d),
+        agents,
+        (&alpha, ainv),
+        (&units_s, &units_l),
+        &mut g,
+    );
     Ok((lml, g))
 }
 

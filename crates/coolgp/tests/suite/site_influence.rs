@@ -52,20 +52,25 @@ fn lie_in(msg: &mut Message, lie: Lie) {
 /// Delivers every queued message, agent 2's after `lie`; returns the capped events (either
 /// kind) agent 1 raised about agent 2.
 fn deliver(agents: &mut [Agent], lie: Lie) -> usize {
+    deliver_with(agents, |msg| lie_in(msg, lie));
+    std::iter::from_fn(|| agents[1].poll_event())
+        .filter(|e| matches!(e, Event::Capped { from: 2, .. }))
+        .count()
+}
+
+/// Delivers every queued message, agent 2's after `alter`.
+fn deliver_with(agents: &mut [Agent], alter: impl Fn(&mut Message)) {
     let msgs: Vec<Message> = agents
         .iter_mut()
         .flat_map(|a| std::iter::from_fn(|| a.poll_transmit()).collect::<Vec<_>>())
         .collect();
     for mut msg in msgs {
         if msg.header.sender == 2 {
-            lie_in(&mut msg, lie);
+            alter(&mut msg);
         }
         let to = msg.header.receiver as usize;
         agents[to].handle_message(msg).expect("valid");
     }
-    std::iter::from_fn(|| agents[1].poll_event())
-        .filter(|e| matches!(e, Event::Capped { from: 2, .. }))
-        .count()
 }
 
 /// Each agent absorbs 60 rows (agent 2's of another function, read 1 too high, `copies`
@@ -314,23 +319,15 @@ fn rate_run(claim: f64) -> (f64, f64, usize) {
             a.handle_block(x.as_ref(), &y).expect("block");
             a.handle_tick();
         }
-        let msgs: Vec<Message> = agents
-            .iter_mut()
-            .flat_map(|a| std::iter::from_fn(|| a.poll_transmit()).collect::<Vec<_>>())
-            .collect();
-        for mut msg in msgs {
-            if msg.header.sender == 2 {
-                if let Body::Tree { excess, points } = &mut msg.body {
-                    *excess = Arc::new(excess.scaled(claim));
-                    *points *= claim;
-                }
-                if let Some(s) = &mut msg.sites {
-                    *s = Sites::from_pairs(s.iter().map(|(g, x)| (g, x.reweighted(claim, claim))));
-                }
+        deliver_with(&mut agents, |msg| {
+            if let Body::Tree { excess, points } = &mut msg.body {
+                *excess = Arc::new(excess.scaled(claim));
+                *points *= claim;
             }
-            let to = msg.header.receiver as usize;
-            agents[to].handle_message(msg).expect("valid");
-        }
+            if let Some(s) = &mut msg.sites {
+                *s = Sites::from_pairs(s.iter().map(|(g, x)| (g, x.reweighted(claim, claim))));
+            }
+        });
         events += std::iter::from_fn(|| agents[1].poll_event())
             .filter(|e| matches!(e, Event::RateCapped { from: 2, .. }))
             .count();
