@@ -328,7 +328,7 @@ pub fn fit_near(
     let warm = start.warm.as_ref().map(|w| (w.family(), w.params()));
     let explore = start.cold || warm.is_none();
     fit_grouped_selected(
-        warm,
+        warm.as_slice(),
         start.initial.params(),
         (fit, held),
         explore,

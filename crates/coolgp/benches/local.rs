@@ -231,19 +231,19 @@ fn bench_grouped_fit(c: &mut Criterion) {
         let (fit, held) = (groups(11), groups(12));
         let initial = vec![0.0; d + 2];
         let se = [ResidualFamily::SquaredExponential];
-        let warm = fit_grouped_selected(None, &initial, (&fit, &held), true, &se)
+        let warm = fit_grouped_selected(&[], &initial, (&fit, &held), true, &se)
             .expect("first fit")
             .params;
         let w = Some((ResidualFamily::SquaredExponential, &warm[..]));
         // The squared exponential's starts alone (the fit before the families), and every
         // family's (docs/LOCAL.md §12a).
         g.bench_function(BenchmarkId::from_parameter(format!("G128x16_d{d}")), |b| {
-            b.iter(|| fit_grouped_selected(w, &initial, (&fit, &held), true, &se))
+            b.iter(|| fit_grouped_selected(w.as_slice(), &initial, (&fit, &held), true, &se))
         });
         let all = ResidualFamily::STATIONARY;
         g.bench_function(
             BenchmarkId::from_parameter(format!("G128x16_d{d}_families")),
-            |b| b.iter(|| fit_grouped_selected(w, &initial, (&fit, &held), true, &all)),
+            |b| b.iter(|| fit_grouped_selected(w.as_slice(), &initial, (&fit, &held), true, &all)),
         );
     }
     g.finish();

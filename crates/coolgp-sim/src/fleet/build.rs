@@ -74,6 +74,7 @@ impl<'a> Fleet<'a> {
             phases: Phases::default(),
             curves: Vec::new(),
             local_pooled: false,
+            local_chains: Vec::new(),
             local_initial: None,
             watch: super::members::Watch::new(cfg.suspects, cfg.agents),
         })

@@ -102,6 +102,9 @@ pub struct Fleet<'a> {
     curves: Vec<CurvePoint>,
     /// A fleet-wide fit of the residual kernel has been made (`--local-fit fleet`).
     local_pooled: bool,
+    /// Each kernel family's last fleet-wide fit: the chains an exploring fit continues
+    /// ([`coolgp::local::select::fit_grouped_selected`]).
+    local_chains: Vec<(coolgp::local::ResidualFamily, Vec<f64>)>,
     /// The agents' residual kernel before the first fleet-wide fit (where fits without a
     /// warm start begin, [`coolgp::local::PoolOptions::warm_start`]).
     local_initial: Option<coolgp::local::ResidualKernel>,

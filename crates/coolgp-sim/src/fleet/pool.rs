@@ -59,11 +59,20 @@ impl Fleet<'_> {
             .sum();
         let cold = cold_due(before as u64, self.points as u64, opts.cold_growth);
         let (fitted, chosen) = if opts.sample == PoolSample::Near {
-            let warm = (!first).then(|| start.params().to_vec());
-            let warm = warm.as_deref().map(|p| (start.family(), p));
-            let pick = (warm, initial.params(), cold, &opts.families[..]);
+            // The warm chain first, then the other families' own chains.
+            let warm = (!first).then(|| (start.family(), start.params()));
+            let others = self
+                .local_chains
+                .iter()
+                .filter(|c| !first && c.0 != start.family());
+            let chains: Vec<(ResidualFamily, &[f64])> = warm
+                .into_iter()
+                .chain(others.map(|(f, p)| (*f, &p[..])))
+                .collect();
+            let pick = (&chains[..], initial.params(), cold, &opts.families[..]);
             match fit_agents_near(&mut self.agents, &excluded, pick) {
                 Some(s) => {
+                    keep_chains(&mut self.local_chains, &s);
                     let log = format!(
                         "{} {:?} {:?}; fleet task {:?}",
                         s.family.name(),
@@ -133,11 +142,23 @@ pub fn adopt_consensus(
 /// The environment variable that makes [`Fleet::fit_local_pooled`] log each pooled fit.
 const POOL_LOG: &str = "COOLGP_POOL_LOG";
 
-/// What [`fit_agents_near`] starts from: the warm chain's family and parameters (`None` at
-/// the first fit), the agents' initial parameters, whether every start is fitted, and the
-/// families whose starts are.
+/// Records each family's last fit of `fit` in `chains` (its best start on the held-out groups;
+/// the chosen family's chosen parameters): where the next exploration's chains continue.
+fn keep_chains(chains: &mut Vec<(ResidualFamily, Vec<f64>)>, fit: &GroupedFit) {
+    let best = fit.best_of_family.iter().map(|b| (b.0, &b.2));
+    for (family, params) in best.chain([(fit.family, &fit.params)]) {
+        match chains.iter_mut().find(|c| c.0 == family) {
+            Some(c) => c.1.clone_from(params),
+            None => chains.push((family, params.clone())),
+        }
+    }
+}
+
+/// What [`fit_agents_near`] starts from: the warm chains (the previous fleet kernel's family
+/// and parameters first, then other families' last fits; empty at the first fit), the agents'
+/// initial parameters, whether every start is fitted, and the families whose starts are.
 pub type NearPick<'a> = (
-    Option<(ResidualFamily, &'a [f64])>,
+    &'a [(ResidualFamily, &'a [f64])],
     &'a [f64],
     bool,
     &'a [ResidualFamily],
@@ -220,8 +241,9 @@ pub fn fit_agents_near(
         let (fit_anchors, held_anchors) = hood.anchors(&opts);
         // The warm kernel's metric (its inverse lengthscales; the sum's short part) adds the
         // rows it claims.
-        let kernel: Option<Vec<f64>> =
-            warm.map(|(_, p)| p[2..2 + d].iter().map(|l| (-l).exp()).collect());
+        let kernel: Option<Vec<f64>> = warm
+            .first()
+            .map(|(_, p)| p[2..2 + d].iter().map(|l| (-l).exp()).collect());
         let group = |anchors: &[RowRef]| -> Vec<Vec<RowRef>> {
             anchors
                 .par_iter()
@@ -265,7 +287,7 @@ pub fn fit_agents_near(
     };
     let groups = (&build(&fit), &build(&held));
     let chosen = fit_grouped_selected(warm, initial, groups, explore, families)?;
-    let incumbent = warm.map(|w| w.0).or(families.first().copied());
+    let incumbent = warm.first().map(|w| w.0).or(families.first().copied());
     let chosen = family_on_the_fleet_task(agents, excluded, chosen, incumbent);
     take(agents, chosen.family, &chosen.params);
     Some(chosen)

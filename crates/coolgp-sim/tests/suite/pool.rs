@@ -230,7 +230,7 @@ fn the_fit_on_neighbourhood_groups_recovers_a_known_residual_kernel_on_every_set
                 let f = fit_agents_near(
                     &mut agents,
                     &[],
-                    (w, &initial, true, &ResidualFamily::STATIONARY),
+                    (w.as_slice(), &initial, true, &ResidualFamily::STATIONARY),
                 )
                 .expect("fit");
                 warm = Some((f.family, f.params));
@@ -279,7 +279,7 @@ fn offset_stations(seed: u64) -> Vec<Agent> {
 fn fit_both(agents: &mut [Agent]) -> coolgp::local::select::GroupedFit {
     let initial = agents[0].local().kernel().params().to_vec();
     let families = [ResidualFamily::SquaredExponential, ResidualFamily::Sum];
-    fit_agents_near(agents, &[], (None, &initial, true, &families)).expect("fit")
+    fit_agents_near(agents, &[], (&[], &initial, true, &families)).expect("fit")
 }
 
 /// The held-out groups' log density of `family`'s best start in `f`.

@@ -98,8 +98,10 @@ impl GroupedFit {
     }
 }
 
-/// The fit chosen by held-out evidence (module doc). `warm`: the previous fleet kernel's
-/// family and parameters, `initial`: the agents' initial parameters (both
+/// The fit chosen by held-out evidence (module doc). `chains`: the warm chains, each a
+/// family and its last parameters, the previous fleet kernel's first (the *warm* chain; empty
+/// at a first fit); where `explore`, each other family of `families` with a chain continues
+/// from it too (a [`Start::Warm`] of that family) besides its fresh starts. `initial`: the agents' initial parameters (both
 /// `[ln σ_r, ln σ_rn, ln ℓ_1..d]`), `fit` and `held` the fit and scored groups (of width
 /// `initial.len() − 2`), `families` the families whose cold, short, medium and long starts
 /// are tried (the warm chain continues in its own family whatever they are). With `explore`
@@ -109,7 +111,7 @@ impl GroupedFit {
 /// fitted and scored. Deterministic; with `families = [SquaredExponential]` the fit of the
 /// squared exponential alone, as before the families.
 pub fn fit_grouped_selected(
-    warm: Option<(ResidualFamily, &[f64])>,
+    chains: &[(ResidualFamily, &[f64])],
     initial: &[f64],
     (fit, held): (&Groups, &Groups),
     explore: bool,
@@ -140,9 +142,21 @@ pub fn fit_grouped_selected(
         .zip(&long)
         .map(|(a, b)| (a * b).sqrt())
         .collect();
+    let warm = chains.first().copied();
     let mut starts: Vec<(Start, ResidualFamily, Vec<f64>)> = Vec::new();
     if let Some((f, w)) = warm.filter(|w| w.1.len() == w.0.param_len(d)) {
         starts.push((Start::Warm, f, w.to_vec()));
+    }
+    // The other families' chains, where they are explored: each continues from its own last
+    // fit rather than restarting (a change of family back and forth keeps both chains).
+    let others = chains.iter().skip(1).filter(|(f, p)| {
+        explore
+            && families.contains(f)
+            && Some(*f) != warm.map(|w| w.0)
+            && p.len() == f.param_len(d)
+    });
+    for &(f, p) in others {
+        starts.push((Start::Warm, f, p.to_vec()));
     }
     let named = [
         (Start::Cold, first(initial.to_vec())),
@@ -328,7 +342,7 @@ mod tests {
     fn the_short_start_finds_a_short_lengthscale_that_a_long_start_misses() {
         let (fit, held) = (field(1, 60), field(2, 60));
         let initial = [0.0, 0.0, 0.0, 0.0];
-        let f = fit_grouped_selected(None, &initial, (&fit, &held), true, &[SE]).expect("fit");
+        let f = fit_grouped_selected(&[], &initial, (&fit, &held), true, &[SE]).expect("fit");
         let l1 = f.params[3].exp();
         assert!(l1 < 0.2, "lengthscale of input 1: {l1} ({:?})", f.chosen);
         assert!(
@@ -349,10 +363,10 @@ mod tests {
     #[test]
     fn the_warm_chain_stays_unless_beaten_by_the_margin() {
         let (fit, held) = (field(3, 40), field(4, 40));
-        let first = fit_grouped_selected(None, &[0.0; 4], (&fit, &held), true, &ALL).expect("fit");
+        let first = fit_grouped_selected(&[], &[0.0; 4], (&fit, &held), true, &ALL).expect("fit");
         let warm = Some((first.family, &first.params[..]));
-        let again =
-            fit_grouped_selected(warm, &[0.0; 4], (&fit, &held), true, &ALL).expect("refit");
+        let again = fit_grouped_selected(warm.as_slice(), &[0.0; 4], (&fit, &held), true, &ALL)
+            .expect("refit");
         assert_eq!(
             (again.scores[0].0, again.scores[0].1),
             (Start::Warm, first.family)
@@ -373,9 +387,9 @@ mod tests {
     #[test]
     fn mismatched_or_empty_groups_give_none() {
         let g = field(5, 4);
-        assert!(fit_grouped_selected(None, &[0.0; 3], (&g, &g), true, &ALL).is_none());
+        assert!(fit_grouped_selected(&[], &[0.0; 3], (&g, &g), true, &ALL).is_none());
         let empty = Groups::new(2);
-        assert!(fit_grouped_selected(None, &[0.0; 4], (&empty, &g), true, &ALL).is_none());
+        assert!(fit_grouped_selected(&[], &[0.0; 4], (&empty, &g), true, &ALL).is_none());
     }
 
     /// Groups of exact draws of a GP with a kernel of `family` (σ = 1, lengthscale `ell` on
@@ -419,7 +433,7 @@ mod tests {
             (ResidualFamily::SquaredExponential, 0.5),
         ] {
             let (fit, held) = (gp_groups(truth, ell, 1, 60), gp_groups(truth, ell, 2, 60));
-            let f = fit_grouped_selected(None, &[0.0; 4], (&fit, &held), true, &ALL).expect("fit");
+            let f = fit_grouped_selected(&[], &[0.0; 4], (&fit, &held), true, &ALL).expect("fit");
             assert_eq!(
                 f.scores.len(),
                 12,
@@ -455,7 +469,7 @@ mod tests {
         let p = [0.0, -1.0, 1.0, -2.0];
         // Not exploring, with calibrated held-out errors: the warm chain alone, in its family
         // (even one the caller does not explore).
-        let f = fit_grouped_selected(Some((m32, &p)), &[0.0; 4], (&fit, &held), false, &[SE])
+        let f = fit_grouped_selected(&[(m32, &p)], &[0.0; 4], (&fit, &held), false, &[SE])
             .expect("fit");
         assert!(f.scores[0].2.msr <= COLD_ABOVE, "{:?}", f.scores);
         assert_eq!(f.scores.len(), 1, "{:?}", f.scores);
@@ -463,8 +477,8 @@ mod tests {
         assert_eq!((f.chosen, f.family), (Start::Warm, m32));
         // Exploring, the warm chain stays in its family unless another start of any family
         // beats it by the margin.
-        let f = fit_grouped_selected(Some((m32, &p)), &[0.0; 4], (&fit, &held), true, &ALL)
-            .expect("fit");
+        let f =
+            fit_grouped_selected(&[(m32, &p)], &[0.0; 4], (&fit, &held), true, &ALL).expect("fit");
         let warm = f.scores[0].2.log_density + GROUP_SWITCH_MARGIN * held.rows() as f64;
         let beaten = f.scores[1..].iter().any(|s| s.2.log_density > warm);
         assert_eq!(f.chosen != Start::Warm, beaten, "{:?}", f.scores);
@@ -521,8 +535,7 @@ mod tests {
         // finds the offset and the short lengthscale.
         let sum = ResidualFamily::Sum;
         let (fit, held) = (sum_groups(1, 60), sum_groups(2, 60));
-        let f =
-            fit_grouped_selected(None, &[0.0; 4], (&fit, &held), true, &[SE, sum]).expect("fit");
+        let f = fit_grouped_selected(&[], &[0.0; 4], (&fit, &held), true, &[SE, sum]).expect("fit");
         assert_eq!(f.scores.len(), 8, "{:?}", f.scores);
         assert_eq!(f.family, sum, "{:?}", f.scores);
         assert_eq!(f.params.len(), 8);
@@ -541,10 +554,44 @@ mod tests {
         // The warm chain continues in the sum (its 2d + 4 parameters).
         let warm = Some((sum, &f.params[..]));
         let again =
-            fit_grouped_selected(warm, &[0.0; 4], (&fit, &held), false, &[SE, sum]).expect("refit");
+            fit_grouped_selected(warm.as_slice(), &[0.0; 4], (&fit, &held), false, &[SE, sum])
+                .expect("refit");
         assert_eq!((again.scores[0].0, again.scores[0].1), (Start::Warm, sum));
         // (On a field without offsets, gp_groups(SE, 0.5, ..) with every row of another
         // agent, the sum still out-scores the squared exponential by 52 nats on 960 rows
         // after 60 steps: its two scales fit faster; docs/LOCAL.md §12a.)
+    }
+
+    #[test]
+    fn each_family_s_chain_continues_where_the_families_are_explored() {
+        // docs/LOCAL.md §12c: a change of family must not restart the other family's chain.
+        let sum = ResidualFamily::Sum;
+        let (fit, held) = (sum_groups(1, 60), sum_groups(2, 60));
+        let f = fit_grouped_selected(&[], &[0.0; 4], (&fit, &held), true, &[SE, sum]).expect("fit");
+        let se = f.best_of_family.iter().find(|b| b.0 == SE).expect("se");
+        let chains = [(sum, &f.params[..]), (SE, &se.2[..])];
+        let warm =
+            |g: &GroupedFit, family| g.scores.iter().any(|s| (s.0, s.1) == (Start::Warm, family));
+        // Exploring: both chains continue (the fleet's first, then the other), besides the
+        // fresh starts of both families.
+        let again = fit_grouped_selected(&chains, &[0.0; 4], (&fit, &held), true, &[SE, sum])
+            .expect("refit");
+        assert_eq!((again.scores[0].0, again.scores[0].1), (Start::Warm, sum));
+        assert_eq!((again.scores[1].0, again.scores[1].1), (Start::Warm, SE));
+        assert_eq!(again.scores.len(), 10, "{:?}", again.scores);
+        // Between explorations the fleet's chain alone; and a family not asked for is not
+        // continued either.
+        let between = fit_grouped_selected(&chains, &[0.0; 4], (&fit, &held), false, &[SE, sum])
+            .expect("refit");
+        assert!(!warm(&between, SE), "{:?}", between.scores);
+        let only_sum =
+            fit_grouped_selected(&chains, &[0.0; 4], (&fit, &held), true, &[sum]).expect("refit");
+        assert!(!warm(&only_sum, SE), "{:?}", only_sum.scores);
+        // A chain of the wrong length (another input width) is left out, not fitted.
+        let short = [0.0; 3];
+        let bad = [(sum, &f.params[..]), (SE, &short[..])];
+        let g =
+            fit_grouped_selected(&bad, &[0.0; 4], (&fit, &held), true, &[SE, sum]).expect("fit");
+        assert!(!warm(&g, SE), "{:?}", g.scores);
     }
 }
