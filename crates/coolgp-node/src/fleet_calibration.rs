@@ -21,8 +21,10 @@ use coolgp::local::calibrate::{chosen_rule, RuleCalibration, MIN_CALIBRATION_ROW
 use coolgp::local::FleetRule;
 use serde::{Deserialize, Serialize};
 
-use crate::fleet_query::{self, Member};
+use crate::config::DEFAULT_ROUTE;
+use crate::fleet_query::{self, AnswersUnder, Calibrated, Member};
 use crate::kernel_auth::{claim_bytes, Claim};
+use crate::request::TrialKernel;
 use crate::routing;
 use crate::status::Status;
 
@@ -115,40 +117,18 @@ pub async fn measure(
     signer: Option<Member<'_>>,
     (suspects, members, fit): (&[u64], usize, u64),
 ) -> Option<FleetCalibration> {
-    let timeout = CALIBRATION_TIMEOUT;
-    let briefs = match routing::briefs(session, fleet, timeout).await {
-        Ok((b, _)) => b,
-        Err(e) => {
-            tracing::warn!(error = %e, "fleet calibration: no briefs");
+    let asked = (suspects, members);
+    let c = match measured(session, fleet, signer, asked, (None, DEFAULT_ROUTE)).await {
+        Ok(c) => c,
+        Err(why @ NotMeasured::TooFewRows(_)) => {
+            tracing::info!(%why, "fleet calibration: not measured");
+            return None;
+        }
+        Err(why) => {
+            tracing::warn!(%why, "fleet calibration: not measured");
             return None;
         }
     };
-    let routed = |x: &[Vec<f64>], columns: Option<&[String]>, owners: Option<&[u64]>| {
-        routing::routes(
-            &briefs,
-            suspects,
-            columns,
-            x,
-            crate::config::DEFAULT_ROUTE,
-            owners,
-        )
-    };
-    let k = (CALIBRATION_ROWS / members.max(1)).clamp(1, MAX_ROWS_PER_AGENT);
-    let ks = ((k, suspects), &routed as &fleet_query::Router<'_>);
-    let c =
-        match fleet_query::calibrate(session, fleet, (None, signer), ks, &FleetRule::ALL, timeout)
-            .await
-        {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "fleet calibration failed");
-                return None;
-            }
-        };
-    if c.rows < MIN_CALIBRATION_ROWS {
-        tracing::info!(rows = c.rows, "fleet calibration: too few rows");
-        return None;
-    }
     let rule = chosen_rule(&c.rules)?;
     let cal = c.rules.iter().find(|r| r.rule == rule)?;
     let scores: Vec<(&str, f64)> = c.rules.iter().map(|r| (r.rule.name(), r.mse)).collect();
@@ -165,6 +145,59 @@ pub async fn measure(
         rows: c.rows as u64,
         fit,
     })
+}
+
+/// Why [`measured`] measured nothing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotMeasured {
+    /// Fewer than [`MIN_CALIBRATION_ROWS`] memory rows came back (a young fleet).
+    #[error("too few rows ({0})")]
+    TooFewRows(usize),
+    /// The members' briefs were unread, or a get failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Every rule of [`FleetRule::ALL`] measured on the fleet's held-out memory rows (as
+/// [`measure`]: up to [`CALIBRATION_ROWS`] rows of the `members` agents, `suspects` left out,
+/// signed by `signer`), each row answered by its owner (leave-one-out) and the `route − 1`
+/// agents nearest it by coverage ([`routing::routes`]), every answer under `trial` where
+/// given ([`crate::request::PredictRequest::trial`]: the fitter's score of a kernel family on
+/// the fleet's task, docs/LOCAL.md §12c).
+///
+/// # Errors
+/// [`NotMeasured`]: fewer than [`MIN_CALIBRATION_ROWS`] rows came back, or the members'
+/// briefs were unread or a get failed.
+pub async fn measured(
+    session: &zenoh::Session,
+    fleet: &str,
+    signer: Option<Member<'_>>,
+    (suspects, members): (&[u64], usize),
+    (trial, route): (Option<&TrialKernel>, usize),
+) -> Result<Calibrated, NotMeasured> {
+    let timeout = CALIBRATION_TIMEOUT;
+    let briefs = routing::briefs(session, fleet, timeout)
+        .await
+        .map_err(|e| NotMeasured::Failed(format!("the members' briefs unread: {e}")))?
+        .0;
+    let routed = |x: &[Vec<f64>], columns: Option<&[String]>, owners: Option<&[u64]>| {
+        routing::routes(&briefs, suspects, columns, x, route, owners)
+    };
+    let k = (CALIBRATION_ROWS / members.max(1)).clamp(1, MAX_ROWS_PER_AGENT);
+    let ks = ((k, suspects), &routed as &fleet_query::Router<'_>);
+    let under = AnswersUnder {
+        view: None,
+        trial: trial.cloned(),
+    };
+    let rules = &FleetRule::ALL;
+    let c = fleet_query::calibrate(session, fleet, (under, signer), ks, rules, timeout)
+        .await
+        .map_err(|e| NotMeasured::Failed(e.to_string()))?;
+    if c.rows < MIN_CALIBRATION_ROWS {
+        return Err(NotMeasured::TooFewRows(c.rows));
+    }
+    Ok(c)
 }
 
 /// The calibration in the fitter's status `st` that a query may apply: checked

@@ -17,6 +17,7 @@ use crate::auth::Signer;
 use crate::error::{NodeError, Result};
 use crate::kernel_auth::{Claim, SuspectsClaim};
 use crate::keys;
+use crate::request::TrialKernel;
 use crate::row_auth::sign_request;
 use crate::status::{AnswerParts, ErrorReply, OfferedRows, PredictReply, PredictRequest};
 use coolgp::local::calibrate::{held_out_answer, RuleCalibration};
@@ -566,9 +567,20 @@ pub struct Calibrated {
     pub owners: Vec<u64>,
 }
 
+/// What every request of [`calibrate`] carries besides its rows: the view (`fused`, `own`;
+/// `None`: fused) and a trial kernel every agent answers under ([`PredictRequest::trial`]:
+/// the fitter's score of a kernel family on the fleet's task, docs/LOCAL.md §12c).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AnswersUnder {
+    /// `fused` or `own`.
+    pub view: Option<String>,
+    /// The residual kernel to answer under (`None`: each agent's own).
+    pub trial: Option<TrialKernel>,
+}
+
 /// `coolgp query --all --calibrate K` (docs/LOCAL.md §10): asks every agent for up to `k` of
 /// its memory rows and its leave-one-out answers there (one get), then every agent for its
-/// answers at all those rows (a second), and measures each of `rules`' calibration
+/// answers at all those rows (a second), both `under` a view and a trial kernel, and measures each of `rules`' calibration
 /// ([`calibration`]: the safety net's weight, the variance scale, the held-out error),
 /// without the rows and answers of `suspects` ([`suspects`]). The rows are raw data sent to this querier (only nodes with the
 /// pooled fit, `--local-fit fleet`, the default, send them, and in a TLS fleet only to a
@@ -581,7 +593,7 @@ pub struct Calibrated {
 pub async fn calibrate(
     session: &zenoh::Session,
     fleet: &str,
-    (view, signer): (Option<String>, Option<Member<'_>>),
+    (under, signer): (AnswersUnder, Option<Member<'_>>),
     ((k, suspects), routed): ((usize, &[u64]), &Router<'_>),
     rules: &[FleetRule],
     timeout: Duration,
@@ -589,7 +601,8 @@ pub async fn calibrate(
     let ask = PredictRequest {
         columns: None,
         x: Vec::new(),
-        view,
+        view: under.view,
+        trial: under.trial,
         parts: true,
         held_out: Some(k),
         ..PredictRequest::default()

@@ -20,7 +20,8 @@
 //! - [`checkpoint`]: the state directory's checkpoints (temp file, fsync, rename, the previous
 //!   one as fallback) in [`coolgp_store`]'s format (safetensors + JSON metadata, checksum).
 //! - [`stream`]: the CSV data stream with byte offsets (`--follow`, stdin).
-//! - [`node`]: the event loop; [`query`]: predict queries off the loop; [`client`]: `query`
+//! - [`node`]: the event loop; [`query`]: predict queries off the loop ([`request`]: their
+//!   request and its trial kernel); [`client`]: `query`
 //!   and `status`; [`fleet_query`]: `query --all`, every agent asked and their answers
 //!   combined.
 //! - [`certs`]: `coolgp certs`; [`tls`]: the certificate directory and zenoh's mTLS settings;
@@ -56,6 +57,7 @@ pub mod client;
 pub mod config;
 pub mod coverage;
 pub mod error;
+pub mod family_task;
 pub mod fit_members;
 pub mod fleet_calibration;
 pub mod fleet_query;
@@ -66,6 +68,7 @@ pub mod keys;
 pub mod node;
 pub mod pooled_fit;
 pub mod query;
+pub mod request;
 pub mod ros2;
 pub mod routing;
 pub mod row_auth;
@@ -272,7 +275,7 @@ fn no_reply(key: String, timeout: Duration) -> NodeError {
 async fn calibrated_rule(
     session: &zenoh::Session,
     fleet: &str,
-    from: (Option<String>, Option<fleet_query::Member<'_>>),
+    from: (fleet_query::AnswersUnder, Option<fleet_query::Member<'_>>),
     ks: ((usize, &[u64]), &fleet_query::Router<'_>),
     rule: Option<FleetRule>,
     timeout: Duration,
@@ -359,7 +362,11 @@ pub async fn fleet_answers(
                 (k, suspects.as_slice()),
                 &routed as &fleet_query::Router<'_>,
             );
-            let from = (req.view.clone(), calibrate.1);
+            let under = fleet_query::AnswersUnder {
+                view: req.view.clone(),
+                trial: None,
+            };
+            let from = (under, calibrate.1);
             calibrated_rule(session, fleet, from, ks, rule, timeout, notes).await?
         }
         None => match rule {

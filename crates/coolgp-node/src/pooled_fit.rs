@@ -13,7 +13,7 @@ use std::time::Duration;
 use coolgp::local::composite::Groups;
 use coolgp::local::groups::GroupOptions;
 use coolgp::local::pool::{fit_pooled_selected, halves, shares};
-use coolgp::local::select::fit_grouped_selected;
+use coolgp::local::select::{fit_grouped_selected, GroupedFit};
 use coolgp::local::{FitSample, PoolOptions, ResidualFamily, ResidualKernel};
 use coolgp::Vocabulary;
 use coolgp_data::Standardizer;
@@ -319,33 +319,31 @@ fn per_anchor<'a>(
 /// The fit on neighbourhood groups (docs/LOCAL.md §11, §12a) as the simulator makes it
 /// ([`fit_grouped_selected`]: every start of every family of `start.families`
 /// (`--local-families`, the squared exponential by default) at the first fit and when a cold
-/// candidate is due, else the warm chain in its own family unless its held-out errors are
-/// off). The chosen family and parameters; `None`: no fit (no groups).
-pub fn fit_near(
-    start: &Start,
-    (fit, held): (&Groups, &Groups),
-) -> Option<(ResidualFamily, Vec<f64>)> {
+/// candidate is due, each other family's chain continued too ([`Start::chains`]), else the
+/// warm chain in its own family unless its held-out errors are off). The fit, its choice by
+/// the held-out groups; `None`: no fit (no groups).
+pub fn fit_near(start: &Start, (fit, held): (&Groups, &Groups)) -> Option<GroupedFit> {
     let warm = start.warm.as_ref().map(|w| (w.family(), w.params()));
     let explore = start.cold || warm.is_none();
-    fit_grouped_selected(
-        warm.as_slice(),
-        start.initial.params(),
-        (fit, held),
-        explore,
-        &start.families,
-    )
-    .map(|s| {
-        tracing::info!(
-            groups = fit.len() + held.len(),
-            rows = fit.rows() + held.rows(),
-            family = s.family.name(),
-            chosen = ?s.chosen,
-            scores = ?s.scores,
-            params = ?s.params,
-            "pooled fit on neighbourhood groups: chosen"
-        );
-        (s.family, s.params)
-    })
+    // The fleet's chain first, then the other families' (none at a first fit).
+    let others = start
+        .chains
+        .iter()
+        .filter(|c| warm.is_some_and(|w| w.0 != c.0))
+        .map(|(f, p)| (*f, &p[..]));
+    let chains: Vec<(ResidualFamily, &[f64])> = warm.into_iter().chain(others).collect();
+    let initial = start.initial.params();
+    let s = fit_grouped_selected(&chains, initial, (fit, held), explore, &start.families)?;
+    tracing::info!(
+        groups = fit.len() + held.len(),
+        rows = fit.rows() + held.rows(),
+        family = s.family.name(),
+        chosen = ?s.chosen,
+        scores = ?s.scores,
+        params = ?s.params,
+        "pooled fit on neighbourhood groups: chosen"
+    );
+    Some(s)
 }
 
 /// Each node's sample in one get: agent id → its offered rows; replies that are not a valid
@@ -456,6 +454,19 @@ pub struct Start {
     pub cold: bool,
     /// The families explored ([`fit_grouped_selected`]; the node's `--local-families`).
     pub families: Vec<ResidualFamily>,
+    /// Each family's last fit by this fitter ([`GroupedFit::keep_chains`]): an exploring fit
+    /// continues every other family's chain besides the warm one (docs/LOCAL.md §12c).
+    pub chains: Vec<(ResidualFamily, Vec<f64>)>,
+}
+
+impl Start {
+    /// The family kept on the fleet's task unless clearly beaten
+    /// ([`coolgp::local::select::family_on_scores`]): the warm chain's, at a first fit the
+    /// first family asked for.
+    pub fn incumbent(&self) -> Option<ResidualFamily> {
+        let warm = self.warm.as_ref().map(ResidualKernel::family);
+        warm.or(self.families.first().copied())
+    }
 }
 
 /// The pooled fit on `samples` (agent-id order) as the simulator makes it: each sample's even

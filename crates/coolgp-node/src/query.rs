@@ -16,6 +16,7 @@ use coolgp_data::Standardizer;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use zenoh::query::Query;
 
+use crate::request::TrialKernelError;
 use crate::row_auth::RowPolicy;
 use crate::status::{
     AnswerParts, ErrorReply, OfferedRows, PredictReply, PredictRequest, MAX_NEAR_ROWS,
@@ -182,7 +183,8 @@ async fn reply(q: Query, key: Option<String>, result: std::result::Result<Predic
 ///
 /// # Errors
 /// A message for the client: bad JSON, too many rows, missing columns, ragged rows, an
-/// unknown view, a request for rows the node refuses, or the agent's own error.
+/// unknown view, a request for rows (or a trial kernel) the node refuses, a trial kernel that
+/// is not one for its memory ([`TrialKernelError`]), or the agent's own error.
 pub fn predict(
     model: &QueryModel,
     body: &[u8],
@@ -232,19 +234,14 @@ pub fn predict(
     if matches!(routed, Some(None)) || no_rows {
         return Ok(None);
     }
-    if for_rows {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        if let Err(e) = model.rows.admit(body, attachment, now_ms) {
-            if e == crate::row_auth::RowRequestError::NotShared {
-                tracing::debug!(error = %e, "a request for memory rows refused");
-            } else {
-                tracing::warn!(error = %e, "a request for memory rows refused");
-            }
-            return Err(e.to_string());
-        }
+    // A trial kernel is admitted as a request for rows is: under a kernel of the asker's
+    // choice the answers can tell more of the memory than under the agent's own, and each
+    // costs a refactor.
+    if for_rows || req.trial.is_some() {
+        admit_rows(model, body, attachment)?;
     }
+    let trial = trial_model(model, &req)?;
+    let model = trial.as_ref().unwrap_or(model);
     if let Some(k) = req.held_out {
         return held_out(model, k.min(MAX_QUERY_ROWS), view).map(Some);
     }
@@ -276,6 +273,53 @@ pub fn predict(
         .local_answers(x.as_ref(), view)
         .map_err(|e| e.to_string())?;
     Ok(Some(reply_of(&answers, model.scaler.as_ref(), req.parts)))
+}
+
+/// `Ok` if `model.rows` admits a request for rows with query body `body` and `attachment`
+/// ([`RowPolicy::admit`]); the refusal (logged) otherwise.
+fn admit_rows(
+    model: &QueryModel,
+    body: &[u8],
+    attachment: Option<&[u8]>,
+) -> std::result::Result<(), String> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let Err(e) = model.rows.admit(body, attachment, now_ms) else {
+        return Ok(());
+    };
+    if e == crate::row_auth::RowRequestError::NotShared {
+        tracing::debug!(error = %e, "a request for memory rows refused");
+    } else {
+        tracing::warn!(error = %e, "a request for memory rows refused");
+    }
+    Err(e.to_string())
+}
+
+/// With `req.trial`, a copy of `model` whose agent answers under that kernel
+/// ([`crate::request::TrialKernel::applied`]: checked, one refactor of the copy's memory); `None` without.
+///
+/// # Errors
+/// The trial kernel's refusal ([`TrialKernelError`]), also on a request for rows.
+fn trial_model(
+    model: &QueryModel,
+    req: &PredictRequest,
+) -> std::result::Result<Option<QueryModel>, String> {
+    let Some(t) = &req.trial else {
+        return Ok(None);
+    };
+    if req.fit_sample.is_some() || req.near.is_some() {
+        return Err(TrialKernelError::ForRows.to_string());
+    }
+    let agent = t.applied(&model.agent).map_err(|e| e.to_string())?;
+    Ok(Some(QueryModel {
+        agent,
+        inputs: model.inputs.clone(),
+        scaler: model.scaler.clone(),
+        key: model.key.clone(),
+        id: model.id,
+        rows: model.rows.clone(),
+    }))
 }
 
 /// The fused answers at `rows` (original units, in the model's input order): the global

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::checkpoint::ModelIdentity;
+pub use crate::request::{NearRequest, PredictRequest, TrialKernel, MAX_NEAR_ROWS};
 use coolgp::local::LocalAnswer;
 
 /// An excess `D = (D1, D2)` in JSON: the upper triangle of D1 row by row (as on the wire),
@@ -369,61 +370,6 @@ impl ProjectionSummary {
                 .all(|(a, b)| (a - b).abs() <= tol)
     }
 }
-
-/// The request of `coolgp/<fleet>/<agent>/predict`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PredictRequest {
-    /// Column names of `x` (matched to the agent's inputs by name; extra columns ignored).
-    /// Without names, columns are taken in the agent's input order.
-    #[serde(default)]
-    pub columns: Option<Vec<String>>,
-    /// Rows of inputs in original units.
-    pub x: Vec<Vec<f64>>,
-    /// `fused` (default) or `own`.
-    #[serde(default)]
-    pub view: Option<String>,
-    /// Also reply with each answer's parts ([`PredictReply::parts`]): what a querier needs to
-    /// combine several agents' answers (`coolgp query --all`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub parts: bool,
-    /// Instead of answering at `x`: offer up to this many of the agent's own memory rows and
-    /// its leave-one-out answers there ([`PredictReply::held_out`], the parts of those
-    /// answers; `coolgp query --all --calibrate`, docs/LOCAL.md §10). The rows are raw data.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held_out: Option<usize>,
-    /// Instead of answering at `x`: offer up to this many memory rows, evenly spaced, with
-    /// their residuals against the agent's global mean ([`PredictReply::fit_sample`]; a node
-    /// with `--local-fit fleet` pools them to fit the residual kernel, docs/LOCAL.md §9). The
-    /// rows are raw data.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fit_sample: Option<usize>,
-    /// Instead of answering at `x`: offer, for each row of `x` (the fitter's anchors), the
-    /// agent's memory rows nearest to it, with their residuals ([`PredictReply::fit_sample`],
-    /// `k` rows per row of `x` in `x`'s order; the fit on neighbourhood groups, docs/LOCAL.md
-    /// §11). The rows are raw data.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub near: Option<NearRequest>,
-    /// A routed query (`coolgp query --all --route K`, issue 31): per agent id, the rows of
-    /// `x` it answers (in that order); an agent not named, or named with no row, does not
-    /// reply. On a request for rows (`held_out`, `fit_sample`, `near`: a pooled fit asking a
-    /// bounded set of members) an agent not named does not reply, one named answers (`near`:
-    /// at the listed rows only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub route: Option<std::collections::BTreeMap<u64, Vec<usize>>>,
-}
-
-/// A request for memory rows near given rows ([`PredictRequest::near`]).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NearRequest {
-    /// Rows per row of `x` (at most [`MAX_NEAR_ROWS`]).
-    pub k: usize,
-    /// The metric's scale of each column of `x`, in original units: rows are near when
-    /// `Σ_j ((x_j − x'_j)/scale_j)²` is small.
-    pub scale: Vec<f64>,
-}
-
-/// The most rows a node offers per row of a [`NearRequest`].
-pub const MAX_NEAR_ROWS: usize = 16;
 
 /// An agent's memory rows offered to a peer, in original units: for calibration
 /// ([`PredictRequest::held_out`]: `y` the targets; the reply's answers are its leave-one-out

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-use coolgp::local::{combine, FleetRule};
+use coolgp::local::{combine, FleetRule, ResidualFamily};
 use coolgp_node::{client, ZenohArgs};
 
 use crate::node_local::{
@@ -467,4 +467,102 @@ fn requests_for_rows_go_only_to_the_members_they_name() {
     );
     assert_eq!(routed[&2].x, every[&2].x, "agent 2: both rows");
     assert_eq!(routed[&0].y, every[&0].y[2..4]);
+}
+
+/// The scores, incumbent, groups' family and chosen family of the fitter's log line "pooled
+/// fit: families on the fleet's task" (`scores=["se=0.01", "sum=0.02"] incumbent="se"
+/// groups="sum" chosen="se"`).
+type FamilyLine = (
+    Vec<(ResidualFamily, f64)>,
+    Option<ResidualFamily>,
+    ResidualFamily,
+    ResidualFamily,
+);
+
+/// [`FamilyLine`] of `line`, `None` if a field is missing or unknown.
+fn family_line(line: &str) -> Option<FamilyLine> {
+    let field = |key: &str| -> Option<&str> {
+        let at = line.find(&format!(" {key}="))? + key.len() + 2;
+        line[at..]
+            .split_whitespace()
+            .next()
+            .map(|v| v.trim_matches('"'))
+    };
+    let family = |key: &str| field(key).and_then(ResidualFamily::from_name);
+    let list = line.split("scores=[").nth(1)?.split(']').next()?;
+    let scores = list
+        .split(',')
+        .map(|s| {
+            let (f, m) = s.trim().trim_matches('"').split_once('=')?;
+            Some((ResidualFamily::from_name(f)?, m.parse().ok()?))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((
+        scores,
+        family("incumbent"),
+        family("groups")?,
+        family("chosen")?,
+    ))
+}
+
+#[test]
+fn the_fitter_chooses_the_family_on_the_fleet_s_task() {
+    // docs/LOCAL.md §12c on real nodes: with `--local-families se,sum` the fitter scores both
+    // families' candidates on the fleet query's own task (every member answers the
+    // calibration under each as a trial kernel), logs the scores, and the fleet holds the
+    // family the core's rule picks from them.
+    use coolgp::local::select::family_on_scores;
+    use coolgp_node::kernel_auth::kernel_of_words;
+    let _g = serial();
+    let t0 = Instant::now();
+    let shares = station_shares(3, 970);
+    let total: usize = shares.iter().map(Vec::len).sum();
+    let mut fleet = Fleet::new("famtask", 3);
+    let extra = ["--local-memory", "30", "--local-families", "se,sum"];
+    start_path(&mut fleet, &shares, 10, 40, false, &extra);
+    fleet.wait_all(
+        "the streams and a pooled fit",
+        Duration::from_secs(60),
+        |_, s| s.stream_ended && s.fleet_points == total as f64 && s.local_pooled_fits >= 1,
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = std::fs::read_to_string(fleet.dir.join("node0.log")).unwrap_or_default();
+        let tag = "pooled fit: families on the fleet's task";
+        let last = log.lines().rev().find(|l| l.contains(tag));
+        // Every node's family (d = 2: a squared exponential has 4 parameters).
+        let held: Vec<Option<ResidualFamily>> = (0..3)
+            .map(|i| {
+                let words = fleet.status(i, false)?.local_kernel;
+                kernel_of_words(&words, 4).ok().map(|(f, _)| f)
+            })
+            .collect();
+        if let Some(line) = last {
+            let (scores, incumbent, groups, chosen) =
+                family_line(line).unwrap_or_else(|| panic!("unparsed: {line}"));
+            let mut families: Vec<&str> = scores.iter().map(|s| s.0.name()).collect();
+            families.sort_unstable();
+            assert_eq!(families, ["se", "sum"], "{line}");
+            assert!(
+                scores.iter().all(|s| s.1.is_finite() && s.1 > 0.0),
+                "{line}"
+            );
+            let rule = family_on_scores(&scores, incumbent).unwrap_or(groups);
+            assert_eq!(rule, chosen, "{line}");
+            if held.iter().all(|f| *f == Some(chosen)) {
+                eprintln!("{line}");
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no scores on the fleet's task, or the fleet holds {held:?} against them\n{}",
+            fleet.logs()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    eprintln!(
+        "family on the fleet's task: {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
 }

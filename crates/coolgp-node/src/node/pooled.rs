@@ -21,6 +21,7 @@ use super::Node;
 use crate::auth::PublicKey;
 use crate::auth::Signer;
 use crate::client::fetch_status;
+use crate::family_task::family_on_the_fleet_task;
 use crate::fit_members::{near_routes, spread, FIT_MEMBERS, NEAR_MEMBERS};
 use crate::kernel_auth::{kernel_of_words, taken_from, ConsensusClaim, KernelClaim};
 use crate::pooled_fit::{
@@ -43,9 +44,33 @@ pub const FOLLOW_SCALE: u32 = 64;
 /// were most of a converged fleet's idle cost).
 pub const MAX_FOLLOW_EVERY: Duration = Duration::from_secs(16);
 
-/// A finished job: the kernel's family and parameters and, when taken from a fitter, its id
-/// and fit count.
-type Outcome = Option<(ResidualFamily, Vec<f64>, Option<(u64, u64)>)>;
+/// Each family's last fit by this fitter, family → parameters ([`Start::chains`]).
+type Chains = Vec<(ResidualFamily, Vec<f64>)>;
+
+/// A finished job's kernel.
+struct Outcome {
+    /// Its family.
+    family: ResidualFamily,
+    /// Its parameters.
+    params: Vec<f64>,
+    /// When taken from a fitter: its id and fit count.
+    from: Option<(u64, u64)>,
+    /// After this node's fit on neighbourhood groups: each family's last fit, the chains of
+    /// its next exploration ([`coolgp::local::select::GroupedFit::keep_chains`]).
+    chains: Option<Chains>,
+}
+
+impl Outcome {
+    /// A kernel alone (no chains), from `from` if taken from a fitter.
+    fn of(family: ResidualFamily, params: Vec<f64>, from: Option<(u64, u64)>) -> Self {
+        Self {
+            family,
+            params,
+            from,
+            chains: None,
+        }
+    }
+}
 
 /// The pooled fit's state on a node.
 pub(super) struct Pooled {
@@ -68,7 +93,10 @@ pub(super) struct Pooled {
     /// fused model's last change.
     asked_at_ms: Option<u64>,
     /// The running job's result, if one runs.
-    pending: Option<oneshot::Receiver<Outcome>>,
+    pending: Option<oneshot::Receiver<Option<Outcome>>>,
+    /// Each family's last fit by this node as the fitter: an exploring fit continues them
+    /// (docs/LOCAL.md §12c; the simulator's `keep_chains`).
+    chains: Chains,
     /// `--local-fit agent`: the fitter's job is the consensus of the members' own fits
     /// ([`super::consensus`]) and a kernel is adopted with the node's own fit schedule kept.
     consensus: bool,
@@ -93,6 +121,7 @@ impl Pooled {
             following: false,
             asked_at_ms: None,
             pending: None,
+            chains: Vec::new(),
         })
     }
 
@@ -160,7 +189,16 @@ impl Node {
             };
             p.follow_wait.0 = wait;
         }
-        if let Some((family, params, from)) = outcome {
+        if let Some(Outcome {
+            family,
+            params,
+            from,
+            chains,
+        }) = outcome
+        {
+            if let Some(chains) = chains {
+                p.chains = chains;
+            }
             let taken = match p.consensus {
                 true => self.agent.adopt_local_kernel(family, &params),
                 false => self.agent.set_local_kernel(family, &params),
@@ -209,6 +247,7 @@ impl Node {
             initial: p.initial.clone(),
             cold: cold_due(p.last_points as u64, now as u64, COLD_GROWTH),
             families: self.s.local_families.clone(),
+            chains: p.chains.clone(),
         };
         tracing::info!(
             fused_points = now,
@@ -265,7 +304,10 @@ impl Node {
         let Some(p) = self.pooled.as_mut() else {
             return;
         };
-        spawn_job(p, job.run());
+        spawn_job(p, async move {
+            let made = job.run().await;
+            made.map(|(family, params)| Outcome::of(family, params, None))
+        });
     }
 
     /// A follower's step: the fitter's kernel if it made a new fit, asked every
@@ -327,7 +369,8 @@ impl Node {
                 .filter(|s| signed_by(key, &fleet, fitter, s, consensus))
                 .and_then(|s| match kernel_of_words(&words(&s), len) {
                     Ok((family, p)) => {
-                        Some((family, p.to_vec(), Some((fitter, s.local_pooled_fits))))
+                        let from = Some((fitter, s.local_pooled_fits));
+                        Some(Outcome::of(family, p.to_vec(), from))
                     }
                     Err(why) => {
                         tracing::warn!(fitter, "pooled residual kernel refused: {why}");
@@ -343,12 +386,12 @@ impl Node {
 /// `p.pending`, applied by a later round.
 fn spawn_job<F>(p: &mut Pooled, job: F)
 where
-    F: std::future::Future<Output = Option<(ResidualFamily, Vec<f64>)>> + Send + 'static,
+    F: std::future::Future<Output = Option<Outcome>> + Send + 'static,
 {
     let (tx, rx) = oneshot::channel();
     p.pending = Some(rx);
     tokio::spawn(async move {
-        let _ = tx.send(job.await.map(|(family, params)| (family, params, None)));
+        let _ = tx.send(job.await);
     });
 }
 
@@ -403,7 +446,11 @@ impl Job {
     /// [`GROUP_OPTIONS`]`.anchors`, the even ones fit, the odd ones scored) come from at most
     /// [`FIT_MEMBERS`] members spread over the field, and each anchor's near rows from its own
     /// member and the members whose coverage is nearest it.
-    async fn run(self) -> Option<(ResidualFamily, Vec<f64>)> {
+    ///
+    /// Where the groups scored more than one family, the family is chosen on the fleet query's
+    /// own task ([`family_on_the_fleet_task`]); the outcome carries each family's last fit
+    /// (the chains).
+    async fn run(self) -> Option<Outcome> {
         let briefs = if self.members > NEAR_MEMBERS {
             match briefs(&self.session, &self.fleet, SAMPLE_TIMEOUT).await {
                 Ok((b, _)) => b,
@@ -456,21 +503,39 @@ impl Job {
             }
             _ => None,
         };
+        let (incumbent, chains) = (self.start.incumbent(), self.start.chains.clone());
         let (start, vocab) = (self.start, self.vocab);
-        tokio::task::spawn_blocking(move || {
+        let fitted = tokio::task::spawn_blocking(move || {
             let both = (&near_rows, claimed.as_ref());
             let (fit_groups, held) =
                 near_groups(&anchors, both, routes.as_ref(), &inv, &GROUP_OPTIONS);
             if fit_groups.is_empty() || held.is_empty() {
                 tracing::warn!("pooled fit: no rows near the anchors; the spaced pooled fit");
                 let samples: Vec<FitSample> = samples.into_values().collect();
-                return fit(&start, &vocab, &samples);
+                let spaced = fit(&start, &vocab, &samples);
+                return spaced.map(|(family, params)| Err(Outcome::of(family, params, None)));
             }
-            fit_near(&start, (&fit_groups, &held))
+            fit_near(&start, (&fit_groups, &held)).map(Ok)
         })
         .await
         .ok()
-        .flatten()
+        .flatten()?;
+        let grouped = match fitted {
+            Ok(g) => g,
+            Err(spaced) => return Some(spaced),
+        };
+        let signing = self.signer.as_ref().map(|(s, id)| (&**s, *id));
+        let asked = (&self.exclude[..], self.members);
+        let (session, fleet) = (&self.session, &self.fleet);
+        let g = family_on_the_fleet_task(session, fleet, signing, asked, grouped, incumbent).await;
+        let mut kept = chains;
+        g.keep_chains(&mut kept);
+        Some(Outcome {
+            family: g.family,
+            params: g.params,
+            from: None,
+            chains: Some(kept),
+        })
     }
 
     /// Each node's reply to `request` in this node's standardized units, by node id; replies

@@ -14,7 +14,7 @@
 //! kept unless another errs [`FAMILY_MARGIN`] less. With one family (the fits between
 //! explorations) nothing is scored.
 
-use coolgp::local::select::{GroupedFit, Start};
+use coolgp::local::select::{family_on_scores, GroupedFit, Start};
 use coolgp::local::{FleetRule, ResidualFamily};
 use coolgp::Agent;
 use rayon::prelude::*;
@@ -22,16 +22,10 @@ use rayon::prelude::*;
 use super::calibrate::calibrate;
 use super::query::RULES;
 
-/// The agents asked about each calibration row of the family's score (its owner and the 15
-/// nearest by coverage, [`super::asked::routes`]): a routed query's answer at a bounded cost
-/// (on airline by 100 regions the same choices as asking all 100, 20% less CPU).
-pub const FAMILY_ROUTE: usize = 16;
-
-/// The relative margin by which another family's error on the fleet's task must be below the
-/// incumbent family's to replace it: the calibration's 512 rows are a sample (on a field
-/// drawn from a squared exponential, Matérn 5/2 scored 0.9–2.8% below it), and a change of
-/// family restarts the chain (measured in docs/LOCAL.md §12c).
-pub const FAMILY_MARGIN: f64 = 0.05;
+/// The rule's margin and the calibration's route, the core's
+/// ([`coolgp::local::select::FAMILY_MARGIN`], [`coolgp::local::select::FAMILY_ROUTE`]): the
+/// node's fitter chooses by the same.
+pub use coolgp::local::select::{FAMILY_MARGIN, FAMILY_ROUTE};
 
 /// One family's score on the fleet's task: its best start's parameters and the `auto`
 /// rule's held-out mean squared error (standardized; `+∞` where nothing could be measured).
@@ -64,18 +58,10 @@ pub fn family_on_the_fleet_task(
 ) -> GroupedFit {
     let scores = score_families(agents, excluded, &fit);
     let mut fit = fit;
-    let held = scores.iter().find(|s| Some(s.family) == incumbent);
-    let best = scores.iter().min_by(|a, b| a.mse.total_cmp(&b.mse));
-    if let (Some(h), Some(b)) = (held, best) {
-        let pick = match b.mse < (1.0 - FAMILY_MARGIN) * h.mse {
-            true => b,
-            false => h,
-        };
-        if pick.family != fit.family {
-            (fit.family, fit.chosen, fit.params) = (pick.family, pick.start, pick.params.clone());
-        }
-    }
     fit.fleet_task = scores.iter().map(|s| (s.family, s.mse)).collect();
+    if let Some(family) = family_on_scores(&fit.fleet_task, incumbent) {
+        fit.choose_family(family);
+    }
     fit
 }
 
@@ -92,21 +78,18 @@ pub fn score_families(
     }
     fit.best_of_family
         .iter()
-        .map(|(family, start, params, _)| {
-            let (start, params) = match *family == fit.family {
-                true => (fit.chosen, &fit.params),
-                false => (*start, params),
-            };
+        .filter_map(|b| Some((b.0, fit.candidate(b.0)?)))
+        .map(|(family, (start, params))| {
             agents.par_iter_mut().for_each(|a| {
-                let _ = a.set_local_kernel(*family, params);
+                let _ = a.set_local_kernel(family, params);
             });
             let cal = calibrate(agents, RULES, excluded, Some(FAMILY_ROUTE));
             let rule = cal.best();
             let mse = rule.map_or(f64::INFINITY, |r| cal.of(r).mse);
             FamilyScore {
-                family: *family,
+                family,
                 start,
-                params: params.clone(),
+                params: params.to_vec(),
                 rule,
                 mse: if mse.is_finite() { mse } else { f64::INFINITY },
             }

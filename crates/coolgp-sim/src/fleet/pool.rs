@@ -72,7 +72,7 @@ impl Fleet<'_> {
             let pick = (&chains[..], initial.params(), cold, &opts.families[..]);
             match fit_agents_near(&mut self.agents, &excluded, pick) {
                 Some(s) => {
-                    keep_chains(&mut self.local_chains, &s);
+                    s.keep_chains(&mut self.local_chains);
                     let log = format!(
                         "{} {:?} {:?}; fleet task {:?}",
                         s.family.name(),
@@ -141,18 +141,6 @@ pub fn adopt_consensus(
 
 /// The environment variable that makes [`Fleet::fit_local_pooled`] log each pooled fit.
 const POOL_LOG: &str = "COOLGP_POOL_LOG";
-
-/// Records each family's last fit of `fit` in `chains` (its best start on the held-out groups;
-/// the chosen family's chosen parameters): where the next exploration's chains continue.
-fn keep_chains(chains: &mut Vec<(ResidualFamily, Vec<f64>)>, fit: &GroupedFit) {
-    let best = fit.best_of_family.iter().map(|b| (b.0, &b.2));
-    for (family, params) in best.chain([(fit.family, &fit.params)]) {
-        match chains.iter_mut().find(|c| c.0 == family) {
-            Some(c) => c.1.clone_from(params),
-            None => chains.push((family, params.clone())),
-        }
-    }
-}
 
 /// What [`fit_agents_near`] starts from: the warm chains (the previous fleet kernel's family
 /// and parameters first, then other families' last fits; empty at the first fit), the agents'

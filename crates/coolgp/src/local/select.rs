@@ -50,6 +50,35 @@ pub const GROUP_SWITCH_MARGIN: f64 = 0.01;
 /// worse. The simulator's and the node's `--local-families` choose others.
 pub const FAMILIES: [ResidualFamily; 1] = [ResidualFamily::SquaredExponential];
 
+/// The relative margin by which another family's error on the fleet query's own task must be
+/// below the incumbent family's to replace it ([`family_on_scores`], docs/LOCAL.md §12c): the
+/// calibration's rows are a sample (on a field drawn from a squared exponential, Matérn 5/2
+/// scored 0.9–2.8% below it): without a margin the choice follows differences within that noise.
+pub const FAMILY_MARGIN: f64 = 0.05;
+
+/// The agents asked about each calibration row of a family's score on the fleet's task (its
+/// owner and the 15 nearest by coverage): a routed query's answer at a bounded cost (on
+/// airline by 100 regions the same choices as asking all 100, 20% less CPU; docs/LOCAL.md
+/// §12c).
+pub const FAMILY_ROUTE: usize = 16;
+
+/// The family chosen on the fleet query's own task (docs/LOCAL.md §12c) from each family's
+/// error there (`scores`: the best fleet rule's held-out mean squared error; a non-finite one
+/// counts as `+∞`, nothing measured): the `incumbent` (the warm chain's family; at a first fit
+/// the first family asked for) unless the family with the smallest error (the first of equals)
+/// errs less than `(1 − FAMILY_MARGIN)` times the incumbent's. `None`, the groups' choice
+/// standing, with fewer than two families scored or the incumbent not among them.
+pub fn family_on_scores(
+    scores: &[(ResidualFamily, f64)],
+    incumbent: Option<ResidualFamily>,
+) -> Option<ResidualFamily> {
+    let mse = |m: f64| if m.is_finite() { m } else { f64::INFINITY };
+    let held = scores.iter().find(|s| Some(s.0) == incumbent)?;
+    let best = scores.iter().min_by(|a, b| mse(a.1).total_cmp(&mse(b.1)))?;
+    let switch = mse(best.1) < (1.0 - FAMILY_MARGIN) * mse(held.1);
+    (scores.len() >= 2).then_some(if switch { best.0 } else { held.0 })
+}
+
 /// A start of [`fit_grouped_selected`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Start {
@@ -95,6 +124,38 @@ impl GroupedFit {
             .iter()
             .find(|(s, f, _)| (*s, *f) == key)
             .map(|s| s.2)
+    }
+
+    /// `family`'s candidate on another task than the held-out groups: the groups' choice for
+    /// the chosen family (the warm chain's margin kept), else the family's best start; `None`
+    /// for a family not scored.
+    pub fn candidate(&self, family: ResidualFamily) -> Option<(Start, &[f64])> {
+        if family == self.family {
+            return Some((self.chosen, &self.params));
+        }
+        let b = self.best_of_family.iter().find(|b| b.0 == family)?;
+        Some((b.1, &b.2))
+    }
+
+    /// Makes `family`'s [`GroupedFit::candidate`] the choice (nothing for a family not scored).
+    pub fn choose_family(&mut self, family: ResidualFamily) {
+        if let Some((start, params)) = self.candidate(family) {
+            let params = params.to_vec();
+            (self.family, self.chosen, self.params) = (family, start, params);
+        }
+    }
+
+    /// Records each family's last fit in `chains` (family → parameters; its best start on
+    /// the held-out groups, the chosen family's choice): where the next exploration's chains
+    /// continue ([`fit_grouped_selected`]'s `chains`, docs/LOCAL.md §12c).
+    pub fn keep_chains(&self, chains: &mut Vec<(ResidualFamily, Vec<f64>)>) {
+        let best = self.best_of_family.iter().map(|b| (b.0, &b.2));
+        for (family, params) in best.chain([(self.family, &self.params)]) {
+            match chains.iter_mut().find(|c| c.0 == family) {
+                Some(c) => c.1.clone_from(params),
+                None => chains.push((family, params.clone())),
+            }
+        }
     }
 }
 
@@ -563,6 +624,36 @@ mod tests {
     }
 
     #[test]
+    fn the_incumbent_family_stays_unless_beaten_by_the_margin() {
+        // Reference: docs/LOCAL.md §12c, the rule on the fleet's task.
+        let (sum, m52) = (ResidualFamily::Sum, ResidualFamily::Matern52);
+        let pick = |s: &[(ResidualFamily, f64)], i| family_on_scores(s, i);
+        let edge = 1.0 - FAMILY_MARGIN;
+        // Just inside the margin: kept; just beyond it: the best taken.
+        assert_eq!(pick(&[(SE, 1.0), (sum, edge)], Some(SE)), Some(SE));
+        let below = edge * (1.0 - 1e-12);
+        assert_eq!(pick(&[(SE, 1.0), (sum, below)], Some(SE)), Some(sum));
+        // The best of three, the first of equals; an incumbent that is best stays.
+        let three = [(SE, 1.0), (sum, 0.5), (m52, 0.5)];
+        assert_eq!(pick(&three, Some(SE)), Some(sum));
+        assert_eq!(pick(&three, Some(sum)), Some(sum));
+        assert_eq!(pick(&[(SE, 0.5), (sum, 0.3)], Some(sum)), Some(sum));
+        // No incumbent scored, or fewer than two families: the groups' choice stands.
+        assert_eq!(pick(&[(SE, 1.0), (sum, 0.1)], Some(m52)), None);
+        assert_eq!(pick(&[(SE, 1.0), (sum, 0.1)], None), None);
+        assert_eq!(pick(&[(SE, 1.0)], Some(SE)), None);
+        assert_eq!(pick(&[], Some(SE)), None);
+        // Nothing measured (+∞, or NaN, taken as +∞): any measured family beats it; two
+        // unmeasured keep the incumbent.
+        let inf = f64::INFINITY;
+        assert_eq!(pick(&[(SE, inf), (sum, 1e9)], Some(SE)), Some(sum));
+        assert_eq!(pick(&[(SE, f64::NAN), (sum, 1e9)], Some(SE)), Some(sum));
+        assert_eq!(pick(&[(SE, 1.0), (sum, inf)], Some(SE)), Some(SE));
+        assert_eq!(pick(&[(SE, inf), (sum, f64::NAN)], Some(SE)), Some(SE));
+        assert_eq!(pick(&[(SE, 1.0), (sum, -inf)], Some(SE)), Some(SE));
+    }
+
+    #[test]
     fn each_family_s_chain_continues_where_the_families_are_explored() {
         // docs/LOCAL.md §12c: a change of family must not restart the other family's chain.
         let sum = ResidualFamily::Sum;
@@ -570,6 +661,14 @@ mod tests {
         let f = fit_grouped_selected(&[], &[0.0; 4], (&fit, &held), true, &[SE, sum]).expect("fit");
         let se = f.best_of_family.iter().find(|b| b.0 == SE).expect("se");
         let chains = [(sum, &f.params[..]), (SE, &se.2[..])];
+        // The chains kept: the chosen family's choice, each other family's best start.
+        let mut kept = Vec::new();
+        f.keep_chains(&mut kept);
+        assert_eq!(kept, vec![(SE, se.2.clone()), (sum, f.params.clone())]);
+        assert_eq!(f.candidate(SE), Some((se.1, &se.2[..])));
+        let mut g = f.clone();
+        g.choose_family(SE);
+        assert_eq!((g.family, g.chosen, &g.params), (SE, se.1, &se.2));
         let warm =
             |g: &GroupedFit, family| g.scores.iter().any(|s| (s.0, s.1) == (Start::Warm, family));
         // Exploring: both chains continue (the fleet's first, then the other), besides the
